@@ -1,0 +1,19 @@
+export { ERRORS, ApiError, errorBody } from './errors.ts';
+export type { ErrorCode, OpenAIErrorBody } from './errors.ts';
+export { chatRequestSchema, chatMessageSchema } from './chat.ts';
+export type { ChatRequest, ChatMessage, ChatUsage } from './chat.ts';
+export {
+  runtimeKinds, deploymentStates, upstreamSchema, snapshotTenantSchema, snapshotKeySchema,
+  snapshotEndpointSchema, snapshotDeploymentSchema, configSnapshotSchema, configDeltaSchema, applyDeltas,
+} from './snapshot.ts';
+export type {
+  RuntimeKind, DeploymentState, SnapshotUpstream, SnapshotTenant, SnapshotKey, SnapshotEndpoint,
+  SnapshotDeployment, ConfigSnapshot, ConfigDelta, ConfigEntityKind,
+} from './snapshot.ts';
+export { usageRecordSchema, usageBatchSchema } from './usage.ts';
+export type { UsageRecord, UsageBatch } from './usage.ts';
+export {
+  DEFAULT_SUMMARY, formatParameterSize, formatConcurrency, formatColdStart, formatUseCases, formatSummary,
+  formatTokenPrice, parseParameterSize, parseConcurrency, parseColdStart, parseUseCases,
+} from './catalog-format.ts';
+export { SECRET_PREFIX, generateSecret, hasValidChecksum, secretDisplayPrefix, hashSecret } from './secrets.ts';
