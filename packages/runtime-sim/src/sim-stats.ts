@@ -1,0 +1,145 @@
+/** One request as the simulator saw it. */
+export interface RequestLogEntry {
+  /** The response id (chatcmpl-...). */
+  id: string;
+  model: string;
+  stream: boolean;
+  promptTokens: number;
+  /** Tokens generated so far (for an aborted request: up to the abort). */
+  completionTokens: number;
+  /** HTTP status sent, or 0 while none was sent (queued, running, hung, aborted early). */
+  status: number;
+  finishReason: 'stop' | 'length' | 'abort' | 'cut' | 'error' | null;
+  aborted: boolean;
+  /** Epoch ms of the client disconnect, or null. */
+  abortedAt: number | null;
+  startedAt: number;
+  finishedAt: number | null;
+}
+
+export interface SimStatsSnapshot {
+  readonly warm: boolean;
+  readonly running: number;
+  readonly waiting: number;
+  readonly totals: {
+    readonly requests: number;
+    readonly completed: number;
+    readonly aborted: number;
+    /** 503s because the waiting queue was full. */
+    readonly rejected: number;
+    /** Injected faults: error answers and cut connections. */
+    readonly failed: number;
+    readonly promptTokens: number;
+    readonly completionTokens: number;
+  };
+  /** The most recent requests, oldest first. */
+  readonly requests: readonly RequestLogEntry[];
+}
+
+interface ModelCounters {
+  prompt: number;
+  generation: number;
+  stop: number;
+  length: number;
+  abort: number;
+}
+
+export interface SimStats {
+  begin(id: string, model: string, promptTokens: number, stream: boolean): RequestLogEntry;
+  /** The request got a slot: its prompt is prefilled. */
+  prefill(entry: RequestLogEntry): void;
+  generated(entry: RequestLogEntry, tokens: number): void;
+  finish(entry: RequestLogEntry, reason: 'stop' | 'length'): void;
+  abort(entry: RequestLogEntry): void;
+  reject(entry: RequestLogEntry, status: number): void;
+  fail(entry: RequestLogEntry, status: number, reason: 'cut' | 'error'): void;
+  snapshot(warm: boolean, running: number, waiting: number): SimStatsSnapshot;
+  renderMetrics(running: number, waiting: number): string;
+}
+
+/** Counters, per-model totals and a ring buffer of the last `logSize` requests. */
+export function createSimStats(models: readonly string[], logSize: number): SimStats {
+  const perModel = new Map<string, ModelCounters>(models.map((m) => [m, { prompt: 0, generation: 0, stop: 0, length: 0, abort: 0 }]));
+  const log: RequestLogEntry[] = [];
+  let next = 0;
+  const t = { requests: 0, completed: 0, aborted: 0, rejected: 0, failed: 0, promptTokens: 0, completionTokens: 0 };
+  const counters = (model: string) => perModel.get(model) ?? perModel.get(models[0]!)!;
+
+  return {
+    begin(id, model, promptTokens, stream) {
+      const entry: RequestLogEntry = {
+        id, model, stream, promptTokens, completionTokens: 0, status: 0, finishReason: null,
+        aborted: false, abortedAt: null, startedAt: Date.now(), finishedAt: null,
+      };
+      t.requests++;
+      if (log.length < logSize) log.push(entry);
+      else log[next] = entry;
+      next = (next + 1) % logSize;
+      return entry;
+    },
+    prefill(entry) {
+      t.promptTokens += entry.promptTokens;
+      counters(entry.model).prompt += entry.promptTokens;
+    },
+    generated(entry, tokens) {
+      entry.completionTokens += tokens;
+      t.completionTokens += tokens;
+      counters(entry.model).generation += tokens;
+    },
+    finish(entry, reason) {
+      entry.status = 200;
+      entry.finishReason = reason;
+      entry.finishedAt = Date.now();
+      t.completed++;
+      counters(entry.model)[reason]++;
+    },
+    abort(entry) {
+      entry.aborted = true;
+      entry.finishReason = 'abort';
+      entry.abortedAt = entry.finishedAt = Date.now();
+      t.aborted++;
+      counters(entry.model).abort++;
+    },
+    reject(entry, status) {
+      entry.status = status;
+      entry.finishReason = 'error';
+      entry.finishedAt = Date.now();
+      t.rejected++;
+    },
+    fail(entry, status, reason) {
+      entry.status = status;
+      entry.finishReason = reason;
+      entry.finishedAt = Date.now();
+      t.failed++;
+    },
+    snapshot(warm, running, waiting) {
+      const ordered = log.length < logSize ? log : [...log.slice(next), ...log.slice(0, next)];
+      return { warm, running, waiting, totals: { ...t }, requests: ordered.map((e) => ({ ...e })) };
+    },
+    renderMetrics(running, waiting) {
+      const first = JSON.stringify(models[0]);
+      const lines: string[] = [
+        '# HELP vllm:num_requests_running Number of requests in model execution batches.',
+        '# TYPE vllm:num_requests_running gauge',
+        `vllm:num_requests_running{model_name=${first}} ${running}`,
+        '# HELP vllm:num_requests_waiting Number of requests waiting to be processed.',
+        '# TYPE vllm:num_requests_waiting gauge',
+        `vllm:num_requests_waiting{model_name=${first}} ${waiting}`,
+      ];
+      const counter = (name: string, help: string, value: (c: ModelCounters) => number) => {
+        lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`);
+        for (const [m, c] of perModel) lines.push(`${name}{model_name=${JSON.stringify(m)}} ${value(c)}`);
+      };
+      counter('vllm:prompt_tokens_total', 'Number of prefill tokens processed.', (c) => c.prompt);
+      counter('vllm:generation_tokens_total', 'Number of generation tokens processed.', (c) => c.generation);
+      counter('vllm:num_aborted_requests_total', 'Number of requests aborted by the client.', (c) => c.abort);
+      lines.push('# HELP vllm:request_success_total Count of finished requests by finish reason.', '# TYPE vllm:request_success_total counter');
+      for (const [m, c] of perModel) {
+        for (const r of ['stop', 'length', 'abort'] as const) {
+          lines.push(`vllm:request_success_total{finished_reason="${r}",model_name=${JSON.stringify(m)}} ${c[r]}`);
+        }
+      }
+      return `${lines.join('\n')}\n`;
+    },
+  };
+}

@@ -1,0 +1,50 @@
+import type { ConfigSnapshot } from '@infer/shared';
+
+export interface SimPlan {
+  readonly port: number;
+  readonly models: readonly string[];
+}
+
+/** One simulator process per local port named by a `sim` upstream or replica, serving every model routed there. */
+export function planSims(snapshot: ConfigSnapshot): SimPlan[] {
+  const byPort = new Map<number, Set<string>>();
+  const upstreams = [...snapshot.endpoints.flatMap((e) => e.upstreams), ...snapshot.deployments.flatMap((d) => d.replicas)];
+  for (const u of upstreams) {
+    if (u.kind !== 'sim') continue;
+    const url = new URL(u.url);
+    if (url.hostname !== '127.0.0.1' && url.hostname !== 'localhost') continue;
+    const port = Number(url.port);
+    const models = byPort.get(port) ?? new Set<string>();
+    models.add(u.servedModel);
+    byPort.set(port, models);
+  }
+  return [...byPort.entries()].sort((a, b) => a[0] - b[0]).map(([port, models]) => ({ port, models: [...models] }));
+}
+
+/** Parses KEY=VALUE lines (no quoting: the values we write never need it). */
+export function parseEnvFile(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const i = line.indexOf('=');
+    if (i > 0 && !line.startsWith('#')) out[line.slice(0, i).trim()] = line.slice(i + 1).trim();
+  }
+  return out;
+}
+
+/** Polls a URL until it answers 2xx, or throws after `timeoutMs`. */
+export async function waitForHttp(url: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(url);
+      await res.arrayBuffer();
+      if (res.ok) return;
+      last = `status ${res.status}`;
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    await new Promise((r) => setTimeout(r, 150));
+  }
+  throw new Error(`${url} did not become ready within ${timeoutMs} ms (${last})`);
+}

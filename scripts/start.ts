@@ -1,0 +1,166 @@
+// `pnpm start`: the whole platform on one machine with embedded defaults (PGlite, simulated runtimes).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createDb, migrateToLatest } from '@infer/db';
+import { buildSnapshot, createApiKey, getTenantBySlug, seedDemo } from '@infer/admin-api';
+import { loadStartEnv } from './start-env.ts';
+import { parseEnvFile, planSims, waitForHttp } from './start-lib.ts';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const env = loadStartEnv();
+const dataDir = resolve(root, env.DATA_DIR);
+mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+
+const children: ChildProcess[] = [];
+let stopping = false;
+
+function stopAll(code: number): void {
+  if (stopping) return;
+  stopping = true;
+  for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
+  const deadline = setTimeout(() => {
+    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+    process.exit(code);
+  }, 5000);
+  deadline.unref();
+  void Promise.all(children.map((c) => (c.exitCode === null ? new Promise((r) => c.once('exit', r)) : null))).then(() =>
+    process.exit(code),
+  );
+}
+process.on('SIGINT', () => stopAll(0));
+process.on('SIGTERM', () => stopAll(0));
+
+function launch(name: string, script: string, args: string[], extraEnv: Record<string, string>): ChildProcess {
+  const child = spawn(process.execPath, [join(root, script), ...args], {
+    cwd: root,
+    env: { ...process.env, ...extraEnv },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const prefix = (line: string) => `[${name}] ${line}`;
+  const pipe = (s: NodeJS.ReadableStream, out: NodeJS.WriteStream) => {
+    let buf = '';
+    s.setEncoding('utf8');
+    s.on('data', (d: string) => {
+      buf += d;
+      let i: number;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        if (env.LOG_LEVEL !== 'silent') out.write(prefix(buf.slice(0, i)) + '\n');
+        buf = buf.slice(i + 1);
+      }
+    });
+  };
+  pipe(child.stdout!, process.stdout);
+  pipe(child.stderr!, process.stderr);
+  child.on('exit', (code, signal) => {
+    if (!stopping) {
+      console.error(`[start] ${name} exited (${signal ?? code}); stopping everything`);
+      stopAll(1);
+    }
+  });
+  children.push(child);
+  return child;
+}
+
+function readOrCreateNodeToken(): string {
+  const file = join(dataDir, 'node-token');
+  if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+  const token = randomBytes(32).toString('base64url');
+  writeFileSync(file, token + '\n', { mode: 0o600 });
+  return token;
+}
+
+const adminUrl = `http://${env.HOST}:${env.ADMIN_PORT}`;
+const dataplaneUrl = `http://${env.HOST}:${env.PORT}`;
+const publicAdmin = `http://${env.PUBLIC_HOST}:${env.ADMIN_PORT}`;
+const publicDataplane = `http://${env.PUBLIC_HOST}:${env.PORT}`;
+const nodeToken = readOrCreateNodeToken();
+const demoFile = join(dataDir, 'demo.env');
+
+// Migrate and seed before the control plane opens the database (PGlite allows one process at a time).
+const database = await createDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : { dataDir: join(dataDir, 'pglite') });
+let demo: Record<string, string>;
+let sims: ReturnType<typeof planSims>;
+try {
+  await migrateToLatest(database.db);
+  const seeded = await seedDemo(database.db, { simBasePort: env.SIM_BASE_PORT });
+  const previous = existsSync(demoFile) ? parseEnvFile(readFileSync(demoFile, 'utf8')) : {};
+  if (seeded) {
+    demo = {
+      tenant: seeded.tenantSlug, dedicatedName: seeded.dedicatedName, SHARED_MODEL: seeded.sharedModel,
+      DEDICATED_MODEL: seeded.dedicatedModel, INFERENCE_API_KEY: seeded.apiKey,
+      ADMIN_EMAIL: seeded.adminEmail, ADMIN_PASSWORD: seeded.adminPassword,
+    };
+  } else if (previous['INFERENCE_API_KEY'] && previous['DEMO_TENANT'] && previous['DEDICATED_NAME']) {
+    demo = {
+      tenant: previous['DEMO_TENANT'], dedicatedName: previous['DEDICATED_NAME'], SHARED_MODEL: previous['SHARED_MODEL'] ?? '',
+      DEDICATED_MODEL: previous['DEDICATED_MODEL'] ?? '', INFERENCE_API_KEY: previous['INFERENCE_API_KEY'],
+      ADMIN_EMAIL: previous['ADMIN_EMAIL'] ?? '', ADMIN_PASSWORD: previous['ADMIN_PASSWORD'] ?? '',
+    };
+  } else {
+    // The database was seeded but demo.env is gone: the old key's secret cannot be recovered, so issue a new one.
+    const tenant = await getTenantBySlug(database.db, 'demo');
+    if (!tenant) throw new Error(`${dataDir} holds a database without the demo tenant; remove DATA_DIR to start fresh`);
+    const created = await createApiKey(database.db, { tenantId: tenant.id, name: 'demo key (reissued by pnpm start)' });
+    demo = {
+      tenant: 'demo', dedicatedName: previous['DEDICATED_NAME'] ?? 'Llama-3.3-70B-Instruct',
+      SHARED_MODEL: previous['SHARED_MODEL'] ?? 'Llama-3.3-70B-Instruct', DEDICATED_MODEL: previous['DEDICATED_MODEL'] ?? 'meta-llama/Llama-3.3-70B-Instruct',
+      INFERENCE_API_KEY: created.secret, ADMIN_EMAIL: previous['ADMIN_EMAIL'] ?? 'admin@example.com', ADMIN_PASSWORD: previous['ADMIN_PASSWORD'] ?? '(unchanged: see your earlier demo.env)',
+    };
+  }
+  sims = planSims(await buildSnapshot(database.db));
+} finally {
+  await database.close();
+}
+
+const values: Record<string, string> = {
+  CONSOLE_URL: `${publicAdmin}/`,
+  SHARED_BASE_URL: `${publicDataplane}/endpoints/v1`,
+  DEDICATED_BASE_URL: `${publicDataplane}/funccall/${demo['tenant']}/endpoints/${encodeURIComponent(demo['dedicatedName'] ?? '')}/v1`,
+  SHARED_MODEL: demo['SHARED_MODEL'] ?? '',
+  DEDICATED_MODEL: demo['DEDICATED_MODEL'] ?? '',
+  INFERENCE_API_KEY: demo['INFERENCE_API_KEY'] ?? '',
+  ADMIN_EMAIL: demo['ADMIN_EMAIL'] ?? '',
+  ADMIN_PASSWORD: demo['ADMIN_PASSWORD'] ?? '',
+  DEMO_TENANT: demo['tenant'] ?? '',
+  DEDICATED_NAME: demo['dedicatedName'] ?? '',
+};
+writeFileSync(demoFile, Object.entries(values).map(([k, v]) => `${k}=${v}`).join('\n') + '\n', { mode: 0o600 });
+chmodSync(demoFile, 0o600);
+
+for (const sim of sims) {
+  const args = ['--port', String(sim.port), '--host', '127.0.0.1', '--ttft-ms', String(env.SIM_TTFT_MS), '--itl-ms', String(env.SIM_ITL_MS)];
+  for (const m of sim.models) args.push('--model', m);
+  launch(`sim:${sim.port}`, 'packages/runtime-sim/src/cli.ts', args, {});
+}
+
+const webRoot = existsSync(join(root, 'apps/web/dist/index.html')) ? join(root, 'apps/web/dist') : join(root, 'apps/web/public');
+launch('admin-api', 'apps/admin-api/src/server.ts', [], {
+  ADMIN_HOST: env.HOST, ADMIN_PORT: String(env.ADMIN_PORT), DATA_DIR: dataDir, NODE_TOKEN: nodeToken,
+  SHARED_BASE_URL: values['SHARED_BASE_URL']!, DATAPLANE_URL: publicDataplane, WEB_ROOT: webRoot, LOG_LEVEL: env.LOG_LEVEL,
+  ...(env.DATABASE_URL ? { DATABASE_URL: env.DATABASE_URL } : {}),
+});
+await waitForHttp(`${adminUrl}/healthz`, 60_000);
+launch('dataplane', 'apps/dataplane/src/server.ts', [], {
+  HOST: env.HOST, PORT: String(env.PORT), CONTROL_PLANE_URL: adminUrl, NODE_TOKEN: nodeToken,
+  SNAPSHOT_FILE: join(dataDir, 'dataplane-snapshot.json'), LOG_LEVEL: env.LOG_LEVEL,
+});
+await waitForHttp(`${dataplaneUrl}/readyz`, 60_000);
+await Promise.all(sims.map((s) => waitForHttp(`http://127.0.0.1:${s.port}/health`, 60_000)));
+
+console.log(`
+Inference platform (beta) is running. Without a GPU, every seeded endpoint answers from the runtime simulator.
+
+  Console            ${values['CONSOLE_URL']}
+  Shared base URL    ${values['SHARED_BASE_URL']}
+  Dedicated base URL ${values['DEDICATED_BASE_URL']}
+  Shared model       ${values['SHARED_MODEL']}
+  Dedicated model    ${values['DEDICATED_MODEL']}
+  API key            ${values['INFERENCE_API_KEY']}
+  Login              ${values['ADMIN_EMAIL']} / ${values['ADMIN_PASSWORD']}
+
+  These values are in ${demoFile} (mode 0600): \`set -a; . ${env.DATA_DIR}/demo.env; set +a\`
+  Ctrl-C stops everything.
+`);
