@@ -1,0 +1,87 @@
+import { mkdir } from 'node:fs/promises';
+import { PGlite, types as pgliteTypes } from '@electric-sql/pglite';
+import { CamelCasePlugin, Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import type { DB } from './database.ts';
+import { createPGliteDialect } from './pglite-dialect.ts';
+
+export type DatabaseKind = 'pglite' | 'postgres';
+
+export interface CreateDbOptions {
+  /** A postgres:// URL; when given, node-postgres is used and `dataDir` is ignored. */
+  readonly databaseUrl?: string;
+  /** PGlite data folder (created if missing); in-memory when absent. */
+  readonly dataDir?: string;
+  /** node-postgres pool size (default 10). */
+  readonly poolMax?: number;
+}
+
+/** An open database: the typed Kysely instance and what is needed to close it. */
+export interface Database {
+  readonly db: Kysely<DB>;
+  readonly kind: DatabaseKind;
+  /** The embedded instance (LISTEN/NOTIFY, dumps); only for kind 'pglite'. */
+  readonly pglite?: PGlite;
+  /** The node-postgres pool (LISTEN/NOTIFY needs a dedicated client); only for kind 'postgres'. */
+  readonly pool?: pg.Pool;
+  /** Destroys the Kysely instance and closes the pool or the PGlite instance. Idempotent. */
+  close(): Promise<void>;
+}
+
+const OID_INT8 = 20;
+const OID_NUMERIC = 1700;
+const OID_INT8_ARRAY = 1016;
+const OID_NUMERIC_ARRAY = 1231;
+
+// Counts (bigserial, sum(), count()) and numerics come back as JS numbers on both backends.
+// Values beyond Number.MAX_SAFE_INTEGER lose precision; none of ours get near it.
+const pgTypes: pg.CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
+    if (format !== 'binary') {
+      if (oid === OID_INT8 || oid === OID_NUMERIC) return Number;
+      if (oid === OID_INT8_ARRAY || oid === OID_NUMERIC_ARRAY) {
+        const parseTextArray = pg.types.getTypeParser(1009 as Parameters<typeof pg.types.getTypeParser>[0], 'text') as (value: string) => (string | null)[];
+        return (value: string) => parseTextArray(value).map((v) => (v === null ? null : Number(v)));
+      }
+    }
+    return pg.types.getTypeParser(oid, format);
+  }) as pg.CustomTypesConfig['getTypeParser'],
+};
+
+const pgliteParsers = {
+  [pgliteTypes.INT8]: Number,
+  [pgliteTypes.NUMERIC]: Number,
+};
+
+const camelCase = new CamelCasePlugin();
+
+/**
+ * Opens the database: node-postgres when `databaseUrl` is given, else embedded PGlite (file-backed
+ * at `dataDir`, or in-memory). Does not migrate; call `migrateToLatest(database.db)`.
+ */
+export async function createDb(options: CreateDbOptions = {}): Promise<Database> {
+  if (options.databaseUrl) {
+    const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, types: pgTypes });
+    const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }), plugins: [camelCase] });
+    return Object.freeze({ db, kind: 'postgres' as const, pool, close: once(() => db.destroy()) });
+  }
+
+  if (options.dataDir) await mkdir(options.dataDir, { recursive: true });
+  const pglite = await PGlite.create({ dataDir: options.dataDir, parsers: pgliteParsers });
+  const db = new Kysely<DB>({ dialect: createPGliteDialect(pglite), plugins: [camelCase] });
+  return Object.freeze({
+    db,
+    kind: 'pglite' as const,
+    pglite,
+    close: once(async () => {
+      await db.destroy();
+      // destroy() only reaches the driver once a query has initialised it.
+      if (!pglite.closed) await pglite.close();
+    }),
+  });
+}
+
+function once(fn: () => Promise<void>): () => Promise<void> {
+  let done: Promise<void> | undefined;
+  return () => (done ??= fn());
+}

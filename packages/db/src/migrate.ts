@@ -1,0 +1,29 @@
+import { Migrator, NO_MIGRATIONS, type Migration, type MigrationResultSet } from 'kysely/migration';
+import type { Kysely } from 'kysely';
+import * as m0001 from './migrations/2026_11_22_0001_initial.ts';
+
+// Static list, not FileMigrationProvider: works the same from source, a bundle or a container image.
+const migrations: Readonly<Record<string, Migration>> = Object.freeze({
+  '2026_11_22_0001_initial': m0001,
+});
+
+function createMigrator(db: Kysely<any>): Migrator {
+  // Migrations spell out snake_case names, so they run without the CamelCasePlugin.
+  return new Migrator({ db: db.withoutPlugins(), provider: { getMigrations: async () => ({ ...migrations }) } });
+}
+
+function unwrap({ error, results }: MigrationResultSet): string[] {
+  if (error) throw error instanceof Error ? error : new Error(`migration failed: ${String(error)}`);
+  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}
+
+/** Applies every pending migration; returns the names applied. Throws on failure. */
+export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
+  return unwrap(await createMigrator(db).migrateToLatest());
+}
+
+/** Reverts the latest migration, or all of them with `{ all: true }`; returns the names reverted. */
+export async function migrateDown(db: Kysely<any>, options: { readonly all?: boolean } = {}): Promise<string[]> {
+  const migrator = createMigrator(db);
+  return unwrap(options.all ? await migrator.migrateTo(NO_MIGRATIONS) : await migrator.migrateDown());
+}
