@@ -65,16 +65,18 @@ export function generateCompletion(input: GenerateInput): Completion {
   const pieces: string[] = [];
   let text = '';
   let sentenceStart = true;
+  let afterPunct = true;
   for (let i = 0; i < count; i++) {
     let piece: string;
     const r = rng();
-    if (!sentenceStart && i > 0 && r < 0.1) {
+    if (!afterPunct && r < 0.1) {
       piece = r < 0.06 ? '.' : ',';
       sentenceStart = piece === '.';
+      afterPunct = true;
     } else {
       const k = Math.floor(rng() * WORDS.length);
       piece = i === 0 ? FIRST[k]! : sentenceStart ? SPACED_CAPS[k]! : SPACED[k]!;
-      sentenceStart = false;
+      sentenceStart = afterPunct = false;
     }
     const before = text.length;
     text += piece;

@@ -32,20 +32,21 @@ export function readBody(req: IncomingMessage, res: ServerResponse, limit: numbe
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    let tooLarge = false;
     req.on('data', (chunk: Buffer) => {
+      if (tooLarge) return;
       size += chunk.length;
       if (size > limit) {
-        if (!res.headersSent) {
-          res.setHeader('connection', 'close');
-          sendError(res, 'request_too_large', `request body exceeds ${limit} bytes`);
-        }
-        req.destroy();
+        // Answer now and drop the rest; `connection: close` ends the socket after the reply.
+        tooLarge = true;
+        res.setHeader('connection', 'close');
+        sendError(res, 'request_too_large', `request body exceeds ${limit} bytes`);
         resolve(null);
         return;
       }
       chunks.push(chunk);
     });
-    req.on('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
+    req.on('end', () => resolve(tooLarge ? null : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
     req.on('error', reject);
   });
 }

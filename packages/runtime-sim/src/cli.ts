@@ -1,0 +1,30 @@
+#!/usr/bin/env node
+// runtime-sim CLI: the only place that reads argv and the environment.
+import { CLI_USAGE, parseCliOptions } from './cli-options.ts';
+import { createRuntimeSim } from './runtime-sim.ts';
+
+let config;
+try {
+  config = parseCliOptions(process.argv.slice(2), process.env);
+} catch (err) {
+  process.stderr.write(`runtime-sim: ${err instanceof Error ? err.message : String(err)}\n${CLI_USAGE}\n`);
+  process.exit(2);
+}
+if (config.help) {
+  process.stdout.write(`${CLI_USAGE}\n`);
+  process.exit(0);
+}
+
+const sim = createRuntimeSim(config.options);
+const { url } = await sim.listen(config.port, config.host);
+process.stdout.write(`runtime-sim listening on ${url} models=${config.options.models.join(',')}\n`);
+
+let stopping = false;
+const stop = (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  process.stderr.write(`runtime-sim: ${signal}, shutting down\n`);
+  sim.close().then(() => process.exit(0), () => process.exit(1));
+};
+process.on('SIGINT', () => stop('SIGINT'));
+process.on('SIGTERM', () => stop('SIGTERM'));
