@@ -1,0 +1,183 @@
+/**
+ * `pnpm bench`: data-plane overhead against a zero-latency runtime simulator (or a given runtime).
+ * Starts the sim and one data-plane node as child processes, measures direct vs through the data plane,
+ * JSON and streaming, open-loop at fixed rates and closed-loop at saturation, and writes bench/RESULTS.md.
+ */
+import { writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { parseArgs } from 'node:util';
+import { Pool } from 'undici';
+import { runClosedLoop, runCount, runOpenLoop, type CaseStats, type RequestSpec } from './load.ts';
+import { killChildren, rssKiB, type Child } from './processes.ts';
+import { renderMarkdown, summarize, type CaseResult, type Mode, type SoakResult, type TargetName } from './report.ts';
+import { startStack, BENCH_MODEL } from './stack.ts';
+
+interface Options {
+  readonly durationS: number;
+  readonly rates: readonly number[];
+  readonly connections: number;
+  readonly json: boolean;
+  readonly upstream: string | null;
+  readonly model: string;
+  readonly upstreamKey: string | null;
+  readonly soak: number;
+}
+
+const USAGE = `usage: pnpm bench [--duration 5] [--rates 500,2000] [--connections 64] [--json]
+                  [--upstream URL --model NAME [--upstream-key KEY]] [--soak N]`;
+
+function parseOptions(argv: readonly string[]): Options {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      duration: { type: 'string', default: '5' },
+      rates: { type: 'string', default: '500' },
+      connections: { type: 'string', default: '64' },
+      json: { type: 'boolean', default: false },
+      upstream: { type: 'string' },
+      model: { type: 'string' },
+      'upstream-key': { type: 'string' },
+      soak: { type: 'string', default: '0' },
+      help: { type: 'boolean', default: false },
+    },
+  });
+  if (values.help) {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  const positive = (name: string, raw: string, integer: boolean, allowZero = false): number => {
+    const n = Number(raw);
+    if (!Number.isFinite(n) || n < 0 || (n === 0 && !allowZero) || (integer && !Number.isInteger(n))) {
+      throw new Error(`--${name} must be a ${integer ? 'positive integer' : 'positive number'}, got "${raw}"\n${USAGE}`);
+    }
+    return n;
+  };
+  const rates = values.rates.split(',').filter((r) => r.trim() !== '').map((r) => positive('rates', r.trim(), false));
+  if (values.upstream !== undefined && values.model === undefined) throw new Error(`--upstream needs --model NAME\n${USAGE}`);
+  if (values.upstream !== undefined && !/^https?:\/\//.test(values.upstream)) throw new Error('--upstream must be an http(s) URL');
+  return Object.freeze({
+    durationS: positive('duration', values.duration, false),
+    rates: Object.freeze(rates),
+    connections: Math.min(positive('connections', values.connections, true), 4096),
+    json: values.json,
+    upstream: values.upstream?.replace(/\/+$/, '').replace(/\/v1$/, '') ?? null,
+    model: values.model ?? 'sim-served-model',
+    upstreamKey: values['upstream-key'] ?? null,
+    soak: positive('soak', values.soak, true, true),
+  });
+}
+
+function requestSpec(path: string, model: string, expect: string, stream: boolean, bearer: string | null): RequestSpec {
+  const body = Buffer.from(
+    JSON.stringify({ model, messages: [{ role: 'user', content: 'Write a haiku about latency.' }], max_tokens: 16, stream }),
+  );
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (bearer) headers['authorization'] = `Bearer ${bearer}`;
+  return Object.freeze({ path, headers: Object.freeze(headers), body, stream, expect: Buffer.from(expect) });
+}
+
+const log = (msg: string): void => {
+  process.stderr.write(`${msg}\n`);
+};
+
+async function main(): Promise<void> {
+  const opts = parseOptions(process.argv.slice(2));
+  const started = new Date();
+  log(`starting ${opts.upstream ? `data plane -> ${opts.upstream}` : 'runtime-sim and data plane'} ...`);
+  const stack = await startStack({ upstream: opts.upstream, servedModel: opts.model, upstreamKey: opts.upstreamKey });
+
+  const poolOpts = { connections: opts.connections, pipelining: 1, keepAliveTimeout: 30_000 };
+  const pools: Record<TargetName, Pool> = { direct: new Pool(stack.upstreamUrl, poolOpts), dataplane: new Pool(stack.dataplaneUrl, poolOpts) };
+  const specs: Record<TargetName, Record<Mode, RequestSpec>> = {
+    direct: {
+      json: requestSpec('/v1/chat/completions', opts.model, opts.model, false, opts.upstreamKey),
+      stream: requestSpec('/v1/chat/completions', opts.model, opts.model, true, opts.upstreamKey),
+    },
+    // The data plane must rewrite the served model name back to the catalog name: checked on every response.
+    dataplane: {
+      json: requestSpec('/endpoints/v1/chat/completions', BENCH_MODEL, BENCH_MODEL, false, stack.apiKey),
+      stream: requestSpec('/endpoints/v1/chat/completions', BENCH_MODEL, BENCH_MODEL, true, stack.apiKey),
+    },
+  };
+
+  const cases: CaseResult[] = [];
+  // Every request that reached the data plane (warm-up, cases, soak) should yield one usage record.
+  let dataplaneRequests = 0;
+  const countSent = (target: TargetName, s: CaseStats): CaseStats => {
+    if (target === 'dataplane') dataplaneRequests += s.ok + s.non2xx + s.errors;
+    return s;
+  };
+  const warmS = Math.min(1, opts.durationS / 5);
+  for (const target of ['direct', 'dataplane'] as const) {
+    for (const mode of ['json', 'stream'] as const) {
+      const pool = pools[target];
+      const spec = specs[target][mode];
+      const warm = countSent(target, await runClosedLoop(pool, spec, Math.min(opts.connections, 16), warmS));
+      if (warm.ok === 0) throw new Error(`${target} ${mode}: no correct response while warming up: ${warm.firstFailure ?? 'nothing answered'}`);
+      for (const rate of opts.rates) {
+        log(`${target} ${mode} open loop ${rate}/s for ${opts.durationS}s`);
+        cases.push({ target, mode, load: { kind: 'rate', rate }, stats: countSent(target, await runOpenLoop(pool, spec, rate, opts.durationS)) });
+      }
+      log(`${target} ${mode} closed loop ${opts.connections} connections for ${opts.durationS}s`);
+      cases.push({ target, mode, load: { kind: 'saturation', connections: opts.connections }, stats: countSent(target, await runClosedLoop(pool, spec, opts.connections, opts.durationS)) });
+    }
+  }
+
+  const soak = opts.soak > 0 ? await runSoak(pools.dataplane, specs.dataplane, stack.dataplane, stack.dataplaneReadyRssKiB, opts) : null;
+  if (soak) dataplaneRequests += soak.requests;
+  await Promise.all([pools.direct.close(), pools.dataplane.close()]);
+  const { usageRecords: usage } = await stack.stop();
+
+  const summary = summarize(cases, opts.rates, opts.connections);
+  const table = renderMarkdown(summary, soak);
+  const meteringLine = `Metering: the control-plane stub received ${usage} usage records for ${dataplaneRequests} data-plane requests (warm-up included)${usage === dataplaneRequests ? '' : ' (MISMATCH)'}.`;
+  const machine = `${cpus().length} cores (${cpus()[0]?.model.trim() ?? 'unknown CPU'}), Node ${process.version}, ${process.platform}/${process.arch}`;
+  const upstreamLine = opts.upstream
+    ? `upstream ${opts.upstream} (model ${opts.model})`
+    : 'upstream: runtime-sim, ttft 0, itl 0 (simulated responses; with no token delay a stream arrives at once, so TTFB is close to the full-stream time)';
+  const optionLine = `duration ${opts.durationS}s per case, rates ${opts.rates.join(',') || 'none'} req/s (open loop, latency from the scheduled send time), saturation ${opts.connections} connections (closed loop), body: one user message, max_tokens 16`;
+  const md = [
+    '# Data-plane benchmark',
+    '',
+    `- date: ${started.toISOString()}`,
+    `- machine: ${machine}`,
+    `- ${upstreamLine}`,
+    `- options: ${optionLine}${opts.soak > 0 ? `, soak ${opts.soak}` : ''}`,
+    '- the load generator shares the machine\'s cores with the servers it measures.',
+    '',
+    table,
+    '',
+    meteringLine,
+    '',
+  ].join('\n');
+  writeFileSync(new URL('./RESULTS.md', import.meta.url), md);
+
+  if (opts.json) {
+    const { upstreamKey: _secret, ...shownOptions } = opts;
+    console.log(JSON.stringify({ date: started.toISOString(), machine, options: shownOptions, ...summary, soak, usage_records: usage, dataplane_requests: dataplaneRequests }));
+  } else {
+    console.log(`\n${table}\n\n${meteringLine}\n\n(written to bench/RESULTS.md)`);
+  }
+  const failed = summary.cases.some((c) => c.non2xx + c.errors > 0) || (soak !== null && soak.failures > 0) || usage !== dataplaneRequests;
+  if (failed) {
+    log(usage !== dataplaneRequests ? 'usage records do not match data-plane requests, or some requests failed' : 'some requests failed: see the non-2xx and errors columns');
+    process.exitCode = 1;
+  }
+}
+
+async function runSoak(pool: Pool, specs: Record<Mode, RequestSpec>, dataplane: Child, rssReadyKiB: number | null, opts: Options): Promise<SoakResult> {
+  log(`soak: ${opts.soak} requests through the data plane`);
+  const rssStartKiB = rssKiB(dataplane.pid);
+  const half = Math.ceil(opts.soak / 2);
+  const a = await runCount(pool, specs.json, opts.connections, half);
+  const b = opts.soak - half > 0 ? await runCount(pool, specs.stream, opts.connections, opts.soak - half) : null;
+  const rssEndKiB = rssKiB(dataplane.pid);
+  const failures = a.non2xx + a.errors + (b ? b.non2xx + b.errors : 0);
+  return { requests: opts.soak, failures, rssReadyKiB, rssStartKiB, rssEndKiB };
+}
+
+main().catch((err: unknown) => {
+  killChildren();
+  log(`bench: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+});

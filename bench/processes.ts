@@ -1,0 +1,104 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** A child Node process the bench started, with the tail of its output for error reports. */
+export interface Child {
+  readonly name: string;
+  readonly proc: ChildProcess;
+  readonly pid: number;
+  /** Last few KiB of stdout+stderr. */
+  output(): string;
+  exited(): boolean;
+}
+
+const children = new Set<Child>();
+
+/** Kills every child still running (SIGKILL: nothing of theirs needs to survive the bench). */
+export function killChildren(): void {
+  for (const c of children) {
+    if (!c.exited()) c.proc.kill('SIGKILL');
+  }
+  children.clear();
+}
+
+let hooked = false;
+/** Makes sure children die with the bench: on normal exit, on errors and on Ctrl-C / SIGTERM. */
+export function installExitHooks(): void {
+  if (hooked) return;
+  hooked = true;
+  process.on('exit', killChildren);
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.on(sig, () => {
+      killChildren();
+      process.exit(sig === 'SIGINT' ? 130 : 143);
+    });
+  }
+}
+
+/** A TCP port on 127.0.0.1 that was free a moment ago. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+      srv.close(() => (port > 0 ? resolve(port) : reject(new Error('no free port'))));
+    });
+  });
+}
+
+/** Starts `node <script> ...args` on the same Node binary as the bench (so RSS is that process's own). */
+export function startNode(name: string, script: string, args: readonly string[], env: Readonly<Record<string, string>> = {}): Child {
+  installExitHooks();
+  const proc = spawn(process.execPath, [script, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  if (proc.pid === undefined) throw new Error(`${name}: could not spawn ${script}`);
+  let buf = '';
+  let done = false;
+  const keep = (chunk: Buffer): void => {
+    buf = (buf + chunk.toString('utf8')).slice(-4096);
+  };
+  proc.stdout?.on('data', keep);
+  proc.stderr?.on('data', keep);
+  proc.on('exit', () => {
+    done = true;
+  });
+  const child: Child = { name, proc, pid: proc.pid, output: () => buf, exited: () => done || proc.exitCode !== null };
+  children.add(child);
+  return child;
+}
+
+/** Polls `url` until it answers 2xx; throws (with the child's output) if the child dies or time runs out. */
+export async function waitReady(child: Child, url: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < deadline) {
+    if (child.exited()) throw new Error(`${child.name} exited before it was ready:\n${child.output()}`);
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
+      await res.arrayBuffer();
+      if (res.ok) return;
+      last = `HTTP ${res.status}`;
+    } catch (err) {
+      last = err instanceof Error ? err.message : String(err);
+    }
+    await sleep(100);
+  }
+  throw new Error(`${child.name} not ready at ${url} after ${timeoutMs} ms (${last}):\n${child.output()}`);
+}
+
+/** Resident set size of a process in KiB, from /proc/<pid>/status (null where /proc is missing). */
+export function rssKiB(pid: number): number | null {
+  try {
+    const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m?.[1] ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+}

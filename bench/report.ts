@@ -1,0 +1,123 @@
+import { requestsPerSecond, type CaseStats } from './load.ts';
+
+export type TargetName = 'direct' | 'dataplane';
+export type Mode = 'json' | 'stream';
+
+/** One measured case: where, what, how loaded, and what it saw. */
+export interface CaseResult {
+  readonly target: TargetName;
+  readonly mode: Mode;
+  /** `rate` cases are open-loop at `rate` req/s; `saturation` is closed-loop with `connections` senders. */
+  readonly load: { readonly kind: 'rate'; readonly rate: number } | { readonly kind: 'saturation'; readonly connections: number };
+  readonly stats: CaseStats;
+}
+
+export interface SoakResult {
+  readonly requests: number;
+  readonly failures: number;
+  /** Data-plane RSS right after it became ready, before any load. */
+  readonly rssReadyKiB: number | null;
+  readonly rssStartKiB: number | null;
+  readonly rssEndKiB: number | null;
+}
+
+export interface Summary {
+  readonly direct_rps: number;
+  readonly dataplane_rps: number;
+  readonly saturation_ratio: { readonly json: number; readonly stream: number };
+  readonly added_ms: readonly { readonly mode: Mode; readonly rate: number; readonly p50: number; readonly p99: number }[];
+  readonly cases: readonly {
+    readonly target: TargetName;
+    readonly mode: Mode;
+    readonly load: string;
+    readonly requests: number;
+    readonly rps: number;
+    readonly p50_ms: number;
+    readonly p99_ms: number;
+    readonly ttfb_p50_ms: number | null;
+    readonly ttfb_p99_ms: number | null;
+    readonly non2xx: number;
+    readonly errors: number;
+  }[];
+  readonly failures: readonly string[];
+}
+
+const loadLabel = (c: CaseResult): string => (c.load.kind === 'rate' ? `${c.load.rate}/s open` : `${c.load.connections} conn closed`);
+const round = (n: number, digits = 2): number => (Number.isFinite(n) ? Number(n.toFixed(digits)) : Number.NaN);
+const ms = (n: number | null): string => (n === null || !Number.isFinite(n) ? '-' : n.toFixed(2));
+const ratio = (a: number, b: number): number => (b > 0 ? round(a / b, 3) : Number.NaN);
+
+function find(cases: readonly CaseResult[], target: TargetName, mode: Mode, load: CaseResult['load']): CaseResult | undefined {
+  return cases.find(
+    (c) => c.target === target && c.mode === mode && c.load.kind === load.kind && (load.kind !== 'rate' || (c.load.kind === 'rate' && c.load.rate === load.rate)),
+  );
+}
+
+/** Numbers for the table and for `--json`. */
+export function summarize(cases: readonly CaseResult[], rates: readonly number[], connections: number): Summary {
+  const sat = { kind: 'saturation', connections } as const;
+  const satRps = (t: TargetName, m: Mode): number => {
+    const c = find(cases, t, m, sat);
+    return c ? requestsPerSecond(c.stats) : Number.NaN;
+  };
+  const added: { mode: Mode; rate: number; p50: number; p99: number }[] = [];
+  for (const mode of ['json', 'stream'] as const) {
+    for (const rate of rates) {
+      const d = find(cases, 'direct', mode, { kind: 'rate', rate });
+      const p = find(cases, 'dataplane', mode, { kind: 'rate', rate });
+      if (!d || !p) continue;
+      added.push({
+        mode,
+        rate,
+        p50: round(p.stats.latency.percentile(50) - d.stats.latency.percentile(50)),
+        p99: round(p.stats.latency.percentile(99) - d.stats.latency.percentile(99)),
+      });
+    }
+  }
+  return {
+    direct_rps: round(satRps('direct', 'json'), 1),
+    dataplane_rps: round(satRps('dataplane', 'json'), 1),
+    saturation_ratio: { json: ratio(satRps('dataplane', 'json'), satRps('direct', 'json')), stream: ratio(satRps('dataplane', 'stream'), satRps('direct', 'stream')) },
+    added_ms: added,
+    cases: cases.map((c) => ({
+      target: c.target,
+      mode: c.mode,
+      load: loadLabel(c),
+      requests: c.stats.ok + c.stats.non2xx + c.stats.errors,
+      rps: round(requestsPerSecond(c.stats), 1),
+      p50_ms: round(c.stats.latency.percentile(50)),
+      p99_ms: round(c.stats.latency.percentile(99)),
+      ttfb_p50_ms: c.mode === 'stream' ? round(c.stats.ttfb.percentile(50)) : null,
+      ttfb_p99_ms: c.mode === 'stream' ? round(c.stats.ttfb.percentile(99)) : null,
+      non2xx: c.stats.non2xx,
+      errors: c.stats.errors,
+    })),
+    failures: cases.filter((c) => c.stats.firstFailure !== null).map((c) => `${c.target} ${c.mode} ${loadLabel(c)}: ${c.stats.firstFailure}`),
+  };
+}
+
+/** The results as markdown: one table of cases, then the data-plane overhead. */
+export function renderMarkdown(s: Summary, soak: SoakResult | null): string {
+  const lines = [
+    '| target | mode | load | requests | req/s | p50 ms | p99 ms | TTFB p50 | TTFB p99 | non-2xx | errors |',
+    '|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|',
+  ];
+  for (const c of s.cases) {
+    lines.push(
+      `| ${c.target} | ${c.mode} | ${c.load} | ${c.requests} | ${c.rps.toFixed(1)} | ${ms(c.p50_ms)} | ${ms(c.p99_ms)} | ${ms(c.ttfb_p50_ms)} | ${ms(c.ttfb_p99_ms)} | ${c.non2xx} | ${c.errors} |`,
+    );
+  }
+  lines.push('', 'Data-plane overhead:', '');
+  lines.push(`- saturation throughput, dataplane/direct: json ${s.saturation_ratio.json}, stream ${s.saturation_ratio.stream}`);
+  for (const a of s.added_ms) lines.push(`- added latency at ${a.rate}/s, ${a.mode}: p50 +${ms(a.p50)} ms, p99 +${ms(a.p99)} ms`);
+  if (soak) {
+    const delta = soak.rssStartKiB !== null && soak.rssEndKiB !== null ? `${soak.rssEndKiB - soak.rssStartKiB >= 0 ? '+' : ''}${((soak.rssEndKiB - soak.rssStartKiB) / 1024).toFixed(1)} MiB` : 'n/a';
+    const mib = (k: number | null): string => (k === null ? 'n/a' : `${(k / 1024).toFixed(1)} MiB`);
+    lines.push(`- soak: ${soak.requests} requests through the data plane (${soak.failures} failed), data-plane RSS ${mib(soak.rssStartKiB)} -> ${mib(soak.rssEndKiB)} (${delta}; ${mib(soak.rssReadyKiB)} when idle after start-up)`);
+  }
+  if (s.failures.length > 0) {
+    lines.push('', 'First failure per case:', '');
+    for (const f of s.failures) lines.push(`- ${f.replace(/\s+/g, ' ')}`);
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,183 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { configSnapshotSchema, generateSecret, hashSecret, secretDisplayPrefix, SECRET_PREFIX, type ConfigSnapshot } from '@infer/shared';
+import { freePort, rssKiB, startNode, waitReady, type Child } from './processes.ts';
+
+/** The catalog name clients send to the data plane; the upstream serves it under another name. */
+export const BENCH_MODEL = 'bench-model';
+
+const root = (rel: string): string => fileURLToPath(new URL(`../${rel}`, import.meta.url));
+
+export interface StackOptions {
+  /** An already-running OpenAI-compatible runtime (base URL without /v1), or null to start runtime-sim. */
+  readonly upstream: string | null;
+  readonly servedModel: string;
+  readonly upstreamKey: string | null;
+}
+
+export interface Stack {
+  readonly upstreamUrl: string;
+  readonly dataplaneUrl: string;
+  readonly dataplane: Child;
+  readonly apiKey: string;
+  /** Data-plane RSS (KiB) once ready, before any load. */
+  readonly dataplaneReadyRssKiB: number | null;
+  /** Stops the data plane gracefully (so it flushes usage), then everything else; resolves the usage records the sink got. */
+  stop(): Promise<{ readonly usageRecords: number }>;
+}
+
+/**
+ * A tiny stand-in for the control plane: serves the one snapshot on the config stream (SSE, then pings)
+ * and counts the usage records the data plane posts, so metering runs as in production.
+ */
+function startControlPlaneStub(port: number, snapshot: ConfigSnapshot): Promise<{ server: Server; count: () => number; stop: () => Promise<void> }> {
+  let records = 0;
+  const streams = new Set<ServerResponse>();
+  const snapshotEvent = `id: ${snapshot.version}\nevent: snapshot\ndata: ${JSON.stringify(snapshot)}\n\n`;
+  const server = createServer((req, res) => {
+    const url = req.url ?? '';
+    if (req.method === 'GET' && url.startsWith('/internal/v1/config/stream')) {
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      res.write(snapshotEvent);
+      streams.add(res);
+      res.on('close', () => streams.delete(res));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      if (req.method === 'POST' && url.startsWith('/internal/v1/usage')) {
+        try {
+          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { records?: unknown };
+          if (Array.isArray(body.records)) records += body.records.length;
+        } catch {
+          res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":{"message":"bad usage batch"}}');
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      } else {
+        res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"bench control-plane stub"}}');
+      }
+    });
+  });
+  const ping = setInterval(() => {
+    for (const res of streams) res.write(': ping\n\n');
+  }, 10_000);
+  ping.unref();
+  return new Promise((resolve, reject) => {
+    server.on('error', reject);
+    server.listen(port, '127.0.0.1', () =>
+      resolve({
+        server,
+        count: () => records,
+        stop: () => {
+          clearInterval(ping);
+          server.closeAllConnections();
+          return new Promise<void>((done) => server.close(() => done()));
+        },
+      }),
+    );
+  });
+}
+
+function benchSnapshot(upstreamUrl: string, servedModel: string, upstreamKey: string | null, secret: string, kind: 'sim' | 'openai'): ConfigSnapshot {
+  return configSnapshotSchema.parse({
+    version: 1,
+    tenants: [{ id: 'tenant-bench', slug: 'bench', rpmLimit: null, tpmLimit: null }],
+    keys: [
+      { id: 'key-bench', tenantId: 'tenant-bench', hash: hashSecret(secret), prefix: secretDisplayPrefix(secret), expiresAt: null, rpmLimit: null, tpmLimit: null },
+    ],
+    endpoints: [
+      {
+        id: 'endpoint-bench',
+        name: BENCH_MODEL,
+        provider: 'bench',
+        contextLength: 32768,
+        concurrency: null,
+        coldStartSeconds: null,
+        offeredShared: true,
+        offeredDedicated: false,
+        published: true,
+        priceInputPerM: 0.1,
+        priceOutputPerM: 0.2,
+        upstreams: [{ id: 'upstream-bench', url: upstreamUrl, kind, servedModel, apiKey: upstreamKey }],
+      },
+    ],
+    deployments: [],
+  });
+}
+
+/** Starts (unless given an upstream) runtime-sim, the usage sink and one data-plane node, and waits until all are ready. */
+export async function startStack(o: StackOptions): Promise<Stack> {
+  const dir = mkdtempSync(join(tmpdir(), 'infer-bench-'));
+  const cleanupDir = (): void => rmSync(dir, { recursive: true, force: true });
+  process.on('exit', cleanupDir);
+
+  let sim: Child | null = null;
+  let upstreamUrl = o.upstream;
+  if (upstreamUrl === null) {
+    const simPort = await freePort();
+    sim = startNode('runtime-sim', root('packages/runtime-sim/src/cli.ts'), [
+      '--port', String(simPort), '--host', '127.0.0.1', '--model', o.servedModel,
+      '--ttft-ms', '0', '--itl-ms', '0', '--batch-slots', '4096', '--max-queue', '100000',
+    ]);
+    upstreamUrl = `http://127.0.0.1:${simPort}`;
+  }
+
+  const secret = generateSecret(SECRET_PREFIX.inference);
+  const configFile = join(dir, 'snapshot.json');
+  const snapshot = benchSnapshot(upstreamUrl, o.servedModel, o.upstreamKey, secret, sim ? 'sim' : 'openai');
+  writeFileSync(configFile, JSON.stringify(snapshot), { mode: 0o600 });
+
+  const stubPort = await freePort();
+  const stub = await startControlPlaneStub(stubPort, snapshot);
+  const dpPort = await freePort();
+  const dataplane = startNode('dataplane', root('apps/dataplane/src/server.ts'), [], {
+    PORT: String(dpPort),
+    HOST: '127.0.0.1',
+    CONFIG_FILE: configFile,
+    CONTROL_PLANE_URL: `http://127.0.0.1:${stubPort}`,
+    NODE_TOKEN: 'bench-node-token',
+    LOG_LEVEL: 'warn',
+  });
+  const dataplaneUrl = `http://127.0.0.1:${dpPort}`;
+
+  if (sim) await waitReady(sim, `${upstreamUrl}/health`);
+  await waitReady(dataplane, `${dataplaneUrl}/readyz`);
+
+  return {
+    upstreamUrl,
+    dataplaneUrl,
+    dataplane,
+    apiKey: secret,
+    dataplaneReadyRssKiB: rssKiB(dataplane.pid),
+    async stop() {
+      dataplane.proc.kill('SIGTERM');
+      await exitOf(dataplane, 5000);
+      sim?.proc.kill('SIGTERM');
+      if (sim) await exitOf(sim, 2000);
+      const usageRecords = stub.count();
+      await stub.stop();
+      cleanupDir();
+      return { usageRecords };
+    },
+  };
+}
+
+/** Waits for a child to exit, killing it after `ms`. */
+async function exitOf(child: Child, ms: number): Promise<void> {
+  if (child.exited()) return;
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(() => {
+      child.proc.kill('SIGKILL');
+      resolve();
+    }, ms);
+    child.proc.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
