@@ -1,0 +1,154 @@
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import fastifyStatic from '@fastify/static';
+import { fastifyTRPCPlugin, type FastifyTRPCPluginOptions } from '@trpc/server/adapters/fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import { createGraphQLError, createYoga } from 'graphql-yoga';
+import type pg from 'pg';
+import { errorBody, type ErrorCode } from '@infer/shared';
+import type { Db, DbKind } from './db.ts';
+import { ServiceError } from './errors.ts';
+import { schema } from './graphql/schema/index.ts';
+import { requireNodeToken } from './http/node-auth.ts';
+import { createChangeHub, type ChangeHub } from './modules/snapshots/change-hub.ts';
+import { postgresWakeSource } from './modules/snapshots/pg-listen.ts';
+import { snapshotRoutes } from './modules/snapshots/snapshots.routes.ts';
+import { usageRoutes } from './modules/usage/usage.routes.ts';
+import { createContextFactory, type PublicUrls } from './trpc/context.ts';
+import { appRouter, type AppRouter } from './trpc/root.ts';
+
+export interface AdminAppOptions {
+  readonly db: Db;
+  readonly dbKind: DbKind;
+  /** Shared secret of data-plane nodes (config feed, usage ingest). */
+  readonly nodeToken: string;
+  readonly publicUrls: PublicUrls;
+  /** A built web console to serve at `/` (SPA fallback to index.html). */
+  readonly webRoot?: string;
+  readonly logger?: boolean | object;
+  /** On PostgreSQL: the pool to take a LISTEN connection from (other replicas' changes arrive at once). */
+  readonly pgPool?: pg.Pool;
+  /** Outbox poll interval, the fallback wake-up (default 250 ms). */
+  readonly pollMs?: number;
+  /** SSE keep-alive comment interval (default 15 s). */
+  readonly pingMs?: number;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The config change hub (tests and provisioners may wake it). */
+    configHub: ChangeHub;
+  }
+}
+
+const API_PREFIXES = ['/internal/', '/graphql', '/trpc', '/healthz', '/api/'];
+
+function statusCode(status: number): ErrorCode {
+  switch (status) {
+    case 401: return 'invalid_api_key';
+    case 403: return 'permission_denied';
+    case 404: return 'not_found';
+    case 405: return 'method_not_allowed';
+    case 413: return 'request_too_large';
+    case 415: return 'unsupported_media_type';
+    case 429: return 'rate_limit_exceeded';
+    default: return 'invalid_request';
+  }
+}
+
+/** Builds the control plane (never listens): config feed, usage ingest, GraphQL, tRPC, console. */
+export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInstance> {
+  const serverOptions: FastifyServerOptions = {
+    logger: opts.logger ?? false,
+    routerOptions: { maxParamLength: 5000 }, // tRPC batches put procedure lists in the path
+    forceCloseConnections: 'idle',
+  };
+  const app = Fastify(serverOptions);
+  const { db } = opts;
+
+  const hub = createChangeHub(db, {
+    pollMs: opts.pollMs,
+    external: opts.dbKind === 'postgres' && opts.pgPool ? postgresWakeSource(opts.pgPool, (err) => app.log.warn({ err }, 'outbox LISTEN failed')) : undefined,
+    onError: (err) => app.log.warn({ err }, 'outbox poll failed'),
+  });
+  app.decorate('configHub', hub);
+  app.addHook('onClose', async () => hub.close());
+
+  app.setErrorHandler((err: unknown, request, reply) => {
+    if (err instanceof ServiceError) return reply.code(err.status).send(err.toBody());
+    const e = err as { statusCode?: number; code?: string; message?: string; validation?: unknown };
+    const status = typeof e.statusCode === 'number' ? e.statusCode : 500;
+    if (status >= 500) {
+      request.log.error({ err }, 'request failed');
+      return reply.code(status === 503 ? 503 : 500).send(errorBody(status === 503 ? 'service_unavailable' : 'internal_error', 'Internal server error.'));
+    }
+    const code = e.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ? 'invalid_json' : statusCode(status);
+    return reply.code(status).send(errorBody(code, e.message ?? 'Bad request.'));
+  });
+
+  const webRoot = opts.webRoot && existsSync(resolve(opts.webRoot, 'index.html')) ? resolve(opts.webRoot) : undefined;
+  app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const isApi = API_PREFIXES.some((p) => path === p.replace(/\/$/, '') || path.startsWith(p));
+    if (webRoot && (request.method === 'GET' || request.method === 'HEAD') && !isApi) {
+      return reply.type('text/html; charset=utf-8').sendFile('index.html');
+    }
+    return reply.code(404).send(errorBody('not_found', `Route ${request.method} ${path} not found.`));
+  });
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+
+  await app.register(
+    async (internal) => {
+      internal.addHook('onRequest', requireNodeToken(opts.nodeToken));
+      await internal.register(snapshotRoutes, { db, hub, pingMs: opts.pingMs });
+      await internal.register(usageRoutes, { db });
+    },
+    { prefix: '/internal/v1' },
+  );
+
+  const yoga = createYoga<{ req: FastifyRequest; reply: FastifyReply }>({
+    schema,
+    graphqlEndpoint: '/graphql',
+    context: () => ({ db }),
+    logging: false,
+    maskedErrors: {
+      maskError: (error, message) => {
+        const original = (error as { originalError?: unknown }).originalError;
+        if (original instanceof ServiceError) {
+          const e = error as { path?: readonly (string | number)[] };
+          return createGraphQLError(original.message, { path: e.path, extensions: { code: original.code, param: original.param } });
+        }
+        if (error instanceof Error && error.name === 'GraphQLError' && !original) return error;
+        return new Error(message);
+      },
+    },
+  });
+  app.route({
+    url: '/graphql',
+    method: ['GET', 'POST', 'OPTIONS'],
+    handler: async (req, reply) => {
+      const response = await yoga.handleNodeRequestAndResponse(req, reply, { req, reply });
+      response.headers.forEach((value, key) => void reply.header(key, value));
+      reply.status(response.status);
+      return reply.send(response.body);
+    },
+  });
+
+  await app.register(fastifyTRPCPlugin, {
+    prefix: '/trpc',
+    trpcOptions: {
+      router: appRouter,
+      createContext: createContextFactory({ db, publicUrls: opts.publicUrls }),
+      onError: ({ error, path }) => {
+        if (error.code === 'INTERNAL_SERVER_ERROR') app.log.error({ err: error.cause ?? error, path }, 'tRPC procedure failed');
+      },
+    },
+  } satisfies FastifyTRPCPluginOptions<AppRouter>);
+
+  if (webRoot) {
+    await app.register(fastifyStatic, { root: webRoot, prefix: '/', wildcard: false, index: 'index.html' });
+  }
+
+  return app;
+}

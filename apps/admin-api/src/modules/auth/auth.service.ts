@@ -1,0 +1,64 @@
+import type { Db } from '../../db.ts';
+import { isUniqueViolation, ServiceError } from '../../errors.ts';
+import { hashPassword, verifyPassword } from './password.ts';
+
+export { hashPassword, verifyPassword } from './password.ts';
+
+export interface User {
+  id: string;
+  email: string;
+  displayName: string | null;
+  isPlatformAdmin: boolean;
+  createdAt: Date;
+}
+
+const userColumns = ['id', 'email', 'displayName', 'isPlatformAdmin', 'createdAt'] as const;
+
+export interface CreateUserInput {
+  readonly email: string;
+  readonly password: string;
+  readonly displayName?: string | null;
+  readonly isPlatformAdmin?: boolean;
+}
+
+const normaliseEmail = (email: string): string => email.trim().toLowerCase();
+
+/** Creates a user with a scrypt password hash; the email is stored lowercased. */
+export async function createUser(db: Db, input: CreateUserInput): Promise<User> {
+  const email = normaliseEmail(input.email);
+  if (!/^[^\s@]+@[^\s@]+$/.test(email)) throw new ServiceError('invalid', 'email is not valid', 'email');
+  if (input.password.length < 8) throw new ServiceError('invalid', 'password must be at least 8 characters', 'password');
+  const passwordHash = await hashPassword(input.password);
+  try {
+    return await db
+      .insertInto('users')
+      .values({ email, passwordHash, displayName: input.displayName ?? null, isPlatformAdmin: input.isPlatformAdmin ?? false })
+      .returning(userColumns)
+      .executeTakeFirstOrThrow();
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new ServiceError('conflict', 'a user with that email already exists', 'email');
+    throw err;
+  }
+}
+
+export async function getUserById(db: Db, id: string): Promise<User | null> {
+  return (await db.selectFrom('users').select(userColumns).where('id', '=', id).executeTakeFirst()) ?? null;
+}
+
+// A real hash to compare against when the email is unknown, so both paths cost the same.
+let dummyHash: Promise<string> | undefined;
+
+/** The user whose email and password match, or null (same work either way). */
+export async function verifyCredentials(db: Db, email: string, password: string): Promise<User | null> {
+  const row = await db
+    .selectFrom('users')
+    .select([...userColumns, 'passwordHash'])
+    .where('email', '=', normaliseEmail(email))
+    .executeTakeFirst();
+  if (!row) {
+    await verifyPassword(password, await (dummyHash ??= hashPassword('not-a-real-password')));
+    return null;
+  }
+  const { passwordHash, ...user } = row;
+  return (await verifyPassword(password, passwordHash)) ? user : null;
+}

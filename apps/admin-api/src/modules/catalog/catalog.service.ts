@@ -1,0 +1,226 @@
+import { sql } from 'kysely';
+import type { RuntimeKind } from '@infer/shared';
+import type { Db } from '../../db.ts';
+import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
+import { withTransaction } from '../snapshots/outbox.ts';
+import { recordChange } from '../snapshots/snapshots.service.ts';
+
+/** A catalog entry with structured values (render string forms with `toCatalogView`). */
+export interface CatalogEntry {
+  id: string;
+  name: string;
+  provider: string | null;
+  parameterSizeB: number | null;
+  gpuCount: number | null;
+  contextLength: number | null;
+  concurrency: number | null;
+  coldStartSeconds: number | null;
+  priceInputPerM: number | null;
+  priceOutputPerM: number | null;
+  useCases: string[];
+  summary: string | null;
+  detailedIntro: string | null;
+  tags: string[];
+  offeredShared: boolean;
+  offeredDedicated: boolean;
+  published: boolean;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface Upstream {
+  id: string;
+  entryId: string;
+  url: string;
+  kind: RuntimeKind;
+  servedModel: string;
+  weight: number;
+  hasApiKey: boolean;
+  createdAt: Date;
+}
+
+export type EntryFields = Partial<Omit<CatalogEntry, 'id' | 'name' | 'createdAt' | 'updatedAt'>>;
+export type CreateEntryInput = { name: string } & EntryFields;
+export type UpdateEntryInput = Partial<{ name: string } & EntryFields>;
+
+export interface EntryFilter {
+  readonly provider?: string;
+  readonly tag?: string;
+  readonly useCase?: string;
+  /** Case-insensitive match on name, provider and summary. */
+  readonly search?: string;
+  readonly publishedOnly?: boolean;
+  /** 'shared' or 'dedicated': only entries offered on that surface. */
+  readonly mode?: 'shared' | 'dedicated';
+}
+
+const entryColumns = [
+  'id', 'name', 'provider', 'parameterSizeB', 'gpuCount', 'contextLength', 'concurrency', 'coldStartSeconds',
+  'priceInputPerM', 'priceOutputPerM', 'useCases', 'summary', 'detailedIntro', 'tags', 'offeredShared',
+  'offeredDedicated', 'published', 'createdAt', 'updatedAt',
+] as const;
+
+function validateName(name: string): string {
+  const n = name.trim();
+  if (n.length === 0 || n.length > 200 || /\s/.test(n)) {
+    throw new ServiceError('invalid', 'name must be 1-200 characters without spaces', 'name');
+  }
+  return n;
+}
+
+function cleanLabels(list: readonly string[] | undefined): string[] | undefined {
+  if (list === undefined) return undefined;
+  return [...new Set(list.map((s) => s.trim()).filter((s) => s.length > 0))];
+}
+
+/** Adds a catalog entry; shared only unless `offeredDedicated`. */
+export async function createEntry(db: Db, input: CreateEntryInput): Promise<CatalogEntry> {
+  const name = validateName(input.name);
+  try {
+    return await withTransaction(db, async (trx) => {
+      const entry = await trx
+        .insertInto('catalogEntries')
+        .values({
+          ...input,
+          name,
+          useCases: cleanLabels(input.useCases),
+          tags: cleanLabels(input.tags),
+        })
+        .returning(entryColumns)
+        .executeTakeFirstOrThrow();
+      await recordChange(trx, 'endpoint', entry.id);
+      return entry;
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new ServiceError('conflict', `an entry named ${name} already exists`, 'name');
+    throw err;
+  }
+}
+
+/** Changes an entry's fields; a rename or provider change also re-publishes its deployments. */
+export async function updateEntry(db: Db, id: string, patch: UpdateEntryInput): Promise<CatalogEntry> {
+  const values = {
+    ...patch,
+    ...(patch.name !== undefined ? { name: validateName(patch.name) } : {}),
+    ...(patch.useCases !== undefined ? { useCases: cleanLabels(patch.useCases) } : {}),
+    ...(patch.tags !== undefined ? { tags: cleanLabels(patch.tags) } : {}),
+  };
+  try {
+    return await withTransaction(db, async (trx) => {
+      const entry = await trx
+        .updateTable('catalogEntries')
+        .set({ ...values, updatedAt: sql<Date>`now()` })
+        .where('id', '=', id)
+        .returning(entryColumns)
+        .executeTakeFirst();
+      if (!entry) throw notFound('catalog entry');
+      await recordChange(trx, 'endpoint', id);
+      if (patch.name !== undefined || patch.provider !== undefined) {
+        const deployments = await trx.selectFrom('deployments').select('id').where('entryId', '=', id).execute();
+        for (const d of deployments) await recordChange(trx, 'deployment', d.id);
+      }
+      return entry;
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new ServiceError('conflict', 'an entry with that name already exists', 'name');
+    throw err;
+  }
+}
+
+export const setPublished = (db: Db, id: string, published: boolean): Promise<CatalogEntry> =>
+  updateEntry(db, id, { published });
+
+export interface AddUpstreamInput {
+  readonly entryId: string;
+  readonly url: string;
+  readonly kind: RuntimeKind;
+  readonly servedModel: string;
+  readonly apiKey?: string | null;
+  readonly weight?: number;
+}
+
+/** Adds a shared-surface replica to an entry. */
+export async function addUpstream(db: Db, input: AddUpstreamInput): Promise<Upstream> {
+  let url: URL;
+  try {
+    url = new URL(input.url);
+  } catch {
+    throw new ServiceError('invalid', 'url must be an absolute http(s) URL', 'url');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ServiceError('invalid', 'url must be http(s)', 'url');
+  return withTransaction(db, async (trx) => {
+    const entry = await trx.selectFrom('catalogEntries').select('id').where('id', '=', input.entryId).executeTakeFirst();
+    if (!entry) throw notFound('catalog entry');
+    const row = await trx
+      .insertInto('endpointUpstreams')
+      .values({
+        entryId: input.entryId,
+        url: input.url.replace(/\/+$/, ''),
+        kind: input.kind,
+        servedModel: input.servedModel,
+        apiKey: input.apiKey ?? null,
+        weight: input.weight,
+      })
+      .returning(['id', 'entryId', 'url', 'kind', 'servedModel', 'weight', 'apiKey', 'createdAt'])
+      .executeTakeFirstOrThrow();
+    await recordChange(trx, 'endpoint', input.entryId);
+    const { apiKey, ...rest } = row;
+    return { ...rest, hasApiKey: apiKey !== null };
+  });
+}
+
+/** Removes a shared-surface replica. */
+export async function removeUpstream(db: Db, upstreamId: string): Promise<void> {
+  await withTransaction(db, async (trx) => {
+    const row = await trx.deleteFrom('endpointUpstreams').where('id', '=', upstreamId).returning('entryId').executeTakeFirst();
+    if (!row) throw notFound('upstream');
+    await recordChange(trx, 'endpoint', row.entryId);
+  });
+}
+
+export async function listUpstreams(db: Db, entryId: string): Promise<Upstream[]> {
+  const rows = await db
+    .selectFrom('endpointUpstreams')
+    .select(['id', 'entryId', 'url', 'kind', 'servedModel', 'weight', 'apiKey', 'createdAt'])
+    .where('entryId', '=', entryId)
+    .orderBy('createdAt')
+    .execute();
+  return rows.map(({ apiKey, ...rest }) => ({ ...rest, hasApiKey: apiKey !== null }));
+}
+
+/** Entries matching the filter, ordered by name. */
+export async function listEntries(db: Db, filter: EntryFilter = {}): Promise<CatalogEntry[]> {
+  let q = db.selectFrom('catalogEntries').select(entryColumns).orderBy('name');
+  if (filter.publishedOnly) q = q.where('published', '=', true);
+  if (filter.provider) q = q.where(sql<string>`lower(coalesce(provider, ''))`, '=', filter.provider.toLowerCase());
+  if (filter.tag) q = q.where(sql<boolean>`${filter.tag} = any(tags)`);
+  if (filter.useCase) q = q.where(sql<boolean>`${filter.useCase} = any(use_cases)`);
+  if (filter.mode === 'shared') q = q.where('offeredShared', '=', true);
+  if (filter.mode === 'dedicated') q = q.where('offeredDedicated', '=', true);
+  if (filter.search) {
+    const like = `%${filter.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    q = q.where((eb) =>
+      eb.or([eb('name', 'ilike', like), eb('provider', 'ilike', like), eb('summary', 'ilike', like)]),
+    );
+  }
+  return q.execute();
+}
+
+export async function getEntryByName(db: Db, name: string): Promise<CatalogEntry | null> {
+  return (await db.selectFrom('catalogEntries').select(entryColumns).where('name', '=', name).executeTakeFirst()) ?? null;
+}
+
+export async function getEntryById(db: Db, id: string): Promise<CatalogEntry | null> {
+  return (await db.selectFrom('catalogEntries').select(entryColumns).where('id', '=', id).executeTakeFirst()) ?? null;
+}
+
+/** Distinct providers, tags and use cases of published entries, for browsing. */
+export async function listFacets(db: Db): Promise<{ providers: string[]; tags: string[]; useCases: string[] }> {
+  const entries = await listEntries(db, { publishedOnly: true });
+  const sorted = (s: Set<string>) => [...s].sort((a, b) => a.localeCompare(b));
+  return {
+    providers: sorted(new Set(entries.flatMap((e) => (e.provider ? [e.provider] : [])))),
+    tags: sorted(new Set(entries.flatMap((e) => e.tags))),
+    useCases: sorted(new Set(entries.flatMap((e) => e.useCases))),
+  };
+}

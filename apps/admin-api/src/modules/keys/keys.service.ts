@@ -1,0 +1,116 @@
+import { sql } from 'kysely';
+import { generateSecret, hashSecret, SECRET_PREFIX, secretDisplayPrefix } from '@infer/shared';
+import { isUuid, type Db } from '../../db.ts';
+import { notFound, ServiceError } from '../../errors.ts';
+import { writeAudit, type Actor } from '../audit/audit.service.ts';
+import { withTransaction } from '../snapshots/outbox.ts';
+import { recordChange } from '../snapshots/snapshots.service.ts';
+
+/** An inference API key as shown in lists; never its secret or hash. */
+export interface ApiKey {
+  id: string;
+  tenantId: string;
+  name: string;
+  prefix: string;
+  createdAt: Date;
+  expiresAt: Date | null;
+  revokedAt: Date | null;
+  lastUsedAt: Date | null;
+  rpmLimit: number | null;
+  tpmLimit: number | null;
+}
+
+const keyColumns = [
+  'id', 'tenantId', 'name', 'prefix', 'createdAt', 'expiresAt', 'revokedAt', 'lastUsedAt', 'rpmLimit', 'tpmLimit',
+] as const;
+
+export interface CreateApiKeyInput {
+  readonly tenantId: string;
+  readonly name: string;
+  readonly expiresAt?: Date | null;
+  readonly createdBy?: string | null;
+  readonly rpmLimit?: number | null;
+  readonly tpmLimit?: number | null;
+  readonly actor?: Actor;
+}
+
+export interface CreatedApiKey {
+  key: { id: string; name: string; prefix: string; createdAt: Date; expiresAt: Date | null };
+  /** The whole secret: returned this once, stored only as its SHA-256. */
+  secret: string;
+}
+
+/** Issues an inference key for a tenant (serves shared and dedicated modes). */
+export async function createApiKey(db: Db, input: CreateApiKeyInput): Promise<CreatedApiKey> {
+  const name = input.name.trim();
+  if (name.length === 0 || name.length > 100) throw new ServiceError('invalid', 'name must be 1-100 characters', 'name');
+  if (input.expiresAt && input.expiresAt.getTime() <= Date.now()) {
+    throw new ServiceError('invalid', 'expiresAt must be in the future', 'expiresAt');
+  }
+  if (!isUuid(input.tenantId)) throw notFound('tenant');
+  const secret = generateSecret(SECRET_PREFIX.inference);
+  return withTransaction(db, async (trx) => {
+    const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', input.tenantId).executeTakeFirst();
+    if (!tenant) throw notFound('tenant');
+    const row = await trx
+      .insertInto('apiKeys')
+      .values({
+        tenantId: input.tenantId,
+        name,
+        prefix: secretDisplayPrefix(secret),
+        hash: hashSecret(secret),
+        createdBy: input.createdBy ?? null,
+        expiresAt: input.expiresAt ?? null,
+        rpmLimit: input.rpmLimit ?? null,
+        tpmLimit: input.tpmLimit ?? null,
+      })
+      .returning(['id', 'name', 'prefix', 'createdAt', 'expiresAt'])
+      .executeTakeFirstOrThrow();
+    await recordChange(trx, 'key', row.id);
+    await writeAudit(trx, {
+      actor: input.actor ?? { userId: input.createdBy ?? null },
+      tenantId: input.tenantId,
+      action: 'api_key.create',
+      targetType: 'api_key',
+      targetId: row.id,
+      detail: { name, prefix: row.prefix },
+    });
+    return { key: row, secret };
+  });
+}
+
+/** Revokes a tenant's key; a key of another tenant is "not found". Nodes drop it within a second. */
+export async function revokeApiKey(db: Db, input: { tenantId: string; keyId: string; actor?: Actor }): Promise<ApiKey> {
+  if (!isUuid(input.keyId) || !isUuid(input.tenantId)) throw notFound('API key');
+  return withTransaction(db, async (trx) => {
+    const row = await trx
+      .updateTable('apiKeys')
+      .set({ revokedAt: sql<Date>`coalesce(revoked_at, now())` })
+      .where('id', '=', input.keyId)
+      .where('tenantId', '=', input.tenantId)
+      .returning(keyColumns)
+      .executeTakeFirst();
+    if (!row) throw notFound('API key');
+    await recordChange(trx, 'key', row.id);
+    await writeAudit(trx, {
+      actor: input.actor,
+      tenantId: input.tenantId,
+      action: 'api_key.revoke',
+      targetType: 'api_key',
+      targetId: row.id,
+      detail: { prefix: row.prefix },
+    });
+    return row;
+  });
+}
+
+/** A tenant's keys, newest first (revoked ones included, flagged by `revokedAt`). */
+export async function listApiKeys(db: Db, tenantId: string): Promise<ApiKey[]> {
+  return db
+    .selectFrom('apiKeys')
+    .select(keyColumns)
+    .where('tenantId', '=', tenantId)
+    .orderBy('createdAt', 'desc')
+    .orderBy('id')
+    .execute();
+}

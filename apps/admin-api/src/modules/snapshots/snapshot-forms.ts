@@ -1,0 +1,102 @@
+import { sql } from 'kysely';
+import type {
+  RuntimeKind, SnapshotDeployment, SnapshotEndpoint, SnapshotKey, SnapshotTenant, SnapshotUpstream,
+} from '@infer/shared';
+import type { Db } from '../../db.ts';
+
+// Loaders of the data-plane forms of each routing entity. `ids` narrows to some rows; without it,
+// every row. Arrays come back ordered by creation so snapshots are stable.
+
+export async function selectTenantForms(db: Db, ids?: readonly string[]): Promise<SnapshotTenant[]> {
+  if (ids?.length === 0) return [];
+  let q = db.selectFrom('tenants').select(['id', 'slug', 'rpmLimit', 'tpmLimit']).orderBy('createdAt').orderBy('id');
+  if (ids) q = q.where('id', 'in', ids);
+  return q.execute();
+}
+
+/** Usable keys only: revoked and already expired keys are absent (a 'delete' for the data plane). */
+export async function selectKeyForms(db: Db, ids?: readonly string[]): Promise<SnapshotKey[]> {
+  if (ids?.length === 0) return [];
+  let q = db
+    .selectFrom('apiKeys')
+    .select(['id', 'tenantId', 'hash', 'prefix', 'expiresAt', 'rpmLimit', 'tpmLimit'])
+    .where('revokedAt', 'is', null)
+    .where((eb) => eb.or([eb('expiresAt', 'is', null), eb('expiresAt', '>', sql<Date>`now()`)]))
+    .orderBy('createdAt')
+    .orderBy('id');
+  if (ids) q = q.where('id', 'in', ids);
+  const rows = await q.execute();
+  return rows.map((r) => ({ ...r, expiresAt: r.expiresAt ? new Date(r.expiresAt).toISOString() : null }));
+}
+
+export async function selectEndpointForms(db: Db, ids?: readonly string[]): Promise<SnapshotEndpoint[]> {
+  if (ids?.length === 0) return [];
+  let q = db
+    .selectFrom('catalogEntries')
+    .select([
+      'id', 'name', 'provider', 'contextLength', 'concurrency', 'coldStartSeconds', 'offeredShared',
+      'offeredDedicated', 'published', 'priceInputPerM', 'priceOutputPerM',
+    ])
+    .orderBy('createdAt')
+    .orderBy('id');
+  if (ids) q = q.where('id', 'in', ids);
+  const entries = await q.execute();
+  if (entries.length === 0) return [];
+  const upstreams = await db
+    .selectFrom('endpointUpstreams')
+    .select(['id', 'entryId', 'url', 'kind', 'servedModel', 'apiKey'])
+    .where('entryId', 'in', entries.map((e) => e.id))
+    .where('weight', '>', 0)
+    .orderBy('createdAt')
+    .orderBy('id')
+    .execute();
+  const byEntry = groupBy(upstreams, (u) => u.entryId);
+  return entries.map((e) => ({
+    ...e,
+    upstreams: (byEntry.get(e.id) ?? []).map(({ id, url, kind, servedModel, apiKey }) => ({ id, url, kind, servedModel, apiKey })),
+  }));
+}
+
+/** Deployments in any state, each with only its ready replicas. */
+export async function selectDeploymentForms(db: Db, ids?: readonly string[]): Promise<SnapshotDeployment[]> {
+  if (ids?.length === 0) return [];
+  let q = db
+    .selectFrom('deployments as d')
+    .innerJoin('tenants as t', 't.id', 'd.tenantId')
+    .innerJoin('catalogEntries as e', 'e.id', 'd.entryId')
+    .select([
+      'd.id', 'd.tenantId', 't.slug as tenantSlug', 'd.entryId as endpointId', 'e.name as endpointName',
+      'e.provider', 'd.state',
+    ])
+    .orderBy('d.createdAt')
+    .orderBy('d.id');
+  if (ids) q = q.where('d.id', 'in', ids);
+  const deployments = await q.execute();
+  if (deployments.length === 0) return [];
+  const replicas = await db
+    .selectFrom('deploymentReplicas')
+    .select(['id', 'deploymentId', 'url', 'kind', 'servedModel'])
+    .where('deploymentId', 'in', deployments.map((d) => d.id))
+    .where('state', '=', 'ready')
+    .orderBy('createdAt')
+    .orderBy('id')
+    .execute();
+  const byDeployment = groupBy(replicas, (r) => r.deploymentId);
+  return deployments.map((d) => ({
+    ...d,
+    replicas: (byDeployment.get(d.id) ?? []).map(
+      ({ id, url, kind, servedModel }): SnapshotUpstream => ({ id, url, kind: kind as RuntimeKind, servedModel, apiKey: null }),
+    ),
+  }));
+}
+
+function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const out = new Map<string, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    const list = out.get(k);
+    if (list) list.push(item);
+    else out.set(k, [item]);
+  }
+  return out;
+}

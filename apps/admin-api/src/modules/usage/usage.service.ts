@@ -1,0 +1,139 @@
+import { sql } from 'kysely';
+import type { UsageRecord } from '@infer/shared';
+import { isUuid, type Db } from '../../db.ts';
+
+export interface IngestResult {
+  /** Records stored by this call. */
+  accepted: number;
+  /** Records already stored (same request id): a retried batch never bills twice. */
+  duplicates: number;
+  /** Records dropped because they cannot be stored (tenant id not a uuid, unreadable time). */
+  rejected: number;
+}
+
+/**
+ * Stores a batch idempotently on request id, pricing shared-mode records from the entry's per-million
+ * token prices (dedicated mode bills GPU time, not tokens). One INSERT for the whole batch.
+ */
+export async function ingestUsage(db: Db, records: readonly UsageRecord[]): Promise<IngestResult> {
+  const orNull = (id: string | null): string | null => (id !== null && isUuid(id) ? id : null);
+  const rows = records
+    .filter((r) => isUuid(r.tenantId) && Number.isFinite(Date.parse(r.startedAt)))
+    .map((r) => ({
+      request_id: r.requestId,
+      tenant_id: r.tenantId,
+      key_id: orNull(r.keyId),
+      entry_id: orNull(r.endpointId),
+      deployment_id: orNull(r.deploymentId),
+      mode: r.mode,
+      model: r.model,
+      prompt_tokens: r.promptTokens,
+      completion_tokens: r.completionTokens,
+      estimated: r.estimated,
+      status: r.status,
+      ttft_ms: r.ttftMs,
+      latency_ms: r.latencyMs,
+      started_at: new Date(r.startedAt).toISOString(),
+    }));
+  const rejected = records.length - rows.length;
+  if (rows.length === 0) return { accepted: 0, duplicates: 0, rejected };
+
+  const inserted = await sql<{ requestId: string }>`
+    insert into usage_records (
+      request_id, tenant_id, key_id, entry_id, deployment_id, mode, model, prompt_tokens, completion_tokens,
+      estimated, status, ttft_ms, latency_ms, cost_usd, started_at
+    )
+    select r.request_id, r.tenant_id, r.key_id, r.entry_id, r.deployment_id, r.mode, r.model, r.prompt_tokens,
+      r.completion_tokens, r.estimated, r.status, r.ttft_ms, r.latency_ms,
+      case when r.mode = 'shared'
+        then (r.prompt_tokens * coalesce(e.price_input_per_m, 0) + r.completion_tokens * coalesce(e.price_output_per_m, 0)) / 1000000.0
+        else 0 end,
+      r.started_at
+    from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as r(
+      request_id text, tenant_id uuid, key_id uuid, entry_id uuid, deployment_id uuid, mode text, model text,
+      prompt_tokens integer, completion_tokens integer, estimated boolean, status integer, ttft_ms double precision,
+      latency_ms double precision, started_at timestamptz
+    )
+    left join catalog_entries e on e.id = r.entry_id
+    on conflict (request_id) do nothing
+    returning request_id
+  `.execute(db);
+  const accepted = inserted.rows.length;
+
+  const keyIds = [...new Set(rows.flatMap((r) => (r.key_id ? [r.key_id] : [])))];
+  if (keyIds.length > 0) {
+    await db.updateTable('apiKeys').set({ lastUsedAt: sql<Date>`now()` }).where('id', 'in', keyIds).execute();
+  }
+  return { accepted, duplicates: rows.length - accepted, rejected };
+}
+
+export interface UsageTotals {
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+  costUsd: number;
+}
+
+export interface UsageSummary {
+  from: string;
+  to: string;
+  totals: UsageTotals;
+  /** UTC days (YYYY-MM-DD), oldest first. */
+  byDay: (UsageTotals & { day: string })[];
+  byEndpoint: (UsageTotals & { entryId: string | null; name: string; mode: 'shared' | 'dedicated' })[];
+}
+
+const totals = sql<number>`count(*)`;
+
+/** A tenant's usage in [from, to), by UTC day and by endpoint and mode. */
+export async function summariseUsage(db: Db, input: { tenantId: string; from: Date; to: Date }): Promise<UsageSummary> {
+  const empty: UsageTotals = { requests: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 };
+  const range = { from: input.from.toISOString(), to: input.to.toISOString() };
+  if (!isUuid(input.tenantId)) return { ...range, totals: empty, byDay: [], byEndpoint: [] };
+  const base = db
+    .selectFrom('usageRecords as u')
+    .where('u.tenantId', '=', input.tenantId)
+    .where('u.startedAt', '>=', input.from)
+    .where('u.startedAt', '<', input.to);
+  const sums = [
+    totals.as('requests'),
+    sql<number>`coalesce(sum(u.prompt_tokens), 0)`.as('promptTokens'),
+    sql<number>`coalesce(sum(u.completion_tokens), 0)`.as('completionTokens'),
+    sql<number>`coalesce(sum(u.cost_usd), 0)`.as('costUsd'),
+  ] as const;
+  const day = sql<string>`to_char(date_trunc('day', u.started_at at time zone 'UTC'), 'YYYY-MM-DD')`;
+  const byDay = await base.select([day.as('day'), ...sums]).groupBy(day).orderBy(day).execute();
+  const byEndpoint = await base
+    .leftJoin('catalogEntries as e', 'e.id', 'u.entryId')
+    .select([
+      'u.entryId',
+      sql<string>`coalesce(e.name, min(u.model))`.as('name'),
+      'u.mode',
+      ...sums,
+    ])
+    .groupBy(['u.entryId', 'e.name', 'u.mode'])
+    .orderBy(sql`sum(u.cost_usd)`, 'desc')
+    .execute();
+  const num = (t: UsageTotals): UsageTotals => ({
+    requests: Number(t.requests),
+    promptTokens: Number(t.promptTokens),
+    completionTokens: Number(t.completionTokens),
+    costUsd: Number(t.costUsd),
+  });
+  const rowsByDay = byDay.map((r) => ({ day: r.day, ...num(r) }));
+  const sum = rowsByDay.reduce(
+    (acc, r) => ({
+      requests: acc.requests + r.requests,
+      promptTokens: acc.promptTokens + r.promptTokens,
+      completionTokens: acc.completionTokens + r.completionTokens,
+      costUsd: acc.costUsd + r.costUsd,
+    }),
+    empty,
+  );
+  return {
+    ...range,
+    totals: sum,
+    byDay: rowsByDay,
+    byEndpoint: byEndpoint.map((r) => ({ entryId: r.entryId, name: r.name, mode: r.mode, ...num(r) })),
+  };
+}

@@ -1,0 +1,54 @@
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { createDb, migrateToLatest, type Database } from '@infer/db';
+import { buildAdminApp } from './app.ts';
+import { loadEnv, type AdminEnv } from './env.ts';
+
+let env: AdminEnv;
+try {
+  env = loadEnv();
+} catch (err) {
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+}
+
+let database: Database | undefined;
+let app: FastifyInstance | undefined;
+let closing = false;
+
+// Installed before start-up so a signal during migration still closes the database cleanly.
+async function shutdown(signal: string): Promise<void> {
+  if (closing) return;
+  closing = true;
+  app?.log.info({ signal }, 'shutting down');
+  const timer = setTimeout(() => process.exit(1), 10_000);
+  timer.unref();
+  try {
+    await app?.close();
+    await database?.close();
+    process.exit(0);
+  } catch (err) {
+    console.error('admin-api shutdown failed', err);
+    process.exit(1);
+  }
+}
+process.once('SIGINT', () => void shutdown('SIGINT'));
+process.once('SIGTERM', () => void shutdown('SIGTERM'));
+
+database = await createDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : { dataDir: join(env.DATA_DIR, 'pglite') });
+await migrateToLatest(database.db);
+if (!closing) {
+  app = await buildAdminApp({
+    db: database.db,
+    dbKind: database.kind,
+    pgPool: database.pool,
+    nodeToken: env.NODE_TOKEN,
+    publicUrls: { sharedBaseUrl: env.SHARED_BASE_URL, dataplaneUrl: env.DATAPLANE_URL },
+    webRoot: env.WEB_ROOT,
+    logger: { level: env.LOG_LEVEL, redact: ['req.headers.authorization', 'req.headers.cookie'] },
+  });
+  await app.listen({ host: env.ADMIN_HOST, port: env.ADMIN_PORT });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : env.ADMIN_PORT;
+  console.log(`admin-api listening on http://${env.ADMIN_HOST}:${port}`);
+}

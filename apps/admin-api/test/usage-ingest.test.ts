@@ -1,0 +1,91 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testBackends } from '@infer/db/testing';
+import type { UsageRecord } from '@infer/shared';
+import { getEntryByName } from '../src/modules/catalog/catalog.service.ts';
+import { listApiKeys } from '../src/modules/keys/keys.service.ts';
+import { getTenantBySlug } from '../src/modules/tenants/tenants.service.ts';
+import { summariseUsage } from '../src/modules/usage/usage.service.ts';
+import { seedDemo } from '../src/seed.ts';
+import { NODE_TOKEN, startTestApp, type TestApp } from './helpers.ts';
+
+const headers = { authorization: `Bearer ${NODE_TOKEN}`, 'content-type': 'application/json' };
+
+describe.each(testBackends())('usage ingest (%s)', (kind) => {
+  let t: TestApp;
+  let base: Omit<UsageRecord, 'requestId'>;
+
+  beforeAll(async () => {
+    t = await startTestApp(kind);
+    await seedDemo(t.database.db, { simBasePort: 19000 });
+    const tenant = (await getTenantBySlug(t.database.db, 'demo'))!;
+    const entry = (await getEntryByName(t.database.db, 'Llama-3.3-70B-Instruct'))!;
+    const key = (await listApiKeys(t.database.db, tenant.id))[0]!;
+    base = {
+      tenantId: tenant.id, keyId: key.id, endpointId: entry.id, deploymentId: null, mode: 'shared',
+      model: entry.name, promptTokens: 1_000_000, completionTokens: 500_000, estimated: false, status: 200,
+      ttftMs: 120, latencyMs: 900, startedAt: new Date().toISOString(),
+    };
+  });
+  afterAll(async () => t?.close());
+
+  const post = (body: unknown) =>
+    fetch(`${t.baseUrl}/internal/v1/usage`, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+
+  it('stores a batch once, reporting duplicates on retry, and prices shared usage', async () => {
+    const records = [
+      { ...base, requestId: `req-${randomUUID()}` },
+      { ...base, requestId: `req-${randomUUID()}`, mode: 'dedicated' as const, promptTokens: 10, completionTokens: 20 },
+    ];
+    const first = await post({ records });
+    expect(first.status).toBe(200);
+    expect(await first.json()).toEqual({ accepted: 2, duplicates: 0, rejected: 0 });
+    const again = await post({ records });
+    expect(await again.json()).toEqual({ accepted: 0, duplicates: 2, rejected: 0 });
+
+    const rows = await t.database.db
+      .selectFrom('usageRecords')
+      .select(['requestId', 'costUsd', 'mode'])
+      .where('requestId', 'in', records.map((r) => r.requestId))
+      .execute();
+    expect(rows).toHaveLength(2);
+    const shared = rows.find((r) => r.mode === 'shared')!;
+    expect(shared.costUsd).toBeCloseTo(0.59 + 0.5 * 0.79, 6);
+    expect(rows.find((r) => r.mode === 'dedicated')!.costUsd).toBe(0);
+
+    const key = (await listApiKeys(t.database.db, base.tenantId)).find((k) => k.id === base.keyId)!;
+    expect(key.lastUsedAt).not.toBeNull();
+
+    const summary = await summariseUsage(t.database.db, {
+      tenantId: base.tenantId, from: new Date(Date.now() - 86_400_000), to: new Date(Date.now() + 86_400_000),
+    });
+    expect(summary.totals.requests).toBe(2);
+    expect(summary.totals.promptTokens).toBe(1_000_010);
+    expect(summary.byDay).toHaveLength(1);
+    expect(summary.byEndpoint.map((e) => [e.name, e.mode]).sort()).toEqual([
+      ['Llama-3.3-70B-Instruct', 'dedicated'],
+      ['Llama-3.3-70B-Instruct', 'shared'],
+    ]);
+  });
+
+  it('dedupes within one batch too', async () => {
+    const r = { ...base, requestId: `req-${randomUUID()}` };
+    expect(await (await post({ records: [r, r] })).json()).toEqual({ accepted: 1, duplicates: 1, rejected: 0 });
+  });
+
+  it('rejects a bad body with an OpenAI-shaped 400', async () => {
+    for (const body of [{ records: [{ requestId: 'x' }] }, { nope: true }, '{not json']) {
+      const res = await post(body);
+      expect(res.status).toBe(400);
+      const json = (await res.json()) as { error: { type: string; message: string; code: string } };
+      expect(json.error.type).toBe('invalid_request_error');
+      expect(json.error.message).toBeTruthy();
+      expect(JSON.stringify(json)).not.toMatch(/stack|at .*\.ts/);
+    }
+  });
+
+  it('requires the node token', async () => {
+    const res = await fetch(`${t.baseUrl}/internal/v1/usage`, { method: 'POST', body: '{"records":[]}', headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(401);
+  });
+});
