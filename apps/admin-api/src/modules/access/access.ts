@@ -1,0 +1,35 @@
+import { ServiceError } from '../../errors.ts';
+import type { Principal, TenantRole } from './principal.ts';
+
+/** True for platform admins: a user flagged so, or a platform-wide admin token. */
+export function isPlatformAdmin(p: Principal): boolean {
+  return (p.kind === 'user' && p.isPlatformAdmin) || (p.kind === 'admin_token' && p.tenantId === null);
+}
+
+/** The caller's role in a tenant, or null. Platform admins act as owners everywhere. */
+export function roleIn(p: Principal, tenantId: string): TenantRole | null {
+  if (isPlatformAdmin(p)) return 'owner';
+  if (p.kind === 'user') return p.memberships.get(tenantId) ?? null;
+  if (p.kind === 'admin_token') return p.tenantId === tenantId ? 'owner' : null;
+  return null;
+}
+
+export function requireAuthenticated(p: Principal): asserts p is Exclude<Principal, { kind: 'anonymous' }> {
+  if (p.kind === 'anonymous') throw new ServiceError('unauthenticated', 'log in or send an admin token');
+}
+
+/**
+ * Every tenant-scoped read and write goes through here. A tenant the caller does not belong to is
+ * reported as not found (not forbidden), so IDs of other tenants cannot be probed.
+ */
+export function requireTenantRole(p: Principal, tenantId: string, min: TenantRole = 'member'): void {
+  requireAuthenticated(p);
+  const role = roleIn(p, tenantId);
+  if (role === null) throw new ServiceError('not_found', 'tenant not found');
+  if (min === 'owner' && role !== 'owner') throw new ServiceError('forbidden', 'this needs the tenant owner role');
+}
+
+export function requirePlatformAdmin(p: Principal): void {
+  requireAuthenticated(p);
+  if (!isPlatformAdmin(p)) throw new ServiceError('forbidden', 'this needs a platform admin');
+}
