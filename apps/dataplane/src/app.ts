@@ -1,0 +1,108 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+import { errorBody } from '@infer/shared';
+import Fastify, { LogController } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyServerOptions } from 'fastify';
+import type { ConfigStore } from './config/config-store.ts';
+import { handleError } from './error-handler.ts';
+import './fastify-types.ts';
+import { createMetrics } from './metrics.ts';
+import { healthRoutes } from './routes/health-routes.ts';
+import { inferenceRoutes, methodNotAllowedRoutes } from './routes/inference-routes.ts';
+import { createUpstreamPools, defaultTimeouts } from './upstream/upstream-pools.ts';
+import type { UpstreamTimeouts } from './upstream/upstream-pools.ts';
+import type { UsageSink } from './usage/usage-reporter.ts';
+
+export interface DataplaneAppOptions {
+  readonly store: ConfigStore;
+  readonly usage: UsageSink;
+  /** Fastify logger options (default: pino at 'warn'), or false. */
+  readonly logger?: FastifyServerOptions['logger'];
+  /** A ready logger instance (takes precedence over `logger`). */
+  readonly loggerInstance?: FastifyBaseLogger;
+  /** Largest request body in bytes (default 1 MiB). */
+  readonly bodyLimit?: number;
+  readonly timeouts?: Partial<UpstreamTimeouts>;
+  /** Connections per upstream origin (default 256). */
+  readonly upstreamConnections?: number;
+}
+
+const SANE_REQUEST_ID = /^[\w.:@-]{1,128}$/;
+
+/** Accepts a caller's `x-request-id` when it is short and plain, else a fresh UUID. */
+function genReqId(req: IncomingMessage): string {
+  const incoming = req.headers['x-request-id'];
+  return typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+}
+
+/** Builds the data-plane Fastify app (never listens). */
+export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
+  const timeouts: UpstreamTimeouts = Object.freeze({ ...defaultTimeouts, ...opts.timeouts });
+  const base = {
+    bodyLimit: opts.bodyLimit ?? 1024 * 1024,
+    genReqId,
+    requestIdHeader: false as const,
+    // No per-request logs on the hot path.
+    logController: new LogController({ disableRequestLogging: true }),
+    return503OnClosing: true,
+    routerOptions: { ignoreTrailingSlash: true },
+  };
+  const app = opts.loggerInstance
+    ? Fastify({ ...base, loggerInstance: opts.loggerInstance })
+    : Fastify({
+      ...base,
+      logger: opts.logger ?? {
+        level: 'warn',
+        redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
+      },
+    });
+
+  const pools = createUpstreamPools(timeouts, opts.upstreamConnections);
+  const metrics = createMetrics(opts.store);
+  if (opts.store.view) pools.retain(opts.store.view.origins);
+  const unsubscribe = opts.store.onVersion((_v, view) => pools.retain(view.origins));
+
+  app.decorateRequest('apiKey', null);
+  app.addHook('onRequest', (req, reply, done) => {
+    reply.header('x-request-id', req.id);
+    done();
+  });
+  app.addHook('onResponse', (req, reply, done) => {
+    const config = req.routeOptions.config;
+    metrics.countRequest(config.metricRoute ?? 'unknown', config.metricMode ?? 'none', reply.statusCode);
+    done();
+  });
+  // Node's server.close() waits for connections that never sent a request (LB probes, clients'
+  // spare sockets) until headersTimeout; drop those at close. Busy and idle ones Fastify handles.
+  const unused = new Set<Socket>();
+  app.server.on('connection', (socket: Socket) => {
+    unused.add(socket);
+    socket.once('close', () => unused.delete(socket));
+  });
+  app.server.on('request', (req: IncomingMessage) => unused.delete(req.socket));
+  app.addHook('preClose', (done) => {
+    for (const socket of unused) socket.destroy();
+    done();
+  });
+  app.addHook('onClose', async () => {
+    unsubscribe();
+    await pools.close();
+  });
+
+  app.setErrorHandler(handleError);
+  app.setNotFoundHandler((req, reply) => {
+    reply.code(404).send(errorBody('not_found', `Unknown route: ${req.method} ${req.url.split('?')[0]}`));
+  });
+
+  app.register(healthRoutes, { store: opts.store, metrics });
+  app.register(methodNotAllowedRoutes);
+  app.register(inferenceRoutes, {
+    store: opts.store,
+    usage: opts.usage,
+    pools,
+    metrics,
+    onStreamError: (err: unknown) => app.log.warn({ code: (err as { code?: string }).code }, 'upstream stream failed mid-response'),
+  });
+  return app;
+}

@@ -1,0 +1,20 @@
+import { ApiError, hashSecret } from '@infer/shared';
+import type { ConfigView, ResolvedKey } from './config/config-view.ts';
+
+const MISSING = new ApiError('missing_api_key', "You didn't provide an API key. Send it as 'Authorization: Bearer <API_KEY>'.");
+const BAD_SCHEME = new ApiError('invalid_api_key', "The Authorization header must use the Bearer scheme: 'Authorization: Bearer <API_KEY>'.");
+const INVALID = new ApiError('invalid_api_key', 'Incorrect or expired API key provided.');
+const NOT_READY = new ApiError('service_unavailable', 'This node has no configuration yet. Try again shortly.');
+
+/** Resolves the bearer key of an Authorization header by hash lookup (O(1), no I/O). */
+export function authenticate(view: ConfigView | null, authorization: string | undefined, now: number): ResolvedKey | ApiError {
+  if (authorization === undefined || authorization.length === 0) return MISSING;
+  const space = authorization.indexOf(' ');
+  if (space !== 6 || authorization.slice(0, 6).toLowerCase() !== 'bearer') return BAD_SCHEME;
+  const token = authorization.slice(7).trim();
+  if (token.length === 0) return MISSING;
+  if (view === null) return NOT_READY;
+  const key = view.keyByHash.get(hashSecret(token));
+  if (key === undefined || key.expiresAtMs <= now) return INVALID;
+  return key;
+}

@@ -1,0 +1,147 @@
+import { existsSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { applyDeltas, configDeltaSchema, configSnapshotSchema } from '@infer/shared';
+import type { ConfigSnapshot } from '@infer/shared';
+import { request } from 'undici';
+import type { ConfigStore, VersionListener } from './config-store.ts';
+import { createSseParser } from './sse-parser.ts';
+import { readSnapshotFile, writeSnapshotFile } from './snapshot-file.ts';
+
+export interface ConfigClientOptions {
+  /** Control-plane base URL. */
+  readonly url: string;
+  readonly nodeToken: string;
+  readonly store: ConfigStore;
+  /** Where the last good snapshot is persisted and loaded from at start. */
+  readonly snapshotFile?: string;
+  readonly minBackoffMs?: number;
+  readonly maxBackoffMs?: number;
+  /** Reconnect when the stream is silent this long (the server pings more often). */
+  readonly idleTimeoutMs?: number;
+  /** Connection and payload problems (the client keeps going). */
+  readonly onError?: (err: unknown) => void;
+}
+
+export interface ConfigClient {
+  /** Loads the snapshot file (if any) and keeps a stream to the control plane until close(). */
+  start(): void;
+  close(): Promise<void>;
+  /** True while the stream is open. */
+  readonly connected: boolean;
+  readonly version: number | null;
+  onVersion(listener: VersionListener): () => void;
+}
+
+/** Follows the control plane's config stream (snapshot, then deltas) and swaps the store's view. */
+export function createConfigClient(opts: ConfigClientOptions): ConfigClient {
+  const { store } = opts;
+  const streamUrl = `${opts.url.replace(/\/+$/, '')}/internal/v1/config/stream`;
+  const authorization = `Bearer ${opts.nodeToken}`;
+  const minBackoff = opts.minBackoffMs ?? 200;
+  const maxBackoff = opts.maxBackoffMs ?? 2000;
+  const stop = new AbortController();
+  let connected = false;
+  let running: Promise<void> | null = null;
+  let writing: Promise<void> | null = null;
+  let writeAgain = false;
+
+  const persist = (): void => {
+    const file = opts.snapshotFile;
+    if (file === undefined) return;
+    if (writing !== null) {
+      writeAgain = true;
+      return;
+    }
+    writing = (async () => {
+      do {
+        writeAgain = false;
+        const snap = store.snapshot();
+        if (snap !== null) await writeSnapshotFile(file, snap).catch((err: unknown) => opts.onError?.(err));
+      } while (writeAgain);
+      writing = null;
+    })();
+  };
+
+  /** One connection; resolves when the server ends it, rejects on errors. Returns true if any event arrived. */
+  const follow = async (): Promise<boolean> => {
+    const headers: Record<string, string> = { accept: 'text/event-stream', authorization };
+    const version = store.version;
+    if (version !== null) headers['last-event-id'] = String(version);
+    const res = await request(streamUrl, { method: 'GET', headers, signal: stop.signal, headersTimeout: 10_000, bodyTimeout: opts.idleTimeoutMs ?? 45_000 });
+    if (res.statusCode !== 200) {
+      await res.body.dump();
+      throw new Error(`config stream answered HTTP ${res.statusCode}`);
+    }
+    connected = true;
+    let received = false;
+    try {
+      const parser = createSseParser();
+      res.body.setEncoding('utf8');
+      for await (const chunk of res.body) {
+        let next: ConfigSnapshot | null = store.snapshot();
+        let changed = false;
+        for (const ev of parser.push(chunk as string)) {
+          received = true;
+          if (ev.event === 'snapshot') {
+            next = configSnapshotSchema.parse(JSON.parse(ev.data));
+            changed = true;
+          } else if (ev.event === 'delta' && next !== null) {
+            const delta = configDeltaSchema.parse(JSON.parse(ev.data));
+            const applied = applyDeltas(next, [delta]);
+            changed ||= applied.version !== next.version;
+            next = applied;
+          }
+        }
+        // Apply a whole chunk's events in one swap.
+        if (changed && next !== null) {
+          store.replace(next);
+          persist();
+        }
+      }
+    } finally {
+      connected = false;
+    }
+    return received;
+  };
+
+  const loop = async (): Promise<void> => {
+    let delay = minBackoff;
+    while (!stop.signal.aborted) {
+      try {
+        if (await follow()) delay = minBackoff;
+      } catch (err) {
+        if (stop.signal.aborted) break;
+        opts.onError?.(err);
+      }
+      if (stop.signal.aborted) break;
+      await sleep(delay, undefined, { signal: stop.signal }).catch(() => {});
+      delay = Math.min(delay * 2, maxBackoff);
+    }
+  };
+
+  return {
+    start() {
+      if (running !== null) return;
+      if (opts.snapshotFile !== undefined && store.version === null && existsSync(opts.snapshotFile)) {
+        try {
+          store.replace(readSnapshotFile(opts.snapshotFile));
+        } catch (err) {
+          opts.onError?.(err); // a bad file is not fatal: the control plane sends a fresh snapshot
+        }
+      }
+      running = loop();
+    },
+    async close() {
+      stop.abort();
+      await running;
+      await writing;
+    },
+    get connected() {
+      return connected;
+    },
+    get version() {
+      return store.version;
+    },
+    onVersion: (listener) => store.onVersion(listener),
+  };
+}

@@ -1,0 +1,130 @@
+import { adapterFor } from '../runtimes/runtime-registry.ts';
+import type { ConfigSnapshot, RuntimeKind, SnapshotDeployment, SnapshotEndpoint, SnapshotTenant, SnapshotUpstream } from '@infer/shared';
+
+/** An upstream with everything the hot path needs precomputed once per snapshot. */
+export interface ResolvedUpstream {
+  readonly id: string;
+  readonly kind: RuntimeKind;
+  /** scheme://host:port: the pool key. */
+  readonly origin: string;
+  /** Base path + the runtime's chat completions path. */
+  readonly chatPath: string;
+  readonly servedModel: string;
+  /** `Bearer <apiKey>` or null (never logged). */
+  readonly authorization: string | null;
+}
+
+/** Where a chat request goes: a shared endpoint or a tenant's deployment. */
+export interface RouteTarget {
+  readonly name: string;
+  readonly endpointId: string;
+  readonly deploymentId: string | null;
+  readonly tenantId: string | null;
+  readonly provider: string | null;
+  /** False when a deployment has no ready replica (the route exists, but answers 503). */
+  readonly ready: boolean;
+  readonly upstreams: readonly ResolvedUpstream[];
+}
+
+export interface ResolvedKey {
+  readonly id: string;
+  readonly tenantId: string;
+  /** The owning tenant's slug, or null when the tenant is unknown to the snapshot. */
+  readonly tenantSlug: string | null;
+  /** Epoch ms, or Infinity for no expiry. */
+  readonly expiresAtMs: number;
+}
+
+/** The immutable, indexed form of one snapshot; swapped as a whole. */
+export interface ConfigView {
+  readonly version: number;
+  readonly keyByHash: ReadonlyMap<string, ResolvedKey>;
+  /** Published endpoints offered on the shared surface, by Name. */
+  readonly endpointByName: ReadonlyMap<string, RouteTarget>;
+  /** Deployments by `${tenantSlug}\n${endpointName}`. */
+  readonly deploymentByTenantAndName: ReadonlyMap<string, RouteTarget>;
+  readonly tenants: ReadonlyMap<string, SnapshotTenant>;
+  /** The OpenAI list body of shared models, serialised once. */
+  readonly sharedModelsJson: string;
+  /** Every upstream origin the snapshot references. */
+  readonly origins: ReadonlySet<string>;
+}
+
+/** Key of `deploymentByTenantAndName`. */
+export const deploymentKey = (tenantSlug: string, name: string): string => `${tenantSlug}\n${name}`;
+
+function resolveUpstream(u: SnapshotUpstream): ResolvedUpstream | null {
+  let url: URL;
+  try {
+    url = new URL(u.url);
+  } catch {
+    return null; // a bad URL in the snapshot must not take the node down; the route answers 503
+  }
+  return Object.freeze({
+    id: u.id,
+    kind: u.kind,
+    origin: url.origin,
+    chatPath: url.pathname.replace(/\/+$/, '') + adapterFor(u.kind).chatPath,
+    servedModel: u.servedModel,
+    authorization: u.apiKey ? `Bearer ${u.apiKey}` : null,
+  });
+}
+
+const resolveAll = (list: readonly SnapshotUpstream[]): ResolvedUpstream[] =>
+  list.map(resolveUpstream).filter((u): u is ResolvedUpstream => u !== null);
+
+function sharedTarget(e: SnapshotEndpoint): RouteTarget {
+  const upstreams = resolveAll(e.upstreams);
+  return Object.freeze({
+    name: e.name, endpointId: e.id, deploymentId: null, tenantId: null, provider: e.provider,
+    ready: upstreams.length > 0, upstreams: Object.freeze(upstreams),
+  });
+}
+
+function deploymentTarget(d: SnapshotDeployment): RouteTarget {
+  const usable = d.state !== 'stopped' && d.state !== 'failed';
+  const upstreams = usable ? resolveAll(d.replicas) : [];
+  return Object.freeze({
+    name: d.endpointName, endpointId: d.endpointId, deploymentId: d.id, tenantId: d.tenantId, provider: d.provider,
+    ready: upstreams.length > 0, upstreams: Object.freeze(upstreams),
+  });
+}
+
+/** Model object of the OpenAI list shape. */
+export const modelObject = (name: string, provider: string | null): Record<string, unknown> => ({
+  id: name, object: 'model', created: 0, owned_by: provider || 'infer',
+});
+
+/** Builds the indexed view of a snapshot (O(size); runs on config changes, never per request). */
+export function buildConfigView(s: ConfigSnapshot): ConfigView {
+  const tenants = new Map(s.tenants.map((t) => [t.id, t] as const));
+  const keyByHash = new Map<string, ResolvedKey>();
+  for (const k of s.keys) {
+    const expires = k.expiresAt === null ? Number.POSITIVE_INFINITY : Date.parse(k.expiresAt);
+    keyByHash.set(k.hash, Object.freeze({
+      id: k.id, tenantId: k.tenantId, tenantSlug: tenants.get(k.tenantId)?.slug ?? null,
+      // An unparsable expiry fails closed.
+      expiresAtMs: Number.isNaN(expires) ? 0 : expires,
+    }));
+  }
+  const endpointByName = new Map<string, RouteTarget>();
+  const origins = new Set<string>();
+  const listed: Record<string, unknown>[] = [];
+  for (const e of s.endpoints) {
+    if (!e.published || !e.offeredShared) continue;
+    const target = sharedTarget(e);
+    endpointByName.set(e.name, target);
+    listed.push(modelObject(e.name, e.provider));
+    for (const u of target.upstreams) origins.add(u.origin);
+  }
+  const deploymentByTenantAndName = new Map<string, RouteTarget>();
+  for (const d of s.deployments) {
+    const target = deploymentTarget(d);
+    deploymentByTenantAndName.set(deploymentKey(d.tenantSlug, d.endpointName), target);
+    for (const u of target.upstreams) origins.add(u.origin);
+  }
+  return Object.freeze({
+    version: s.version, keyByHash, endpointByName, deploymentByTenantAndName, tenants,
+    sharedModelsJson: JSON.stringify({ object: 'list', data: listed }), origins,
+  });
+}

@@ -1,0 +1,45 @@
+import { z } from 'zod';
+
+const port = (fallback: number) => z.coerce.number({ error: 'must be a number' }).int('must be an integer').min(0).max(65535).default(fallback);
+const ms = (fallback: number) => z.coerce.number({ error: 'must be a number of milliseconds' }).int('must be an integer').min(1).default(fallback);
+const optionalString = z.string().trim().min(1).optional().catch(undefined);
+
+const envSchema = z.object({
+  PORT: port(8080),
+  HOST: z.string().trim().min(1).default('127.0.0.1'),
+  CONTROL_PLANE_URL: z.url({ error: 'must be an http(s) URL' }).optional(),
+  NODE_TOKEN: optionalString,
+  CONFIG_FILE: optionalString,
+  SNAPSHOT_FILE: optionalString,
+  USAGE_FLUSH_MS: ms(1000),
+  BODY_LIMIT_BYTES: z.coerce.number({ error: 'must be a number of bytes' }).int('must be an integer').min(1024, 'must be at least 1024').default(1024 * 1024),
+  CONNECT_TIMEOUT_MS: ms(5000),
+  FIRST_BYTE_TIMEOUT_MS: ms(120_000),
+  IDLE_TIMEOUT_MS: ms(60_000),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),
+}).superRefine((e, ctx) => {
+  const controlPlane = e.CONTROL_PLANE_URL !== undefined && e.NODE_TOKEN !== undefined;
+  if (!controlPlane && e.CONFIG_FILE === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['CONFIG_FILE'], message: 'set CONTROL_PLANE_URL and NODE_TOKEN, or CONFIG_FILE (a JSON config snapshot)' });
+  }
+  if (e.CONTROL_PLANE_URL !== undefined && e.NODE_TOKEN === undefined && e.CONFIG_FILE === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['NODE_TOKEN'], message: 'is required with CONTROL_PLANE_URL' });
+  }
+});
+
+export type DataplaneEnv = Readonly<z.infer<typeof envSchema>>;
+
+/** Validates the environment; throws one message listing every bad variable. */
+export function parseEnv(source: Readonly<Record<string, string | undefined>>): DataplaneEnv {
+  // Empty strings count as unset.
+  const cleaned = Object.fromEntries(Object.entries(source).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = envSchema.safeParse(cleaned);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
+    throw new Error(`invalid data-plane environment:\n${lines.join('\n')}`);
+  }
+  return Object.freeze(parsed.data);
+}
+
+/** The process environment, validated (read once, here only). */
+export const loadEnv = (): DataplaneEnv => parseEnv(process.env);

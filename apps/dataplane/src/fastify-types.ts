@@ -1,0 +1,13 @@
+import type { ResolvedKey } from './config/config-view.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The caller's key, set by the auth hook of the inference routes. */
+    apiKey: ResolvedKey | null;
+  }
+  interface FastifyContextConfig {
+    /** Metric labels of the route. */
+    metricRoute?: string;
+    metricMode?: string;
+  }
+}

@@ -1,0 +1,15 @@
+export { buildDataplaneApp } from './app.ts';
+export type { DataplaneAppOptions } from './app.ts';
+export { createConfigStore } from './config/config-store.ts';
+export type { ConfigStore, VersionListener } from './config/config-store.ts';
+export type { ConfigView, ResolvedKey, ResolvedUpstream, RouteTarget } from './config/config-view.ts';
+export { createConfigClient } from './config/config-client.ts';
+export type { ConfigClient, ConfigClientOptions } from './config/config-client.ts';
+export { readSnapshotFile, writeSnapshotFile } from './config/snapshot-file.ts';
+export { createUsageReporter } from './usage/usage-reporter.ts';
+export type { UsageReporter, UsageReporterOptions, UsageSink } from './usage/usage-reporter.ts';
+export { runtimeAdapters } from './runtimes/runtime-registry.ts';
+export type { RuntimeAdapter } from './runtimes/runtime-adapter.ts';
+export type { UpstreamTimeouts } from './upstream/upstream-pools.ts';
+export { parseEnv } from './env.ts';
+export type { DataplaneEnv } from './env.ts';

@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { createSseRewriter } from './sse-rewriter.ts';
+
+const run = (chunks: string[], opts: { from: string; to: string; dropUsageChunk: boolean }) => {
+  const rw = createSseRewriter(opts);
+  let out = '';
+  for (const c of chunks) {
+    const o = rw.push(Buffer.from(c));
+    if (o !== null) out += o.toString();
+  }
+  const tail = rw.end();
+  if (tail !== null) out += tail.toString();
+  return { out, rw };
+};
+
+const usageLine = 'data: {"model":"served","choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}\n\n';
+
+describe('sse rewriter', () => {
+  it('rewrites compact and spaced model fields, never content', () => {
+    const { out } = run(['data: {"model":"served","choices":[{"delta":{"content":"\\"model\\":\\"served\\""}}]}\n\n', 'data: {"model": "served"}\n\n'], { from: 'served', to: 'a/b', dropUsageChunk: false });
+    expect(out).toBe('data: {"model":"a/b","choices":[{"delta":{"content":"\\"model\\":\\"served\\""}}]}\n\ndata: {"model": "a/b"}\n\n');
+  });
+
+  it('reads usage and drops the usage-only event when unwanted', () => {
+    const { out, rw } = run(['data: {"model":"served","choices":[{"delta":{}}]}\n\n', usageLine, 'data: [DONE]\n\n'], { from: 'served', to: 'n', dropUsageChunk: true });
+    expect(rw.usage).toEqual({ prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 });
+    expect(out).toBe('data: {"model":"n","choices":[{"delta":{}}]}\n\ndata: [DONE]\n\n');
+    expect(rw.sawDone).toBe(true);
+  });
+
+  it('keeps the usage event when asked, across arbitrary splits', () => {
+    const whole = `${usageLine}data: [DONE]\n\n`;
+    for (let cut = 1; cut < whole.length; cut += 7) {
+      const { out, rw } = run([whole.slice(0, cut), whole.slice(cut)], { from: 'served', to: 'served', dropUsageChunk: false });
+      expect(out).toBe(whole);
+      expect(rw.usage?.completion_tokens).toBe(2);
+    }
+  });
+
+  it('does not take [DONE] inside content for the end', () => {
+    const { rw } = run(['data: {"choices":[{"delta":{"content":"data: [DONE]"}}]}\n\n'], { from: 'a', to: 'a', dropUsageChunk: true });
+    expect(rw.sawDone).toBe(false);
+  });
+});

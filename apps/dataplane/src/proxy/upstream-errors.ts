@@ -1,0 +1,64 @@
+import { ApiError } from '@infer/shared';
+import type { RuntimeAdapter } from '../runtimes/runtime-adapter.ts';
+
+const CONNECT_CODES = new Set([
+  'ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_CLOSED', 'UND_ERR_DESTROYED',
+]);
+
+const errCode = (err: unknown): string | undefined =>
+  typeof err === 'object' && err !== null && typeof (err as { code?: unknown }).code === 'string' ? (err as { code: string }).code : undefined;
+
+/** True when the request never reached the runtime, so another replica may take it. */
+export const isConnectError = (err: unknown): boolean => CONNECT_CODES.has(errCode(err) ?? '');
+
+/** Maps a transport failure before the response started to the caller's error. */
+export function transportError(err: unknown): ApiError {
+  const code = errCode(err);
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+    return new ApiError('upstream_timeout', 'The model runtime did not answer in time.');
+  }
+  if (code !== undefined && CONNECT_CODES.has(code)) {
+    return new ApiError('no_healthy_upstream', 'No replica of this model could be reached. Try again shortly.');
+  }
+  return new ApiError('upstream_error', 'The model runtime failed to answer.');
+}
+
+/** The error event ending a stream that failed after its first byte. */
+export function streamErrorEvent(err: unknown): string {
+  const e = transportError(err);
+  return `data: ${JSON.stringify(e.toBody())}\n\ndata: [DONE]\n\n`;
+}
+
+function readError(text: string): { message: string; code: string | null } {
+  try {
+    const obj = JSON.parse(text) as Record<string, unknown>;
+    const inner = obj['error'];
+    if (typeof inner === 'object' && inner !== null) {
+      const e = inner as Record<string, unknown>;
+      return { message: typeof e['message'] === 'string' ? e['message'] : '', code: typeof e['code'] === 'string' ? e['code'] : null };
+    }
+    // TGI: {"error": "...", "error_type": "..."}; vLLM (older): {"object":"error","message":...}.
+    if (typeof inner === 'string') return { message: inner, code: null };
+    if (typeof obj['message'] === 'string') return { message: obj['message'], code: typeof obj['code'] === 'string' ? obj['code'] : null };
+  } catch {
+    // not JSON: fall through
+  }
+  return { message: '', code: null };
+}
+
+/**
+ * Maps a runtime's error answer: the caller's faults (context length, bad parameters, too large, rate)
+ * keep their 4xx with the runtime's message; everything else is the runtime's fault and becomes a generic 502.
+ */
+export function runtimeError(adapter: RuntimeAdapter, status: number, text: string, served: string, clientModel: string, retryAfter: string | undefined): ApiError {
+  if (status >= 400 && status < 500) {
+    const { message: raw, code } = readError(text);
+    const message = (raw || `The model runtime rejected the request (HTTP ${status}).`).replaceAll(served, clientModel).slice(0, 2000);
+    if (adapter.isContextLengthError(status, message, code)) return new ApiError('context_length_exceeded', message, 'messages');
+    if (status === 400 || status === 422) return new ApiError('invalid_request', message);
+    if (status === 413) return new ApiError('request_too_large', message);
+    if (status === 429) return new ApiError('rate_limit_exceeded', message, null, retryAfter ? { 'retry-after': retryAfter } : {});
+  }
+  return new ApiError('upstream_error', 'The model runtime failed to answer.');
+}

@@ -1,0 +1,93 @@
+import { buildDataplaneApp } from './app.ts';
+import { createConfigClient } from './config/config-client.ts';
+import { createConfigStore } from './config/config-store.ts';
+import { readSnapshotFile } from './config/snapshot-file.ts';
+import { loadEnv } from './env.ts';
+import type { DataplaneEnv } from './env.ts';
+import { createUsageReporter } from './usage/usage-reporter.ts';
+import type { UsageSink } from './usage/usage-reporter.ts';
+
+let env: DataplaneEnv;
+try {
+  env = loadEnv();
+} catch (err) {
+  console.error((err as Error).message);
+  process.exit(1);
+}
+
+const SHUTDOWN_GRACE_MS = 30_000;
+const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+const controlPlane = env.CONTROL_PLANE_URL !== undefined && env.NODE_TOKEN !== undefined
+  ? { url: env.CONTROL_PLANE_URL, nodeToken: env.NODE_TOKEN }
+  : null;
+
+const store = createConfigStore();
+if (env.CONFIG_FILE !== undefined) {
+  try {
+    store.replace(readSnapshotFile(env.CONFIG_FILE));
+  } catch (err) {
+    console.error(messageOf(err));
+    process.exit(1);
+  }
+}
+
+// Standalone (CONFIG_FILE only) runs have nowhere to bill; records are dropped.
+const reporter = controlPlane ? createUsageReporter({ ...controlPlane, flushMs: env.USAGE_FLUSH_MS }) : null;
+const usage: UsageSink = reporter ?? { record() {} };
+
+const app = buildDataplaneApp({
+  store,
+  usage,
+  logger: {
+    level: env.LOG_LEVEL,
+    redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
+  },
+  bodyLimit: env.BODY_LIMIT_BYTES,
+  timeouts: { connectMs: env.CONNECT_TIMEOUT_MS, firstByteMs: env.FIRST_BYTE_TIMEOUT_MS, idleMs: env.IDLE_TIMEOUT_MS },
+});
+
+const client = controlPlane
+  ? createConfigClient({
+    ...controlPlane,
+    store,
+    ...(env.SNAPSHOT_FILE !== undefined ? { snapshotFile: env.SNAPSHOT_FILE } : {}),
+    onError: (err) => app.log.warn({ reason: messageOf(err) }, 'config stream problem; reconnecting'),
+  })
+  : null;
+client?.start();
+
+// Behind a load balancer: keep idle connections longer than its idle timeout (commonly 60 s).
+app.server.keepAliveTimeout = 72_000;
+app.server.headersTimeout = 75_000;
+app.server.requestTimeout = 300_000;
+
+let stopping = false;
+async function shutdown(signal: string): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  app.log.warn({ signal }, 'shutting down: draining requests');
+  const force = setTimeout(() => process.exit(1), SHUTDOWN_GRACE_MS);
+  force.unref();
+  try {
+    await app.close(); // stops accepting, waits for in-flight requests and streams
+    await client?.close();
+    await reporter?.close(); // last usage flush
+  } catch (err) {
+    app.log.error({ reason: messageOf(err) }, 'shutdown failed');
+    process.exit(1);
+  }
+  process.exit(0);
+}
+process.once('SIGINT', () => void shutdown('SIGINT'));
+process.once('SIGTERM', () => void shutdown('SIGTERM'));
+
+try {
+  await app.listen({ port: env.PORT, host: env.HOST });
+} catch (err) {
+  console.error(`dataplane could not listen on ${env.HOST}:${env.PORT}: ${messageOf(err)}`);
+  process.exit(1);
+}
+const bound = app.server.address();
+const port = typeof bound === 'object' && bound !== null ? bound.port : env.PORT;
+const host = env.HOST.includes(':') ? `[${env.HOST}]` : env.HOST;
+console.log(`dataplane listening on http://${host}:${port}`);
