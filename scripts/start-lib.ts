@@ -5,10 +5,13 @@ export interface SimPlan {
   readonly models: readonly string[];
 }
 
-/** One simulator process per local port named by a `sim` upstream or replica, serving every model routed there. */
+/**
+ * One simulator process per local port named by a shared `sim` upstream, serving every model routed
+ * there. Dedicated replicas are not here: the control plane's local provisioner starts those.
+ */
 export function planSims(snapshot: ConfigSnapshot): SimPlan[] {
   const byPort = new Map<number, Set<string>>();
-  const upstreams = [...snapshot.endpoints.flatMap((e) => e.upstreams), ...snapshot.deployments.flatMap((d) => d.replicas)];
+  const upstreams = snapshot.endpoints.flatMap((e) => e.upstreams);
   for (const u of upstreams) {
     if (u.kind !== 'sim') continue;
     const url = new URL(u.url);
@@ -47,4 +50,9 @@ export async function waitForHttp(url: string, timeoutMs: number): Promise<void>
     await new Promise((r) => setTimeout(r, 150));
   }
   throw new Error(`${url} did not become ready within ${timeoutMs} ms (${last})`);
+}
+
+/** True once no deployment is still provisioning, so the printed dedicated URL answers at once. */
+export function deploymentsSettled(snapshot: Pick<ConfigSnapshot, 'deployments'> & { deployments: ReadonlyArray<{ state: string; replicas: readonly unknown[] }> }): boolean {
+  return snapshot.deployments.every((d) => d.state !== 'provisioning' && d.state !== 'pending' && (d.state !== 'running' || d.replicas.length > 0));
 }

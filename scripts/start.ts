@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { createDb, migrateToLatest } from '@infer/db';
 import { buildSnapshot, createApiKey, getTenantBySlug, seedDemo } from '@infer/admin-api';
 import { loadStartEnv } from './start-env.ts';
-import { parseEnvFile, planSims, waitForHttp } from './start-lib.ts';
+import { deploymentsSettled, parseEnvFile, planSims, waitForHttp } from './start-lib.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const env = loadStartEnv();
@@ -140,6 +140,7 @@ const webRoot = existsSync(join(root, 'apps/web/dist/index.html')) ? join(root, 
 launch('admin-api', 'apps/admin-api/src/server.ts', [], {
   ADMIN_HOST: env.HOST, ADMIN_PORT: String(env.ADMIN_PORT), DATA_DIR: dataDir, NODE_TOKEN: nodeToken,
   SHARED_BASE_URL: values['SHARED_BASE_URL']!, DATAPLANE_URL: publicDataplane, WEB_ROOT: webRoot, LOG_LEVEL: env.LOG_LEVEL,
+  LOCAL_SIM_TTFT_MS: String(env.SIM_TTFT_MS), LOCAL_SIM_ITL_MS: String(env.SIM_ITL_MS), LOCAL_COLD_START_CAP_MS: '2000',
   ...(env.DATABASE_URL ? { DATABASE_URL: env.DATABASE_URL } : {}),
 });
 await waitForHttp(`${adminUrl}/healthz`, 60_000);
@@ -149,6 +150,18 @@ launch('dataplane', 'apps/dataplane/src/server.ts', [], {
 });
 await waitForHttp(`${dataplaneUrl}/readyz`, 60_000);
 await Promise.all(sims.map((s) => waitForHttp(`http://127.0.0.1:${s.port}/health`, 60_000)));
+await waitForDedicatedReplicas(60_000);
+
+/** The local provisioner (in the control plane) starts dedicated replicas; wait so the printed URL answers. */
+async function waitForDedicatedReplicas(timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const res = await fetch(`${adminUrl}/internal/v1/config/snapshot`, { headers: { authorization: `Bearer ${nodeToken}` } });
+    if (res.ok && deploymentsSettled(await res.json())) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  console.error('[start] dedicated deployments are still provisioning; the dedicated URL may answer 503 for a moment');
+}
 
 console.log(`
 Inference platform (beta) is running. Without a GPU, every seeded endpoint answers from the runtime simulator.

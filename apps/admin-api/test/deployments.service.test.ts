@@ -3,8 +3,8 @@ import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing
 import { ServiceError } from '../src/errors.ts';
 import { createEntry } from '../src/modules/catalog/catalog.service.ts';
 import {
-  createDeployment, deleteDeployment, registerReplica, setDeploymentState, setReplicaState,
-} from '../src/modules/deployments/deployments.service.ts';
+  createDeployment, deleteDeploymentRow as deleteDeployment, registerReplica, setDeploymentState, setReplicaState,
+} from '../src/modules/deployments/deployment-store.ts';
 import { buildSnapshot, readDeltasAfter } from '../src/modules/snapshots/snapshots.service.ts';
 import { createTenant } from '../src/modules/tenants/tenants.service.ts';
 

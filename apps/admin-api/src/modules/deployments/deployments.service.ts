@@ -1,254 +1,200 @@
-import { sql } from 'kysely';
-import type { ReplicaState } from '@infer/db';
+// Dedicated deployments: every business rule of deploy/scale/stop/start/delete lives here; tRPC and
+// GraphQL call these functions. Replicas are started in the background by the reconciler.
 import type { DeploymentState, RuntimeKind } from '@infer/shared';
-import { isUuid, type Db } from '../../db.ts';
-import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
-import { writeAudit, type Actor } from '../audit/audit.service.ts';
+import type { ReplicaState } from '@infer/db';
+import { notFound, ServiceError } from '../../errors.ts';
+import { isPlatformAdmin, requireTenantRole } from '../access/access.ts';
+import { actorOf, type Principal } from '../access/principal.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
-import { recordChange } from '../snapshots/snapshots.service.ts';
+import type { DeploymentsContext } from './deployments-context.ts';
+import {
+  createDeployment, deleteDeploymentRow, findTenantDeployment, listReplicas, listTenantDeployments, setReplicasState,
+  transitionDeployment, updateDeploymentScale, type Deployment, type Replica,
+} from './deployment-store.ts';
+import { normaliseRuntimeUrl } from './provisioners/external/external-provisioner.ts';
+import { provisionerKinds, type ProvisionerKind } from './provisioners/provisioner.ts';
 
-export const provisioners = ['local', 'kubernetes', 'external'] as const;
-export type Provisioner = (typeof provisioners)[number];
+// The row-level functions stay available (seed, tests, provisioners).
+export {
+  createDeployment, setDeploymentState, registerReplica, setReplicaState, removeReplica, listReplicas,
+} from './deployment-store.ts';
+export type { Deployment, Replica, CreateDeploymentInput } from './deployment-store.ts';
 
-export interface Deployment {
-  id: string;
-  tenantId: string;
-  entryId: string;
-  entryName: string;
-  provider: string | null;
-  state: DeploymentState;
-  minReplicas: number;
-  maxReplicas: number;
-  provisioner: string;
-  externalUrl: string | null;
-  lastError: string | null;
-  createdAt: Date;
-  updatedAt: Date;
+/** Most replicas one deployment may ask for. */
+export const MAX_REPLICAS = 8;
+
+/** A replica as tenants see it (no pids, ports or internal URLs). */
+export interface ReplicaView {
+  readonly id: string;
+  readonly state: ReplicaState;
+  readonly kind: RuntimeKind;
+  readonly servedModel: string;
+  readonly createdAt: Date;
 }
 
-export interface Replica {
-  id: string;
-  deploymentId: string;
-  url: string;
-  kind: RuntimeKind;
-  servedModel: string;
-  state: ReplicaState;
-  pid: number | null;
-  port: number | null;
-  createdAt: Date;
+export interface DeploymentView extends Deployment {
+  readonly replicas: readonly ReplicaView[];
+  /** Replicas taking traffic. */
+  readonly readyReplicas: number;
 }
 
-const replicaColumns = ['id', 'deploymentId', 'url', 'kind', 'servedModel', 'state', 'pid', 'port', 'createdAt'] as const;
-
-function selectDeployments(db: Db) {
-  return db
-    .selectFrom('deployments as d')
-    .innerJoin('catalogEntries as e', 'e.id', 'd.entryId')
-    .select([
-      'd.id', 'd.tenantId', 'd.entryId', 'e.name as entryName', 'e.provider', 'd.state', 'd.minReplicas',
-      'd.maxReplicas', 'd.provisioner', 'd.externalUrl', 'd.lastError', 'd.createdAt', 'd.updatedAt',
-    ]);
-}
-
-async function loadDeployment(db: Db, id: string): Promise<Deployment> {
-  const row = await selectDeployments(db).where('d.id', '=', id).executeTakeFirst();
-  if (!row) throw notFound('deployment');
-  return row;
-}
-
-export interface CreateDeploymentInput {
+export interface DeployEndpointInput {
   readonly tenantId: string;
+  /** The catalog Name; the entry must be offered as dedicated. */
   readonly entryName: string;
   readonly minReplicas: number;
   readonly maxReplicas: number;
-  readonly provisioner: Provisioner;
+  readonly provisioner: ProvisionerKind;
+  /** Required for 'external': the runtime's base URL (with or without `/v1`). */
   readonly externalUrl?: string | null;
-  readonly actor?: Actor;
 }
 
-/** Deploys a catalog entry as a tenant's dedicated endpoint (state 'pending'). */
-export async function createDeployment(db: Db, input: CreateDeploymentInput): Promise<Deployment> {
-  const { minReplicas, maxReplicas } = input;
+export interface ScaleDeploymentInput {
+  readonly tenantId: string;
+  readonly deploymentId: string;
+  readonly minReplicas: number;
+  readonly maxReplicas: number;
+}
+
+export interface DeploymentRef {
+  readonly tenantId: string;
+  readonly deploymentId: string;
+}
+
+function validateScale(minReplicas: number, maxReplicas: number): void {
   if (!Number.isInteger(minReplicas) || minReplicas < 0) throw new ServiceError('invalid', 'minReplicas must be an integer >= 0', 'minReplicas');
-  if (!Number.isInteger(maxReplicas) || maxReplicas < Math.max(1, minReplicas)) {
-    throw new ServiceError('invalid', 'maxReplicas must be an integer >= max(1, minReplicas)', 'maxReplicas');
+  if (!Number.isInteger(maxReplicas) || maxReplicas < 1 || maxReplicas > MAX_REPLICAS) {
+    throw new ServiceError('invalid', `maxReplicas must be an integer from 1 to ${MAX_REPLICAS}`, 'maxReplicas');
   }
-  if (!provisioners.includes(input.provisioner)) throw new ServiceError('invalid', `provisioner must be one of ${provisioners.join(', ')}`, 'provisioner');
-  if (input.provisioner === 'external' && !input.externalUrl) {
-    throw new ServiceError('invalid', 'externalUrl is required for the external provisioner', 'externalUrl');
+  if (minReplicas > maxReplicas) throw new ServiceError('invalid', 'minReplicas must not exceed maxReplicas', 'minReplicas');
+}
+
+/** Literal loopback, private, link-local and unspecified addresses (names are not resolved). */
+function isPrivateHost(hostname: string): boolean {
+  const h = hostname.toLowerCase().replace(/^\[|\]$/g, '');
+  if (h === 'localhost' || h.endsWith('.localhost') || h === '0.0.0.0' || h === '::' || h === '::1') return true;
+  const v4 = /^(\d+)\.(\d+)\.\d+\.\d+$/.exec(h);
+  if (v4) {
+    const a = Number(v4[1]);
+    const b = Number(v4[2]);
+    return a === 127 || a === 10 || a === 0 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 169 && b === 254) || (a === 100 && b >= 64 && b <= 127);
   }
-  if (!isUuid(input.tenantId)) throw notFound('tenant');
+  return /^(fc|fd|fe8|fe9|fea|feb)/.test(h) || h.startsWith('::ffff:');
+}
+
+function validateExternalUrl(ctx: DeploymentsContext, principal: Principal, raw: string | null | undefined): string {
+  if (!raw) throw new ServiceError('invalid', 'externalUrl is required for the external provisioner', 'externalUrl');
+  let url: URL;
   try {
-    return await withTransaction(db, async (trx) => {
-      const entry = await trx
-        .selectFrom('catalogEntries')
-        .select(['id', 'offeredDedicated'])
-        .where('name', '=', input.entryName)
-        .executeTakeFirst();
-      if (!entry) throw notFound(`catalog entry ${input.entryName}`);
-      if (!entry.offeredDedicated) {
-        throw new ServiceError('invalid', `${input.entryName} is offered on the shared surface only`, 'entryName');
-      }
-      const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', input.tenantId).executeTakeFirst();
-      if (!tenant) throw notFound('tenant');
-      const { id } = await trx
-        .insertInto('deployments')
-        .values({
-          tenantId: input.tenantId,
-          entryId: entry.id,
-          state: 'pending',
-          minReplicas,
-          maxReplicas,
-          provisioner: input.provisioner,
-          externalUrl: input.externalUrl ?? null,
-        })
-        .returning('id')
-        .executeTakeFirstOrThrow();
-      await recordChange(trx, 'deployment', id);
-      await writeAudit(trx, {
-        actor: input.actor,
-        tenantId: input.tenantId,
-        action: 'deployment.create',
-        targetType: 'deployment',
-        targetId: id,
-        detail: { entryName: input.entryName, minReplicas, maxReplicas, provisioner: input.provisioner },
-      });
-      return loadDeployment(trx, id);
-    });
-  } catch (err) {
-    if (isUniqueViolation(err)) throw new ServiceError('conflict', `the tenant already has a deployment of ${input.entryName}`, 'entryName');
-    throw err;
+    url = new URL(raw);
+  } catch {
+    throw new ServiceError('invalid', 'externalUrl must be an http(s) URL', 'externalUrl');
   }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ServiceError('invalid', 'externalUrl must be an http(s) URL', 'externalUrl');
+  if (url.username || url.password || url.search || url.hash) {
+    throw new ServiceError('invalid', 'externalUrl must not carry credentials, a query or a fragment', 'externalUrl');
+  }
+  // The data plane will forward tenants' traffic there: keep tenants off the platform's own network.
+  if (isPrivateHost(url.hostname) && !ctx.allowPrivateExternalUrls && !isPlatformAdmin(principal)) {
+    throw new ServiceError('invalid', 'externalUrl must be a public address', 'externalUrl');
+  }
+  return normaliseRuntimeUrl(url.toString());
 }
 
-export interface SetDeploymentStateInput {
-  readonly deploymentId: string;
-  readonly state: DeploymentState;
-  readonly lastError?: string | null;
-  readonly actor?: Actor;
+async function toView(ctx: DeploymentsContext, d: Deployment): Promise<DeploymentView> {
+  const replicas = (await listReplicas(ctx.db, d.id)).map(({ id, state, kind, servedModel, createdAt }: Replica): ReplicaView => ({ id, state, kind, servedModel, createdAt }));
+  return { ...d, replicas, readyReplicas: replicas.filter((r) => r.state === 'ready').length };
 }
 
-/** Moves a deployment to a new state (the provisioner drives this). */
-export async function setDeploymentState(db: Db, input: SetDeploymentStateInput): Promise<Deployment> {
-  if (!isUuid(input.deploymentId)) throw notFound('deployment');
-  return withTransaction(db, async (trx) => {
-    const row = await trx
-      .updateTable('deployments')
-      .set({
-        state: input.state,
-        lastError: input.lastError ?? (input.state === 'failed' ? sql<string>`last_error` : null),
-        updatedAt: sql<Date>`now()`,
-      })
-      .where('id', '=', input.deploymentId)
-      .returning(['id', 'tenantId'])
-      .executeTakeFirst();
-    if (!row) throw notFound('deployment');
-    await recordChange(trx, 'deployment', row.id);
-    await writeAudit(trx, {
-      actor: input.actor,
-      tenantId: row.tenantId,
-      action: 'deployment.state',
-      targetType: 'deployment',
-      targetId: row.id,
-      detail: { state: input.state },
-    });
-    return loadDeployment(trx, row.id);
+async function requireDeployment(ctx: DeploymentsContext, ref: DeploymentRef): Promise<Deployment> {
+  const d = await findTenantDeployment(ctx.db, ref.tenantId, ref.deploymentId);
+  if (!d) throw notFound('deployment');
+  return d;
+}
+
+async function move(ctx: DeploymentsContext, principal: Principal, d: Deployment, from: readonly DeploymentState[], to: DeploymentState, verb: string): Promise<Deployment> {
+  if (!from.includes(d.state)) throw new ServiceError('invalid', `cannot ${verb} a deployment that is ${d.state}`, 'state');
+  const moved = await transitionDeployment(ctx.db, { deploymentId: d.id, from, to, actor: actorOf(principal) });
+  if (!moved) throw new ServiceError('conflict', `the deployment changed meanwhile; reload and try again`, 'state');
+  return moved;
+}
+
+/**
+ * Deploys a catalog entry as the tenant's dedicated endpoint. Any member of the tenant may (owners and
+ * members alike; platform admins and the tenant's admin tokens act as owners). Returns at once in
+ * `provisioning`; the reconciler starts `minReplicas` replicas and moves it to `running` or `failed`.
+ */
+export async function deployEndpoint(ctx: DeploymentsContext, principal: Principal, input: DeployEndpointInput): Promise<DeploymentView> {
+  requireTenantRole(principal, input.tenantId, 'member');
+  validateScale(input.minReplicas, input.maxReplicas);
+  if (!provisionerKinds.includes(input.provisioner) || !ctx.provisioners[input.provisioner]) {
+    const available = provisionerKinds.filter((k) => ctx.provisioners[k]);
+    throw new ServiceError('invalid', `provisioner must be one of ${available.join(', ')}`, 'provisioner');
+  }
+  const externalUrl = input.provisioner === 'external' ? validateExternalUrl(ctx, principal, input.externalUrl) : null;
+  const actor = actorOf(principal);
+  const d = await withTransaction(ctx.db, async (trx) => {
+    const created = await createDeployment(trx, { ...input, externalUrl, actor });
+    return (await transitionDeployment(trx, { deploymentId: created.id, from: ['pending'], to: 'provisioning', actor })) ?? created;
+  });
+  void ctx.reconciler.schedule(d.id);
+  return toView(ctx, d);
+}
+
+/** Changes replica bounds in any state; a provisioning or running deployment converges to `minReplicas`. */
+export async function scaleDeployment(ctx: DeploymentsContext, principal: Principal, input: ScaleDeploymentInput): Promise<DeploymentView> {
+  requireTenantRole(principal, input.tenantId, 'member');
+  await requireDeployment(ctx, input);
+  validateScale(input.minReplicas, input.maxReplicas);
+  const d = await updateDeploymentScale(ctx.db, { ...input, actor: actorOf(principal) });
+  if (d.state === 'provisioning' || d.state === 'running') void ctx.reconciler.schedule(d.id);
+  return toView(ctx, d);
+}
+
+/** Stops serving at once (replicas leave the routing table in the same step) and stops the replicas in the background. */
+export async function stopDeployment(ctx: DeploymentsContext, principal: Principal, ref: DeploymentRef): Promise<DeploymentView> {
+  requireTenantRole(principal, ref.tenantId, 'member');
+  const current = await requireDeployment(ctx, ref);
+  const d = await withTransaction(ctx.db, async (trx) => {
+    const moved = await move({ ...ctx, db: trx }, principal, current, ['pending', 'provisioning', 'running', 'failed'], 'stopped', 'stop');
+    await setReplicasState(trx, moved.id, 'stopped');
+    return moved;
+  });
+  void ctx.reconciler.schedule(d.id);
+  return toView(ctx, d);
+}
+
+/** Starts a stopped or failed deployment again (-> provisioning). */
+export async function startDeployment(ctx: DeploymentsContext, principal: Principal, ref: DeploymentRef): Promise<DeploymentView> {
+  requireTenantRole(principal, ref.tenantId, 'member');
+  const current = await requireDeployment(ctx, ref);
+  const d = await move(ctx, principal, current, ['stopped', 'failed'], 'provisioning', 'start');
+  void ctx.reconciler.schedule(d.id);
+  return toView(ctx, d);
+}
+
+/** Removes the deployment and its route, and waits until its replicas are stopped. */
+export async function deleteDeployment(ctx: DeploymentsContext, principal: Principal, ref: DeploymentRef): Promise<void> {
+  requireTenantRole(principal, ref.tenantId, 'member');
+  const d = await requireDeployment(ctx, ref);
+  const replicas = await listReplicas(ctx.db, d.id);
+  await deleteDeploymentRow(ctx.db, { ...ref, actor: actorOf(principal) });
+  const provisioner = ctx.provisioners[d.provisioner as ProvisionerKind];
+  // After any reconcile in flight (whose late starts stop themselves once they find the row gone).
+  await ctx.reconciler.exclusive(d.id, async () => {
+    for (const r of replicas) await provisioner?.stop(r).catch((err: unknown) => ctx.log.warn({ err, replicaId: r.id }, 'stopping a replica failed'));
   });
 }
 
-export interface RegisterReplicaInput {
-  readonly deploymentId: string;
-  readonly url: string;
-  readonly kind: RuntimeKind;
-  readonly servedModel: string;
-  readonly state?: ReplicaState;
-  readonly pid?: number | null;
-  readonly port?: number | null;
+/** The tenant's deployments with their replicas. */
+export async function listDeployments(ctx: DeploymentsContext, principal: Principal, tenantId: string): Promise<DeploymentView[]> {
+  requireTenantRole(principal, tenantId, 'member');
+  const rows = await listTenantDeployments(ctx.db, tenantId);
+  return Promise.all(rows.map((d) => toView(ctx, d)));
 }
 
-/** Records a runtime replica of a deployment; only 'ready' replicas receive traffic. */
-export async function registerReplica(db: Db, input: RegisterReplicaInput): Promise<Replica> {
-  if (!isUuid(input.deploymentId)) throw notFound('deployment');
-  return withTransaction(db, async (trx) => {
-    const d = await trx.selectFrom('deployments').select('id').where('id', '=', input.deploymentId).executeTakeFirst();
-    if (!d) throw notFound('deployment');
-    const replica = await trx
-      .insertInto('deploymentReplicas')
-      .values({
-        deploymentId: input.deploymentId,
-        url: input.url.replace(/\/+$/, ''),
-        kind: input.kind,
-        servedModel: input.servedModel,
-        state: input.state ?? 'starting',
-        pid: input.pid ?? null,
-        port: input.port ?? null,
-      })
-      .returning(replicaColumns)
-      .executeTakeFirstOrThrow();
-    await recordChange(trx, 'deployment', input.deploymentId);
-    return replica;
-  });
-}
-
-/** Changes a replica's state (e.g. starting -> ready once its health check passes). */
-export async function setReplicaState(db: Db, replicaId: string, state: ReplicaState): Promise<Replica> {
-  if (!isUuid(replicaId)) throw notFound('replica');
-  return withTransaction(db, async (trx) => {
-    const replica = await trx
-      .updateTable('deploymentReplicas')
-      .set({ state })
-      .where('id', '=', replicaId)
-      .returning(replicaColumns)
-      .executeTakeFirst();
-    if (!replica) throw notFound('replica');
-    await recordChange(trx, 'deployment', replica.deploymentId);
-    return replica;
-  });
-}
-
-export async function removeReplica(db: Db, replicaId: string): Promise<void> {
-  if (!isUuid(replicaId)) throw notFound('replica');
-  await withTransaction(db, async (trx) => {
-    const row = await trx.deleteFrom('deploymentReplicas').where('id', '=', replicaId).returning('deploymentId').executeTakeFirst();
-    if (!row) throw notFound('replica');
-    await recordChange(trx, 'deployment', row.deploymentId);
-  });
-}
-
-/** Deletes a tenant's deployment (scoped: another tenant's is "not found"). */
-export async function deleteDeployment(db: Db, input: { tenantId: string; deploymentId: string; actor?: Actor }): Promise<void> {
-  if (!isUuid(input.deploymentId) || !isUuid(input.tenantId)) throw notFound('deployment');
-  await withTransaction(db, async (trx) => {
-    const row = await trx
-      .deleteFrom('deployments')
-      .where('id', '=', input.deploymentId)
-      .where('tenantId', '=', input.tenantId)
-      .returning('id')
-      .executeTakeFirst();
-    if (!row) throw notFound('deployment');
-    await recordChange(trx, 'deployment', row.id);
-    await writeAudit(trx, {
-      actor: input.actor,
-      tenantId: input.tenantId,
-      action: 'deployment.delete',
-      targetType: 'deployment',
-      targetId: row.id,
-    });
-  });
-}
-
-export async function listDeployments(db: Db, tenantId: string): Promise<Deployment[]> {
-  if (!isUuid(tenantId)) return [];
-  return selectDeployments(db).where('d.tenantId', '=', tenantId).orderBy('d.createdAt').execute();
-}
-
-/** A tenant's deployment (scoped by tenant), or null. */
-export async function getDeployment(db: Db, tenantId: string, deploymentId: string): Promise<Deployment | null> {
-  if (!isUuid(deploymentId) || !isUuid(tenantId)) return null;
-  return (await selectDeployments(db).where('d.id', '=', deploymentId).where('d.tenantId', '=', tenantId).executeTakeFirst()) ?? null;
-}
-
-export async function listReplicas(db: Db, deploymentId: string): Promise<Replica[]> {
-  if (!isUuid(deploymentId)) return [];
-  return db.selectFrom('deploymentReplicas').select(replicaColumns).where('deploymentId', '=', deploymentId).orderBy('createdAt').execute();
+/** One of the tenant's deployments; another tenant's is "not found". */
+export async function getDeployment(ctx: DeploymentsContext, principal: Principal, ref: DeploymentRef): Promise<DeploymentView> {
+  requireTenantRole(principal, ref.tenantId, 'member');
+  return toView(ctx, await requireDeployment(ctx, ref));
 }

@@ -1,0 +1,165 @@
+import type { Db } from '../../db.ts';
+import { builder } from '../../graphql/builder.ts';
+import { buildIntegration, dedicatedModelName } from '../catalog/integration.ts';
+import { TenantRef } from '../tenants/tenants.graphql.ts';
+import { getTenantById } from '../tenants/tenants.service.ts';
+import {
+  deleteDeployment, deployEndpoint, getDeployment, listDeployments, scaleDeployment, startDeployment, stopDeployment,
+  type DeploymentView, type ReplicaView,
+} from './deployments.service.ts';
+import { provisionerKinds } from './provisioners/provisioner.ts';
+
+/** A deployment with the slug of its tenant (for its URLs). */
+type DeploymentShape = DeploymentView & { tenantSlug: string };
+
+const DeploymentStateEnum = builder.enumType('DeploymentState', {
+  values: {
+    PENDING: { value: 'pending' },
+    PROVISIONING: { value: 'provisioning' },
+    RUNNING: { value: 'running' },
+    SCALING: { value: 'scaling' },
+    STOPPED: { value: 'stopped' },
+    FAILED: { value: 'failed' },
+  } as const,
+});
+
+const ProvisionerEnum = builder.enumType('Provisioner', {
+  values: Object.fromEntries(provisionerKinds.map((k) => [k.toUpperCase(), { value: k }])) as Record<Uppercase<(typeof provisionerKinds)[number]>, { value: (typeof provisionerKinds)[number] }>,
+});
+
+const ReplicaRef = builder.objectRef<ReplicaView>('Replica').implement({
+  description: 'A runtime replica of a deployment (internal addresses are not shown).',
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    state: t.exposeString('state', { description: 'starting, ready, stopped or failed.' }),
+    kind: t.exposeString('kind', { description: 'Runtime kind (vllm, sglang, tgi, ollama, llamacpp, sim, …).' }),
+    servedModel: t.exposeString('servedModel'),
+    createdAt: t.field({ type: 'DateTime', resolve: (r) => r.createdAt }),
+  }),
+});
+
+const Deployment = builder.objectRef<DeploymentShape>('Deployment').implement({
+  description: "A tenant's dedicated deployment of a catalog endpoint.",
+  fields: (t) => ({
+    id: t.exposeID('id'),
+    tenantId: t.exposeID('tenantId'),
+    endpointId: t.exposeID('entryId'),
+    endpointName: t.exposeString('entryName', { description: 'The catalog Name (the <endpoint_name> path segment).' }),
+    state: t.field({ type: DeploymentStateEnum, resolve: (d) => d.state }),
+    minReplicas: t.exposeInt('minReplicas'),
+    maxReplicas: t.exposeInt('maxReplicas'),
+    readyReplicas: t.exposeInt('readyReplicas', { description: 'Replicas taking traffic.' }),
+    replicas: t.field({ type: [ReplicaRef], complexity: { field: 1, multiplier: 4 }, resolve: (d) => [...d.replicas] }),
+    provisioner: t.exposeString('provisioner'),
+    lastError: t.exposeString('lastError', { nullable: true }),
+    apiBaseUrl: t.string({
+      description: 'The tenant-scoped base URL: `{base_url}/funccall/<tenant>/endpoints/<Name>/v1`.',
+      resolve: (d, _args, ctx) => buildIntegration(ctx.publicUrls, { name: d.entryName, provider: d.provider }, 'dedicated', d.tenantSlug).apiBaseUrl,
+    }),
+    chatCompletionsUrl: t.string({
+      resolve: (d, _args, ctx) => `${buildIntegration(ctx.publicUrls, { name: d.entryName, provider: d.provider }, 'dedicated', d.tenantSlug).apiBaseUrl}/chat/completions`,
+    }),
+    modelName: t.string({
+      description: 'The provider-prefixed `model` value the examples send (the Name also works; it may be left out).',
+      resolve: (d) => dedicatedModelName(d.entryName, d.provider),
+    }),
+    createdAt: t.field({ type: 'DateTime', resolve: (d) => d.createdAt }),
+    updatedAt: t.field({ type: 'DateTime', resolve: (d) => d.updatedAt }),
+  }),
+});
+
+builder.objectFields(TenantRef, (t) => ({
+  deployments: t.field({
+    type: [Deployment],
+    description: "The tenant's dedicated deployments.",
+    resolve: async (tenant, _args, ctx) =>
+      (await listDeployments(ctx.deployments, ctx.principal, tenant.id)).map((d) => ({ ...d, tenantSlug: tenant.slug })),
+  }),
+  deployment: t.field({
+    type: Deployment,
+    nullable: true,
+    description: 'One deployment of the tenant (another tenant\'s is "not found").',
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (tenant, args, ctx) => ({
+      ...(await getDeployment(ctx.deployments, ctx.principal, { tenantId: tenant.id, deploymentId: String(args.id) })),
+      tenantSlug: tenant.slug,
+    }),
+  }),
+}));
+
+async function slugOf(ctx: { db: Db }, tenantId: string): Promise<string> {
+  return (await getTenantById(ctx.db, tenantId))?.slug ?? '';
+}
+
+builder.mutationFields((t) => ({
+  deployEndpoint: t.field({
+    type: Deployment,
+    description: "Deploys a catalog endpoint (by Name) as the tenant's dedicated endpoint (members); returns at once in PROVISIONING.",
+    args: {
+      tenantId: t.arg.id({ required: true }),
+      endpointName: t.arg.string({ required: true }),
+      minReplicas: t.arg.int({ defaultValue: 1 }),
+      maxReplicas: t.arg.int({ defaultValue: 1 }),
+      provisioner: t.arg({ type: ProvisionerEnum, defaultValue: 'local' }),
+      externalUrl: t.arg.string({ description: 'Required for EXTERNAL: the runtime base URL.' }),
+    },
+    resolve: async (_root, args, ctx) => {
+      const tenantId = String(args.tenantId);
+      const d = await deployEndpoint(ctx.deployments, ctx.principal, {
+        tenantId,
+        entryName: args.endpointName,
+        minReplicas: args.minReplicas ?? 1,
+        maxReplicas: args.maxReplicas ?? 1,
+        provisioner: args.provisioner ?? 'local',
+        externalUrl: args.externalUrl ?? null,
+      });
+      return { ...d, tenantSlug: await slugOf(ctx, tenantId) };
+    },
+  }),
+  scaleDeployment: t.field({
+    type: Deployment,
+    description: 'Changes replica bounds (members).',
+    args: {
+      tenantId: t.arg.id({ required: true }),
+      id: t.arg.id({ required: true }),
+      minReplicas: t.arg.int({ required: true }),
+      maxReplicas: t.arg.int({ required: true }),
+    },
+    resolve: async (_root, args, ctx) => {
+      const tenantId = String(args.tenantId);
+      const d = await scaleDeployment(ctx.deployments, ctx.principal, {
+        tenantId, deploymentId: String(args.id), minReplicas: args.minReplicas, maxReplicas: args.maxReplicas,
+      });
+      return { ...d, tenantSlug: await slugOf(ctx, tenantId) };
+    },
+  }),
+  stopDeployment: t.field({
+    type: Deployment,
+    description: 'Stops serving at once and stops the replicas (members).',
+    args: { tenantId: t.arg.id({ required: true }), id: t.arg.id({ required: true }) },
+    resolve: async (_root, args, ctx) => {
+      const tenantId = String(args.tenantId);
+      const d = await stopDeployment(ctx.deployments, ctx.principal, { tenantId, deploymentId: String(args.id) });
+      return { ...d, tenantSlug: await slugOf(ctx, tenantId) };
+    },
+  }),
+  startDeployment: t.field({
+    type: Deployment,
+    description: 'Starts a stopped or failed deployment again (members).',
+    args: { tenantId: t.arg.id({ required: true }), id: t.arg.id({ required: true }) },
+    resolve: async (_root, args, ctx) => {
+      const tenantId = String(args.tenantId);
+      const d = await startDeployment(ctx.deployments, ctx.principal, { tenantId, deploymentId: String(args.id) });
+      return { ...d, tenantSlug: await slugOf(ctx, tenantId) };
+    },
+  }),
+  deleteDeployment: t.field({
+    type: 'Boolean',
+    description: 'Removes the deployment and its route (members); true when done.',
+    args: { tenantId: t.arg.id({ required: true }), id: t.arg.id({ required: true }) },
+    resolve: async (_root, args, ctx) => {
+      await deleteDeployment(ctx.deployments, ctx.principal, { tenantId: String(args.tenantId), deploymentId: String(args.id) });
+      return true;
+    },
+  }),
+}));

@@ -1,0 +1,65 @@
+import type { RuntimeKind } from '@infer/shared';
+
+/** Kinds this control plane can run. A `kubernetes` kind (Deployment + Service of a vLLM image) is future work. */
+export const provisionerKinds = ['local', 'external'] as const;
+export type ProvisionerKind = (typeof provisionerKinds)[number];
+
+/** What a provisioner needs to start one replica of a deployment. */
+export interface ReplicaSpec {
+  readonly deploymentId: string;
+  readonly tenantId: string;
+  /** The catalog Name. */
+  readonly entryName: string;
+  /** The model name the runtime should serve (the data plane rewrites `model` to it). */
+  readonly servedModel: string;
+  /** The entry's Cold Start TTFT, if any. */
+  readonly coldStartSeconds: number | null;
+  /** The runtime URL the tenant or operator gave (external only). */
+  readonly externalUrl: string | null;
+}
+
+/** A replica that is up and healthy; recorded as a ready replica row. */
+export interface StartedReplica {
+  /** Base URL without `/v1`. */
+  readonly url: string;
+  readonly kind: RuntimeKind;
+  readonly servedModel: string;
+  readonly pid?: number;
+  readonly port?: number;
+}
+
+/** The fields of a replica row a provisioner reads. */
+export interface ReplicaRef {
+  readonly deploymentId: string;
+  readonly url: string;
+  readonly pid: number | null;
+  readonly port: number | null;
+}
+
+/** Starts and stops runtime replicas of one kind; the reconciler drives it. */
+export interface Provisioner {
+  readonly kind: ProvisionerKind;
+  /** Starts one replica and resolves once it is healthy; rejects (having cleaned up) if it cannot. */
+  start(spec: ReplicaSpec, signal?: AbortSignal): Promise<StartedReplica>;
+  /** Stops a replica; a replica this provisioner does not own is left alone. */
+  stop(replica: ReplicaRef): Promise<void>;
+  /** True while the replica can take traffic. */
+  health(replica: ReplicaRef): Promise<boolean>;
+  /** Registers a callback for replicas that die on their own (so the reconciler can replace them). */
+  onExit?(listener: (deploymentId: string) => void): void;
+  /** Stops everything it started (control-plane shutdown). */
+  close?(): Promise<void>;
+}
+
+export type Provisioners = Readonly<Partial<Record<ProvisionerKind, Provisioner>>>;
+
+/** GET `url` with a timeout; true on a 2xx. */
+export async function probe(url: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+  try {
+    const res = await fetch(url, { signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs) });
+    await res.arrayBuffer().catch(() => undefined);
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
