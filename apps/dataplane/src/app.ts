@@ -7,11 +7,15 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyServerOptions } from 'f
 import type { ConfigStore } from './config/config-store.ts';
 import { handleError } from './error-handler.ts';
 import './fastify-types.ts';
+import { loggerOptions, logRequest } from './logging.ts';
 import { createMetrics } from './metrics.ts';
+import { corsRoutes, setCorsHeaders } from './routes/cors-routes.ts';
 import { healthRoutes } from './routes/health-routes.ts';
 import { inferenceRoutes, methodNotAllowedRoutes } from './routes/inference-routes.ts';
+import { createLimits } from './limits/limits.ts';
+import type { LimitsOptions } from './limits/limits.ts';
 import { createUpstreamPools, defaultTimeouts } from './upstream/upstream-pools.ts';
-import type { UpstreamTimeouts } from './upstream/upstream-pools.ts';
+import type { EjectionPolicy, UpstreamTimeouts } from './upstream/upstream-pools.ts';
 import type { UsageSink } from './usage/usage-reporter.ts';
 
 export interface DataplaneAppOptions {
@@ -26,6 +30,12 @@ export interface DataplaneAppOptions {
   readonly timeouts?: Partial<UpstreamTimeouts>;
   /** Connections per upstream origin (default 256). */
   readonly upstreamConnections?: number;
+  /** Consecutive failures that eject a replica, and its cool-down before the health probe. */
+  readonly ejection?: Partial<EjectionPolicy>;
+  /** Retries on another replica before the first byte (default 2). */
+  readonly maxRetries?: number;
+  /** Rate limits (RPM/TPM, in memory or Redis), replica concurrency and queue (see src/limits). */
+  readonly limits?: LimitsOptions;
 }
 
 const SANE_REQUEST_ID = /^[\w.:@-]{1,128}$/;
@@ -52,25 +62,40 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     ? Fastify({ ...base, loggerInstance: opts.loggerInstance })
     : Fastify({
       ...base,
-      logger: opts.logger ?? {
-        level: 'warn',
-        redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
-      },
+      logger: opts.logger ?? loggerOptions('warn'),
     });
 
-  const pools = createUpstreamPools(timeouts, opts.upstreamConnections);
   const metrics = createMetrics(opts.store);
+  const pools = createUpstreamPools({
+    timeouts,
+    connections: opts.upstreamConnections,
+    ejection: opts.ejection,
+    onEject: (origin) => {
+      metrics.ejection(origin);
+      app.log.warn({ origin }, 'replica ejected after consecutive failures');
+    },
+    onRestore: (origin) => app.log.warn({ origin }, 'replica back in rotation'),
+  });
   if (opts.store.view) pools.retain(opts.store.view.origins);
   const unsubscribe = opts.store.onVersion((_v, view) => pools.retain(view.origins));
+  const limits = createLimits(opts.limits ?? {}, opts.store, (message, err) => app.log.warn({ reason: err instanceof Error ? err.message : String(err) }, message));
+  app.addHook('onReady', () => limits.ready());
 
   app.decorateRequest('apiKey', null);
+  app.decorateRequest('metricEndpoint', '');
   app.addHook('onRequest', (req, reply, done) => {
     reply.header('x-request-id', req.id);
+    if (req.headers.origin !== undefined) setCorsHeaders(reply);
     done();
   });
+  const logInfo = ['trace', 'debug', 'info'].includes(app.log.level);
   app.addHook('onResponse', (req, reply, done) => {
     const config = req.routeOptions.config;
-    metrics.countRequest(config.metricRoute ?? 'unknown', config.metricMode ?? 'none', reply.statusCode);
+    // null: the forwarder counted (and logged) this request itself, with its real outcome.
+    if (req.metricEndpoint !== null) {
+      metrics.countRequest(config.metricRoute ?? 'unknown', config.metricMode ?? 'none', reply.statusCode, req.metricEndpoint);
+      if (logInfo) logRequest(req.log, req.id, config.metricRoute, config.metricMode, req.metricEndpoint, reply.statusCode, reply.elapsedTime);
+    }
     done();
   });
   // Node's server.close() waits for connections that never sent a request (LB probes, clients'
@@ -88,6 +113,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   app.addHook('onClose', async () => {
     unsubscribe();
     await pools.close();
+    await limits.close();
   });
 
   app.setErrorHandler(handleError);
@@ -96,12 +122,17 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   });
 
   app.register(healthRoutes, { store: opts.store, metrics });
+  app.register(corsRoutes);
   app.register(methodNotAllowedRoutes);
   app.register(inferenceRoutes, {
     store: opts.store,
-    usage: opts.usage,
+    usage: limits.wrapUsage(opts.usage),
+    limits,
     pools,
     metrics,
+    timeouts,
+    ...(opts.maxRetries !== undefined ? { maxRetries: opts.maxRetries } : {}),
+    logInfo,
     onStreamError: (err: unknown) => app.log.warn({ code: (err as { code?: string }).code }, 'upstream stream failed mid-response'),
   });
   return app;

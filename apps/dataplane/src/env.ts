@@ -3,6 +3,7 @@ import { z } from 'zod';
 const port = (fallback: number) => z.coerce.number({ error: 'must be a number' }).int('must be an integer').min(0).max(65535).default(fallback);
 const ms = (fallback: number) => z.coerce.number({ error: 'must be a number of milliseconds' }).int('must be an integer').min(1).default(fallback);
 const optionalString = z.string().trim().min(1).optional().catch(undefined);
+const count = (what: string, min: number) => z.coerce.number({ error: `must be a number of ${what}` }).int('must be an integer').min(min, `must be at least ${min}`);
 
 const envSchema = z.object({
   PORT: port(8080),
@@ -16,6 +17,15 @@ const envSchema = z.object({
   CONNECT_TIMEOUT_MS: ms(5000),
   FIRST_BYTE_TIMEOUT_MS: ms(120_000),
   IDLE_TIMEOUT_MS: ms(60_000),
+  // Limits (src/limits): unset RPM/TPM defaults mean unlimited for keys and tenants that set none.
+  DEFAULT_RPM_LIMIT: count('requests per minute', 1).optional(),
+  DEFAULT_TPM_LIMIT: count('tokens per minute', 1).optional(),
+  DEFAULT_COMPLETION_TOKENS: count('tokens', 1).default(4096),
+  REPLICA_BASE_CONCURRENCY: count('requests', 1).default(32),
+  QUEUE_MAX: count('requests', 0).default(64),
+  QUEUE_TIMEOUT_MS: ms(10_000),
+  REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional(),
+  REDIS_KEY_PREFIX: z.string().trim().min(1).default('infer:rl'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),
 }).superRefine((e, ctx) => {
   const controlPlane = e.CONTROL_PLANE_URL !== undefined && e.NODE_TOKEN !== undefined;

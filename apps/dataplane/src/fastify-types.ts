@@ -4,6 +4,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The caller's key, set by the auth hook of the inference routes. */
     apiKey: ResolvedKey | null;
+    /** Endpoint label for metrics ('' before routing); null once the forwarder counted the request. */
+    metricEndpoint: string | null;
   }
   interface FastifyContextConfig {
     /** Metric labels of the route. */

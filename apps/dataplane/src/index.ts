@@ -1,5 +1,6 @@
 export { buildDataplaneApp } from './app.ts';
 export type { DataplaneAppOptions } from './app.ts';
+export type { LimitsOptions } from './limits/limits.ts';
 export { createConfigStore } from './config/config-store.ts';
 export type { ConfigStore, VersionListener } from './config/config-store.ts';
 export type { ConfigView, ResolvedKey, ResolvedUpstream, RouteTarget } from './config/config-view.ts';

@@ -3,6 +3,7 @@ import { createConfigClient } from './config/config-client.ts';
 import { createConfigStore } from './config/config-store.ts';
 import { readSnapshotFile } from './config/snapshot-file.ts';
 import { loadEnv } from './env.ts';
+import { loggerOptions } from './logging.ts';
 import type { DataplaneEnv } from './env.ts';
 import { createUsageReporter } from './usage/usage-reporter.ts';
 import type { UsageSink } from './usage/usage-reporter.ts';
@@ -38,11 +39,18 @@ const usage: UsageSink = reporter ?? { record() {} };
 const app = buildDataplaneApp({
   store,
   usage,
-  logger: {
-    level: env.LOG_LEVEL,
-    redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' },
-  },
+  logger: loggerOptions(env.LOG_LEVEL),
   bodyLimit: env.BODY_LIMIT_BYTES,
+  limits: {
+    defaultRpm: env.DEFAULT_RPM_LIMIT ?? null,
+    defaultTpm: env.DEFAULT_TPM_LIMIT ?? null,
+    defaultCompletionTokens: env.DEFAULT_COMPLETION_TOKENS,
+    replicaBaseConcurrency: env.REPLICA_BASE_CONCURRENCY,
+    queueMax: env.QUEUE_MAX,
+    queueTimeoutMs: env.QUEUE_TIMEOUT_MS,
+    redisUrl: env.REDIS_URL ?? null,
+    redisPrefix: env.REDIS_KEY_PREFIX,
+  },
   timeouts: { connectMs: env.CONNECT_TIMEOUT_MS, firstByteMs: env.FIRST_BYTE_TIMEOUT_MS, idleMs: env.IDLE_TIMEOUT_MS },
 });
 

@@ -2,14 +2,15 @@ import { performance } from 'node:perf_hooks';
 import { ApiError } from '@infer/shared';
 import type { ChatUsage } from '@infer/shared';
 import type { FastifyReply } from 'fastify';
-import type { Dispatcher } from 'undici';
 import type { ResolvedKey, ResolvedUpstream, RouteTarget } from '../config/config-view.ts';
-import type { DataplaneMetrics } from '../metrics.ts';
+import type { DataplaneMetrics, RuntimeFailure } from '../metrics.ts';
+import { logRequest } from '../logging.ts';
 import { adapterFor } from '../runtimes/runtime-registry.ts';
-import type { OriginState, UpstreamPools } from '../upstream/upstream-pools.ts';
+import type { OriginState, UpstreamPools, UpstreamTimeouts } from '../upstream/upstream-pools.ts';
 import type { UsageSink } from '../usage/usage-reporter.ts';
-import { createSseRewriter } from './sse-rewriter.ts';
-import { isConnectError, runtimeError, streamErrorEvent, transportError } from './upstream-errors.ts';
+import { createUpstreamAttempt } from './upstream-attempt.ts';
+import type { AttemptOutcome } from './upstream-attempt.ts';
+import { firstByteTimeout, isConnectError, isResetBeforeAnswer, runtimeError, transportError } from './upstream-errors.ts';
 
 /** One authenticated, validated chat request on its way to a runtime. */
 export interface ChatCall {
@@ -29,12 +30,16 @@ export interface ForwardDeps {
   readonly pools: UpstreamPools;
   readonly usage: UsageSink;
   readonly metrics: DataplaneMetrics;
+  readonly timeouts: UpstreamTimeouts;
+  /** Retries on another replica (connect failures, 502/503 before the first byte); default 2. */
+  readonly maxRetries?: number;
   readonly onStreamError?: (err: unknown) => void;
+  /** Write one info line per request (LOG_LEVEL=info). */
+  readonly logInfo?: boolean;
 }
 
 /** Status recorded when the client went away before the answer was complete. */
-const CLIENT_CLOSED = 499;
-const MAX_ERROR_BODY = 64 * 1024;
+export const CLIENT_CLOSED = 499;
 
 function estimatePrompt(body: Record<string, unknown>): number {
   let chars = 0;
@@ -48,42 +53,39 @@ function estimatePrompt(body: Record<string, unknown>): number {
   return Math.ceil(chars / 4);
 }
 
-function estimateCompletion(obj: Record<string, unknown>): number {
-  let chars = 0;
-  const choices = obj['choices'];
-  if (Array.isArray(choices)) {
-    for (const ch of choices) {
-      const c = (ch as { message?: { content?: unknown } }).message?.content;
-      if (typeof c === 'string') chars += c.length;
-    }
+/** Why an attempt counts against the replica's health, or null when the runtime did its job. */
+function failureOf(o: AttemptOutcome): RuntimeFailure | null {
+  switch (o.kind) {
+    case 'error':
+      return isConnectError(o.err) ? 'connect' : 'cut';
+    case 'status':
+      return o.status === 503 ? 'status_503' : o.status >= 500 ? 'status_5xx' : null;
+    case 'timeout':
+      return 'first_byte_timeout';
+    case 'streamed':
+      return o.failure;
+    case 'json':
+      return o.status >= 500 ? 'status_5xx' : null;
+    default:
+      return null;
   }
-  return Math.ceil(chars / 4);
 }
 
-function readUsage(u: unknown): ChatUsage | null {
-  if (typeof u !== 'object' || u === null) return null;
-  const r = u as Record<string, unknown>;
-  const p = r['prompt_tokens'];
-  const c = r['completion_tokens'];
-  return typeof p === 'number' && typeof c === 'number' ? { prompt_tokens: p, completion_tokens: c, total_tokens: p + c } : null;
+/** True when nothing reached the runtime or it refused outright, and nothing reached the client. */
+function retryable(o: AttemptOutcome): boolean {
+  if (o.kind === 'error') return isConnectError(o.err) || (!o.answered && isResetBeforeAnswer(o.err));
+  return o.kind === 'status' && (o.status === 502 || o.status === 503);
 }
 
-const header = (h: Dispatcher.ResponseData['headers'], name: string): string | undefined => {
-  const v = h[name];
-  return Array.isArray(v) ? v[0] : v;
-};
-
-async function readCapped(body: Dispatcher.ResponseData['body']): Promise<string> {
-  let out = '';
-  for await (const chunk of body) {
-    if (out.length < MAX_ERROR_BODY) out += (chunk as Buffer).toString('utf8');
-  }
-  return out;
-}
-
-/** Forwards a chat request to the least-loaded replica and relays the answer (JSON, or SSE chunk by chunk). */
+/**
+ * Forwards a chat request to the least-loaded healthy replica and relays the answer (JSON, or SSE chunk by
+ * chunk). Connect failures and 502/503 answers are retried on another replica while nothing was sent to the
+ * client; timeouts end as a 504 before the first byte or as an error event after it. Exactly one usage
+ * record is written per call.
+ */
 export async function forwardChat(deps: ForwardDeps, call: ChatCall, reply: FastifyReply): Promise<void> {
   const { body, target } = call;
+  const { metrics } = deps;
   const stream = body['stream'] === true;
   const clientOptions = body['stream_options'] as Record<string, unknown> | null | undefined;
   const wantsUsage = stream && clientOptions?.['include_usage'] === true;
@@ -91,6 +93,9 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, reply: Fast
 
   let ttftMs: number | null = null;
   const record = (status: number, usage: ChatUsage | null, completionEstimate: number): void => {
+    const promptTokens = usage?.prompt_tokens ?? (status < 400 || completionEstimate > 0 ? estimatePrompt(body) : 0);
+    const completionTokens = usage?.completion_tokens ?? completionEstimate;
+    const latencyMs = performance.now() - call.startPerf;
     deps.usage.record({
       requestId: call.requestId,
       tenantId: call.key.tenantId,
@@ -99,196 +104,112 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, reply: Fast
       deploymentId: target.deploymentId,
       mode: call.mode,
       model: target.name,
-      promptTokens: usage?.prompt_tokens ?? (status < 400 || completionEstimate > 0 ? estimatePrompt(body) : 0),
-      completionTokens: usage?.completion_tokens ?? completionEstimate,
+      promptTokens,
+      completionTokens,
       estimated: usage === null,
       status,
       ttftMs,
-      latencyMs: performance.now() - call.startPerf,
+      latencyMs,
       startedAt: new Date(call.startedAt).toISOString(),
     });
+    metrics.observeChat(call.mode, target.name, ttftMs, latencyMs, promptTokens, completionTokens);
+    metrics.inFlightDec();
+    // Counted here with the real outcome (a stream that failed after its 200 header, a client that left).
+    metrics.countRequest('chat', call.mode, status, target.name);
+    if (deps.logInfo === true) logRequest(reply.log, call.requestId, 'chat', call.mode, target.name, status, latencyMs, { promptTokens, completionTokens, ttftMs });
   };
+  metrics.inFlightInc();
+  // This call counts and logs the request itself (in `record`), with its real outcome.
+  reply.request.metricEndpoint = null;
 
   const res = reply.raw;
-  const abort = new AbortController();
+  let current: { abort(): void } | null = null;
   let clientGone = false;
   const onClose = (): void => {
     if (!res.writableFinished) {
       clientGone = true;
-      abort.abort();
+      current?.abort();
     }
   };
   res.on('close', onClose);
 
-  // Pick a replica; on a connect failure (nothing was sent) try the next one.
+  const maxAttempts = 1 + (deps.maxRetries ?? 2);
   let tried: Set<string> | null = null;
-  let upstream: ResolvedUpstream | null;
-  let state: OriginState;
-  let response: Dispatcher.ResponseData;
-  for (;;) {
-    upstream = deps.pools.pick(target.upstreams, tried);
-    if (upstream === null) {
-      res.off('close', onClose);
-      const e = new ApiError('no_healthy_upstream', 'No replica of this model could be reached. Try again shortly.');
-      record(e.status, null, 0);
-      throw e;
-    }
-    body['model'] = upstream.servedModel;
-    const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': call.requestId };
-    if (upstream.authorization !== null) headers['authorization'] = upstream.authorization;
-    state = deps.pools.get(upstream.origin);
-    state.inFlight++;
-    try {
-      response = await state.pool.request({ path: upstream.chatPath, method: 'POST', headers, body: JSON.stringify(body), signal: abort.signal });
-      break;
-    } catch (err) {
+  let lastError: ApiError | null = null;
+  try {
+    for (let attempt = 0; attempt < maxAttempts; attempt++) {
+      const upstream: ResolvedUpstream | null = deps.pools.pick(target.upstreams, tried);
+      if (upstream === null) break;
+      const state: OriginState = deps.pools.get(upstream.origin);
+      if (body['model'] !== upstream.servedModel) body['model'] = upstream.servedModel;
+      state.inFlight++;
+      const run = createUpstreamAttempt({
+        pool: state.pool, upstream, payload: JSON.stringify(body), requestId: call.requestId, timeouts: deps.timeouts,
+        stream, wantsUsage, clientModel: call.clientModel, reply,
+        onFirstByte: () => {
+          ttftMs = performance.now() - call.startPerf;
+        },
+        onStreamError: deps.onStreamError,
+      });
+      current = run;
+      if (clientGone) run.abort();
+      const outcome = await run.done;
+      current = null;
       state.inFlight--;
-      if (clientGone) {
-        record(CLIENT_CLOSED, null, 0);
+
+      const failure = failureOf(outcome);
+      if (failure === null) deps.pools.succeeded(state);
+      else {
+        deps.pools.failed(state, upstream);
+        metrics.runtimeError(failure);
+      }
+
+      if (outcome.kind === 'client_gone' || clientGone) {
+        if (outcome.kind !== 'streamed') record(CLIENT_CLOSED, null, 0);
+        else record(CLIENT_CLOSED, outcome.usage, outcome.usage === null ? outcome.contentChunks : 0);
         return;
       }
-      if (isConnectError(err) && target.upstreams.length > 1) {
+      if (retryable(outcome) && attempt + 1 < maxAttempts) {
         (tried ??= new Set()).add(upstream.origin);
+        lastError = finalError(outcome, upstream, call.clientModel);
+        metrics.retry(failure ?? 'connect');
         continue;
       }
-      res.off('close', onClose);
-      const e = transportError(err);
-      record(e.status, null, 0);
-      throw e;
+      switch (outcome.kind) {
+        case 'streamed':
+          record(outcome.status, outcome.usage, outcome.usage === null ? outcome.contentChunks : 0);
+          return;
+        case 'json':
+          record(outcome.status, outcome.usage, outcome.completionEstimate);
+          reply.code(outcome.status).header('content-type', 'application/json').send(outcome.text);
+          return;
+        default: {
+          const e = finalError(outcome, upstream, call.clientModel);
+          record(e.status, null, 0);
+          throw e;
+        }
+      }
     }
-  }
-  ttftMs = performance.now() - call.startPerf;
-  const served = upstream.servedModel;
-  const adapter = adapterFor(upstream.kind);
-  const { statusCode } = response;
-  const contentType = header(response.headers, 'content-type') ?? '';
-
-  if (statusCode >= 300) {
-    let text = '';
-    try {
-      text = await readCapped(response.body);
-    } catch {
-      // the status says enough
-    } finally {
-      state.inFlight--;
-      res.off('close', onClose);
-    }
-    const e = runtimeError(adapter, statusCode, text, served, call.clientModel, header(response.headers, 'retry-after'));
-    record(clientGone ? CLIENT_CLOSED : e.status, null, 0);
-    throw e;
-  }
-
-  if (stream && contentType.startsWith('text/event-stream')) {
-    await relayStream(deps, call, reply, response, served, wantsUsage, state, record, () => clientGone);
-    res.off('close', onClose);
-    return;
-  }
-
-  // JSON: parse, rewrite `model`, read `usage`, serialise.
-  let text: string;
-  try {
-    text = await response.body.text();
-  } catch (err) {
-    state.inFlight--;
-    res.off('close', onClose);
-    if (clientGone) {
-      record(CLIENT_CLOSED, null, 0);
-      return;
-    }
-    const e = transportError(err);
+    // Every replica was tried (or none was left to try).
+    const e = lastError !== null && lastError.code !== 'no_healthy_upstream'
+      ? lastError
+      : new ApiError('no_healthy_upstream', 'No replica of this model could be reached. Try again shortly.');
     record(e.status, null, 0);
     throw e;
+  } finally {
+    res.off('close', onClose);
   }
-  state.inFlight--;
-  res.off('close', onClose);
-  let obj: Record<string, unknown>;
-  try {
-    obj = JSON.parse(text) as Record<string, unknown>;
-  } catch {
-    const e = new ApiError('upstream_error', 'The model runtime sent an unreadable answer.');
-    record(e.status, null, 0);
-    throw e;
-  }
-  const usage = readUsage(obj['usage']);
-  let out = text;
-  if (served !== call.clientModel && typeof obj['model'] === 'string') {
-    obj['model'] = call.clientModel;
-    out = JSON.stringify(obj);
-  }
-  record(statusCode, usage, usage === null ? estimateCompletion(obj) : 0);
-  reply.code(statusCode).header('content-type', 'application/json').send(out);
 }
 
-function relayStream(
-  deps: ForwardDeps,
-  call: ChatCall,
-  reply: FastifyReply,
-  response: Dispatcher.ResponseData,
-  served: string,
-  wantsUsage: boolean,
-  state: OriginState,
-  record: (status: number, usage: ChatUsage | null, completionEstimate: number) => void,
-  clientGone: () => boolean,
-): Promise<void> {
-  const res = reply.raw;
-  reply.hijack();
-  res.writeHead(200, {
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-cache',
-    'x-accel-buffering': 'no',
-    'x-request-id': call.requestId,
-  });
-  const rw = createSseRewriter({ from: served, to: call.clientModel, dropUsageChunk: !wantsUsage });
-  const upstreamBody = response.body;
-
-  return new Promise<void>((resolve) => {
-    let settled = false;
-    const finish = (status: number): void => {
-      if (settled) return;
-      settled = true;
-      state.inFlight--;
-      res.off('drain', onDrain);
-      // Roughly one token per event, minus the role, usage and [DONE] events.
-      const estimate = rw.usage === null ? Math.max(0, rw.events - 2) : 0;
-      record(status, rw.usage, estimate);
-      deps.metrics.countRequest('chat', call.mode, status);
-      resolve();
-    };
-    const onDrain = (): void => {
-      upstreamBody.resume();
-    };
-    res.on('drain', onDrain);
-    upstreamBody.on('data', (chunk: Buffer) => {
-      const out = rw.push(chunk);
-      if (out !== null && !res.write(out)) upstreamBody.pause();
-    });
-    upstreamBody.on('end', () => {
-      const tail = rw.end();
-      if (tail !== null) res.write(tail);
-      if (rw.sawDone) {
-        res.end();
-        finish(200);
-        return;
-      }
-      // The runtime closed cleanly but never said [DONE]: say plainly that the answer is cut.
-      res.end(streamErrorEvent(null));
-      finish(502);
-    });
-    upstreamBody.on('error', (err: Error) => {
-      if (clientGone()) {
-        res.destroy();
-        finish(CLIENT_CLOSED);
-        return;
-      }
-      deps.onStreamError?.(err);
-      if (!res.writableEnded) res.end(streamErrorEvent(err));
-      finish(rw.sawDone ? 200 : transportError(err).status);
-    });
-    res.on('close', () => {
-      if (!res.writableFinished) {
-        upstreamBody.destroy();
-        finish(CLIENT_CLOSED);
-      }
-    });
-  });
+function finalError(o: AttemptOutcome, upstream: ResolvedUpstream, clientModel: string): ApiError {
+  switch (o.kind) {
+    case 'status':
+      return runtimeError(adapterFor(upstream.kind), o.status, o.text, upstream.servedModel, clientModel, o.retryAfter);
+    case 'timeout':
+      return firstByteTimeout();
+    case 'error':
+      return o.apiError ?? transportError(o.err);
+    default:
+      return new ApiError('upstream_error', 'The model runtime failed to answer.');
+  }
 }

@@ -11,6 +11,8 @@ export interface SseRewriter {
   readonly usage: ChatUsage | null;
   /** `data:` events seen (a rough completion-token count when the runtime reports no usage). */
   readonly events: number;
+  /** Chunks that carried non-empty `content` (one token each, when the runtime reports no usage). */
+  readonly contentChunks: number;
 }
 
 export interface SseRewriterOptions {
@@ -46,6 +48,20 @@ function countData(buf: Buffer): number {
   return n;
 }
 
+const CONTENT = '"content":"';
+const QUOTE = 0x22;
+
+function countContent(buf: Buffer): number {
+  let n = 0;
+  let i = buf.indexOf(CONTENT);
+  while (i >= 0) {
+    // Inside a JSON string the quotes would be escaped, so this is a real `content` key; skip "".
+    if (buf[i + CONTENT.length] !== QUOTE) n++;
+    i = buf.indexOf(CONTENT, i + CONTENT.length);
+  }
+  return n;
+}
+
 function hasDone(buf: Buffer): boolean {
   let i = buf.indexOf(DONE);
   while (i >= 0) {
@@ -66,6 +82,7 @@ export function createSseRewriter(opts: SseRewriterOptions): SseRewriter {
   let sawDone = false;
   let usage: ChatUsage | null = null;
   let events = 0;
+  let contentChunks = 0;
 
   // Once per stream: the line that carries usage is parsed, and dropped if unwanted.
   const takeUsage = (text: string, marker: string): string => {
@@ -101,6 +118,7 @@ export function createSseRewriter(opts: SseRewriterOptions): SseRewriter {
 
   const processLines = (buf: Buffer): Buffer | string | null => {
     events += countData(buf);
+    contentChunks += countContent(buf);
     if (!sawDone && hasDone(buf)) sawDone = true;
     const usageMarker = buf.indexOf(USAGE_COMPACT) >= 0 ? USAGE_COMPACT : buf.indexOf(USAGE_SPACED) >= 0 ? USAGE_SPACED : null;
     if (!rewrite && usageMarker === null) return buf;
@@ -145,6 +163,9 @@ export function createSseRewriter(opts: SseRewriterOptions): SseRewriter {
     },
     get events() {
       return events;
+    },
+    get contentChunks() {
+      return contentChunks;
     },
   };
 }

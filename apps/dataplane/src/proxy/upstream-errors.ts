@@ -24,9 +24,19 @@ export function transportError(err: unknown): ApiError {
   return new ApiError('upstream_error', 'The model runtime failed to answer.');
 }
 
+/** Failures where the request may not have reached the runtime at all (a reset before any answer). */
+const RESET_CODES = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET']);
+
+/** True when the connection broke before any answer came back (safe to retry elsewhere). */
+export const isResetBeforeAnswer = (err: unknown): boolean => RESET_CODES.has(errCode(err) ?? '');
+
+export const firstByteTimeout = (): ApiError => new ApiError('upstream_timeout', 'The model runtime did not start answering in time.');
+export const idleTimeout = (): ApiError => new ApiError('upstream_timeout', 'The model runtime stopped sending tokens (idle timeout).');
+export const cutError = (): ApiError => new ApiError('upstream_error', 'The model runtime closed the stream before it was complete.');
+
 /** The error event ending a stream that failed after its first byte. */
 export function streamErrorEvent(err: unknown): string {
-  const e = transportError(err);
+  const e = err instanceof ApiError ? err : err === null ? cutError() : transportError(err);
   return `data: ${JSON.stringify(e.toBody())}\n\ndata: [DONE]\n\n`;
 }
 
@@ -59,6 +69,9 @@ export function runtimeError(adapter: RuntimeAdapter, status: number, text: stri
     if (status === 400 || status === 422) return new ApiError('invalid_request', message);
     if (status === 413) return new ApiError('request_too_large', message);
     if (status === 429) return new ApiError('rate_limit_exceeded', message, null, retryAfter ? { 'retry-after': retryAfter } : {});
+  }
+  if (status === 503) {
+    return new ApiError('no_healthy_upstream', 'The model runtime is overloaded or not ready. Try again shortly.', null, retryAfter ? { 'retry-after': retryAfter } : {});
   }
   return new ApiError('upstream_error', 'The model runtime failed to answer.');
 }

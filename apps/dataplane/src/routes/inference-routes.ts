@@ -5,12 +5,15 @@ import { authenticate } from '../auth.ts';
 import type { ConfigStore } from '../config/config-store.ts';
 import { deploymentKey, modelObject } from '../config/config-view.ts';
 import type { ConfigView, ResolvedKey, RouteTarget } from '../config/config-view.ts';
+import { fastChatBody } from '../proxy/fast-chat-body.ts';
 import { forwardChat } from '../proxy/forward-chat.ts';
 import type { ForwardDeps } from '../proxy/forward-chat.ts';
+import type { Limits } from '../limits/limits.ts';
 import { validationError } from '../validation-error.ts';
 
 export interface InferenceRoutesOptions extends ForwardDeps {
   readonly store: ConfigStore;
+  readonly limits: Limits;
 }
 
 interface DedicatedParams {
@@ -55,16 +58,25 @@ export async function inferenceRoutes(app: FastifyInstance, opts: InferenceRoute
     done();
   });
 
-  const chat = (req: FastifyRequest, reply: FastifyReply, target: RouteTarget, mode: 'shared' | 'dedicated', clientModel: string, body: Record<string, unknown>): Promise<void> => {
+  const chat = async (req: FastifyRequest, reply: FastifyReply, target: RouteTarget, mode: 'shared' | 'dedicated', clientModel: string, body: Record<string, unknown>): Promise<void> => {
     if (!target.ready) throw new ApiError('no_healthy_upstream', NO_REPLICA);
     const elapsed = reply.elapsedTime;
-    return forwardChat(opts, {
-      requestId: req.id, startedAt: Date.now() - elapsed, startPerf: performance.now() - elapsed,
-      key: req.apiKey!, target, mode, clientModel, body,
-    }, reply);
+    // Context length, RPM/TPM reservation, replica slot (src/limits); the slot frees when the answer ends.
+    const admission = await opts.limits.admit(req.id, req.apiKey!, target, body, reply);
+    try {
+      await forwardChat(opts, {
+        requestId: req.id, startedAt: Date.now() - elapsed, startPerf: performance.now() - elapsed,
+        key: req.apiKey!, target, mode, clientModel, body,
+      }, reply);
+    } finally {
+      admission.end();
+    }
   };
 
   const parseBody = (raw: unknown): Record<string, unknown> => {
+    // Common, well-typed bodies skip zod; everything else gets the schema (and its error messages).
+    const fast = fastChatBody(raw);
+    if (fast !== null) return fast;
     const parsed = chatRequestSchema.safeParse(raw);
     if (!parsed.success) throw validationError(parsed.error);
     return parsed.data;

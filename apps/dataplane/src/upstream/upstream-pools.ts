@@ -1,10 +1,11 @@
 import { Pool } from 'undici';
 import type { ResolvedUpstream } from '../config/config-view.ts';
+import { adapterFor } from '../runtimes/runtime-registry.ts';
 
 export interface UpstreamTimeouts {
   /** TCP/TLS connect, ms. */
   readonly connectMs: number;
-  /** Until the response headers (the first byte), ms. */
+  /** Until the first byte of the response body, ms. */
   readonly firstByteMs: number;
   /** Longest silence between body chunks, ms. */
   readonly idleMs: number;
@@ -12,26 +13,71 @@ export interface UpstreamTimeouts {
 
 export const defaultTimeouts: UpstreamTimeouts = Object.freeze({ connectMs: 5000, firstByteMs: 120_000, idleMs: 60_000 });
 
-/** One origin's pool and its in-flight count (the balancer's load signal). */
+/** When a replica is taken out of rotation, and for how long. */
+export interface EjectionPolicy {
+  /** Consecutive failures (connect errors, 5xx, timeouts) that eject a replica. */
+  readonly failures: number;
+  /** Cool-down before the replica is probed (`GET` on its runtime's health path). */
+  readonly cooldownMs: number;
+}
+
+export const defaultEjection: EjectionPolicy = Object.freeze({ failures: 3, cooldownMs: 10_000 });
+
+/** One origin's pool, its in-flight count (the balancer's load signal) and its health. */
 export interface OriginState {
+  readonly origin: string;
   readonly pool: Pool;
   inFlight: number;
+  /** Consecutive failures since the last success. */
+  failures: number;
+  ejected: boolean;
+  probeTimer: NodeJS.Timeout | null;
+  /** The health URL path of the upstream that was last seen on this origin. */
+  healthPath: string;
+}
+
+export interface UpstreamPoolsOptions {
+  readonly timeouts: UpstreamTimeouts;
+  /** Connections per origin (default 256). */
+  readonly connections?: number;
+  readonly ejection?: Partial<EjectionPolicy>;
+  /** Called when a replica is ejected (metrics, logs). */
+  readonly onEject?: (origin: string) => void;
+  readonly onRestore?: (origin: string) => void;
 }
 
 export interface UpstreamPools {
   /** The state of an origin, creating its pool on first use. */
   get(origin: string): OriginState;
-  /** Picks the least-loaded upstream (round-robin on ties); `skip` holds origins already tried. */
+  /**
+   * Picks the least-loaded healthy upstream (round-robin on ties), skipping origins in `skip`.
+   * When every remaining one is ejected it still returns the least loaded of them (try anyway);
+   * null only when all were tried.
+   */
   pick(upstreams: readonly ResolvedUpstream[], skip: ReadonlySet<string> | null): ResolvedUpstream | null;
+  /** A request to this upstream got an answer the runtime is not at fault for. */
+  succeeded(state: OriginState): void;
+  /** A request to this upstream failed (connect error, 5xx, timeout). */
+  failed(state: OriginState, upstream: ResolvedUpstream): void;
   /** Closes pools of origins the snapshot no longer references (in-flight requests finish first). */
   retain(origins: ReadonlySet<string>): void;
   close(): Promise<void>;
 }
 
-/** Lazily created undici pools per upstream origin, reused across snapshot swaps. */
-export function createUpstreamPools(timeouts: UpstreamTimeouts, connections = 256): UpstreamPools {
+const healthPathOf = (u: ResolvedUpstream): string => {
+  const adapter = adapterFor(u.kind);
+  const base = u.chatPath.endsWith(adapter.chatPath) ? u.chatPath.slice(0, u.chatPath.length - adapter.chatPath.length) : '';
+  return base + adapter.healthPath;
+};
+
+/** Lazily created undici pools per upstream origin, reused across snapshot swaps, with outlier ejection. */
+export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
+  const { timeouts } = opts;
+  const connections = opts.connections ?? 256;
+  const policy: EjectionPolicy = Object.freeze({ ...defaultEjection, ...opts.ejection });
   const states = new Map<string, OriginState>();
   let rr = 0;
+  let closed = false;
 
   const get = (origin: string): OriginState => {
     let s = states.get(origin);
@@ -40,14 +86,45 @@ export function createUpstreamPools(timeouts: UpstreamTimeouts, connections = 25
         connections,
         pipelining: 1,
         connectTimeout: timeouts.connectMs,
-        headersTimeout: timeouts.firstByteMs,
-        bodyTimeout: timeouts.idleMs,
+        // The forwarder runs its own first-byte and idle timers; these are backstops.
+        headersTimeout: 0,
+        bodyTimeout: 0,
         keepAliveTimeout: 30_000,
       });
-      s = { pool, inFlight: 0 };
+      s = { origin, pool, inFlight: 0, failures: 0, ejected: false, probeTimer: null, healthPath: '/health' };
       states.set(origin, s);
     }
     return s;
+  };
+
+  const restore = (s: OriginState): void => {
+    s.failures = 0;
+    if (s.probeTimer !== null) clearTimeout(s.probeTimer);
+    s.probeTimer = null;
+    if (s.ejected) {
+      s.ejected = false;
+      opts.onRestore?.(s.origin);
+    }
+  };
+
+  // After the cool-down, one GET on the health path decides: back in rotation, or another cool-down.
+  const scheduleProbe = (s: OriginState): void => {
+    if (closed) return;
+    s.probeTimer = setTimeout(() => {
+      s.probeTimer = null;
+      if (closed || states.get(s.origin) !== s) return;
+      s.pool
+        .request({ method: 'GET', path: s.healthPath, headersTimeout: timeouts.connectMs, bodyTimeout: timeouts.connectMs })
+        .then(async (res) => {
+          await res.body.dump();
+          if (res.statusCode >= 200 && res.statusCode < 300) restore(s);
+          else if (s.ejected) scheduleProbe(s);
+        })
+        .catch(() => {
+          if (s.ejected) scheduleProbe(s);
+        });
+    }, policy.cooldownMs);
+    s.probeTimer.unref();
   };
 
   return {
@@ -60,28 +137,50 @@ export function createUpstreamPools(timeouts: UpstreamTimeouts, connections = 25
       }
       let best: ResolvedUpstream | null = null;
       let bestLoad = Number.POSITIVE_INFINITY;
+      let fallback: ResolvedUpstream | null = null;
+      let fallbackLoad = Number.POSITIVE_INFINITY;
       const start = rr++ % n;
       for (let i = 0; i < n; i++) {
         const u = upstreams[(start + i) % n]!;
         if (skip !== null && skip.has(u.origin)) continue;
-        const load = states.get(u.origin)?.inFlight ?? 0;
-        if (load < bestLoad) {
+        const s = states.get(u.origin);
+        const load = s?.inFlight ?? 0;
+        if (s?.ejected === true) {
+          if (load < fallbackLoad) {
+            fallback = u;
+            fallbackLoad = load;
+          }
+        } else if (load < bestLoad) {
           best = u;
           bestLoad = load;
         }
       }
-      return best;
+      return best ?? fallback;
+    },
+    succeeded(s) {
+      if (s.failures !== 0 || s.ejected) restore(s);
+    },
+    failed(s, upstream) {
+      s.failures++;
+      if (s.ejected || s.failures < policy.failures) return;
+      s.ejected = true;
+      s.healthPath = healthPathOf(upstream);
+      opts.onEject?.(s.origin);
+      scheduleProbe(s);
     },
     retain(origins) {
       for (const [origin, s] of states) {
         if (origins.has(origin)) continue;
         states.delete(origin);
+        if (s.probeTimer !== null) clearTimeout(s.probeTimer);
         s.pool.close().catch(() => {});
       }
     },
     async close() {
+      closed = true;
       const all = [...states.values()];
       states.clear();
+      for (const s of all) if (s.probeTimer !== null) clearTimeout(s.probeTimer);
       await Promise.all(all.map((s) => s.pool.destroy().catch(() => {})));
     },
   };

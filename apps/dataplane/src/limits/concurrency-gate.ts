@@ -1,0 +1,138 @@
+import { ApiError } from '@infer/shared';
+
+/** Why a queued request gave up its place. */
+export type QueueOutcome = 'full' | 'timeout' | 'aborted';
+
+export class QueueRejection extends Error {
+  readonly outcome: QueueOutcome;
+  constructor(outcome: QueueOutcome) {
+    super(outcome);
+    this.outcome = outcome;
+  }
+}
+
+interface Waiter {
+  resolve: () => void;
+  timer: NodeJS.Timeout | null;
+  done: boolean;
+}
+
+interface Gate {
+  active: number;
+  /** FIFO: waiters[head..] (entries that gave up stay until they reach the head). */
+  waiters: Waiter[];
+  head: number;
+  /** Waiters still waiting. */
+  queued: number;
+}
+
+export interface ConcurrencyGate {
+  /**
+   * Takes one of `capacity` slots of `gateId`: null when one was free (no allocation), else a promise
+   * that resolves in FIFO order when one frees, or rejects with a QueueRejection.
+   */
+  acquire(gateId: string, capacity: number, abort: { once(ev: 'close', fn: () => void): unknown; off(ev: 'close', fn: () => void): unknown } | null): Promise<void> | null;
+  /** Gives a slot back (to the next waiter when there is one and capacity allows). */
+  release(gateId: string, capacity: number): void;
+  /** In-flight and queued counts (for tests and metrics). */
+  stats(gateId: string): { active: number; queued: number };
+}
+
+export interface ConcurrencyGateOptions {
+  readonly queueMax: number;
+  readonly queueTimeoutMs: number;
+}
+
+/** Per-node, in-memory slots with a bounded FIFO queue and a deadline per waiter. */
+export function createConcurrencyGate(opts: ConcurrencyGateOptions): ConcurrencyGate {
+  const gates = new Map<string, Gate>();
+
+  const nextWaiter = (g: Gate): Waiter | null => {
+    while (g.head < g.waiters.length) {
+      const w = g.waiters[g.head]!;
+      g.waiters[g.head++] = undefined as unknown as Waiter;
+      if (g.head > 1024 && g.head * 2 > g.waiters.length) {
+        g.waiters = g.waiters.slice(g.head);
+        g.head = 0;
+      }
+      if (!w.done) return w;
+    }
+    g.waiters.length = 0;
+    g.head = 0;
+    return null;
+  };
+
+  return {
+    acquire(gateId, capacity, abort) {
+      let g = gates.get(gateId);
+      if (g === undefined) {
+        g = { active: 0, waiters: [], head: 0, queued: 0 };
+        gates.set(gateId, g);
+      }
+      if (g.active < capacity && g.queued === 0) {
+        g.active++;
+        return null;
+      }
+      if (g.queued >= opts.queueMax) return Promise.reject(new QueueRejection('full'));
+      const gate = g;
+      return new Promise<void>((resolve, reject) => {
+        const onAbort = (): void => giveUp('aborted');
+        const giveUp = (outcome: QueueOutcome): void => {
+          if (w.done) return;
+          w.done = true;
+          gate.queued--;
+          if (w.timer !== null) clearTimeout(w.timer);
+          abort?.off('close', onAbort);
+          reject(new QueueRejection(outcome));
+        };
+        const w: Waiter = {
+          resolve: () => {
+            w.done = true;
+            gate.queued--;
+            if (w.timer !== null) clearTimeout(w.timer);
+            abort?.off('close', onAbort);
+            resolve();
+          },
+          timer: null,
+          done: false,
+        };
+        w.timer = setTimeout(() => giveUp('timeout'), opts.queueTimeoutMs);
+        abort?.once('close', onAbort);
+        gate.waiters.push(w);
+        gate.queued++;
+      });
+    },
+    release(gateId, capacity) {
+      const g = gates.get(gateId);
+      if (g === undefined) return;
+      if (g.queued > 0 && g.active <= capacity) {
+        const w = nextWaiter(g);
+        if (w !== null) {
+          w.resolve(); // the slot passes straight to the next in line
+          return;
+        }
+      }
+      g.active--;
+      if (g.active <= 0 && g.queued === 0) gates.delete(gateId);
+    },
+    stats(gateId) {
+      const g = gates.get(gateId);
+      return { active: g?.active ?? 0, queued: g?.queued ?? 0 };
+    },
+  };
+}
+
+/** The caller's error for a request the queue gave up on. */
+export function queueError(outcome: QueueOutcome, capacity: number, queueMax: number, timeoutMs: number): ApiError | null {
+  if (outcome === 'full') {
+    return new ApiError('concurrency_limit_exceeded',
+      `This model is at its concurrency limit (${capacity} requests in flight) and its queue is full (${queueMax} waiting). Retry shortly.`,
+      null, { 'retry-after': '1' });
+  }
+  if (outcome === 'timeout') {
+    return new ApiError('service_unavailable',
+      `This model is at its concurrency limit (${capacity} requests in flight); the request waited ${Math.round(timeoutMs / 100) / 10} s in the queue without getting a slot. Retry shortly.`,
+      null, { 'retry-after': '1' });
+  }
+  return null;
+}

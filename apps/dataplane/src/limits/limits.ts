@@ -1,0 +1,180 @@
+import { ApiError } from '@infer/shared';
+import type { FastifyReply } from 'fastify';
+import type { ConfigStore } from '../config/config-store.ts';
+import type { ConfigView, ResolvedKey, RouteTarget } from '../config/config-view.ts';
+import type { UsageSink } from '../usage/usage-reporter.ts';
+import { QueueRejection, createConcurrencyGate, queueError } from './concurrency-gate.ts';
+import { buildLimitsIndex } from './limits-index.ts';
+import type { KeyRateLimits, LimitsIndex } from './limits-index.ts';
+import { createMemoryRateLimiter } from './rate-limiter.ts';
+import type { RateDecision, RateLimiter } from './rate-limiter.ts';
+import { rateLimitHeaders, retryAfterSeconds } from './ratelimit-headers.ts';
+import { createRedisRateLimiter } from './redis-rate-limiter.ts';
+import { checkContextLength, estimatePromptTokens, requestedCompletion, reservationTokens } from './token-budget.ts';
+
+export interface LimitsOptions {
+  /** RPM/TPM of keys whose key and tenant set none (null/absent: unlimited). */
+  readonly defaultRpm?: number | null;
+  readonly defaultTpm?: number | null;
+  /** Completion tokens reserved when a request has no `max_tokens` (default 4096, bounded by the context). */
+  readonly defaultCompletionTokens?: number;
+  /** Requests one replica takes at once before the Concurrency multiplier (default 32). */
+  readonly replicaBaseConcurrency?: number;
+  /** Requests that may wait per endpoint or deployment (default 64; 0: none wait). */
+  readonly queueMax?: number;
+  /** Longest wait in that queue, ms (default 10 s). */
+  readonly queueTimeoutMs?: number;
+  /** Shares RPM/TPM among nodes when set. */
+  readonly redisUrl?: string | null;
+  /** Prefix of the Redis keys (default `infer:rl`). */
+  readonly redisPrefix?: string;
+}
+
+/** A request past admission; `end()` once the request is over (frees its slot). */
+export interface Admission {
+  end(): void;
+}
+
+export interface Limits {
+  /**
+   * Context-length pre-check, RPM/TPM check-and-reserve and a replica slot, in that order; throws the
+   * caller's ApiError (400, 429, 503). Sets `x-ratelimit-*` on the reply when a rate limit applies.
+   */
+  admit(requestId: string, key: ResolvedKey, target: RouteTarget, body: Record<string, unknown>, reply: FastifyReply): Admission | Promise<Admission>;
+  /** A usage sink that settles each request's token reservation from its usage record, then passes it on. */
+  wrapUsage(sink: UsageSink): UsageSink;
+  /** In flight and queued on a target (tests, metrics). */
+  concurrency(target: RouteTarget): { active: number; queued: number };
+  /** Waits (bounded) for the Redis connection, when there is one. */
+  ready(): Promise<void>;
+  close(): Promise<void>;
+}
+
+interface ReservedAdmission extends Admission {
+  settled: boolean;
+  /** Corrects the reservation to the tokens really used. */
+  settle(actualTokens: number): void;
+}
+
+const NO_LIMITS: KeyRateLimits = Object.freeze({ rpm: null, tpm: null });
+
+/** Per-key RPM/TPM (in memory, or shared through Redis), per-target replica concurrency, context-length pre-check. */
+export function createLimits(opts: LimitsOptions, store: ConfigStore, warn: (message: string, err: unknown) => void): Limits {
+  const defaults = { rpm: opts.defaultRpm ?? null, tpm: opts.defaultTpm ?? null };
+  const defaultCompletion = opts.defaultCompletionTokens ?? 4096;
+  const base = opts.replicaBaseConcurrency ?? 32;
+  const queueMax = opts.queueMax ?? 64;
+  const queueTimeoutMs = opts.queueTimeoutMs ?? 10_000;
+  const gate = createConcurrencyGate({ queueMax, queueTimeoutMs });
+  const memory = createMemoryRateLimiter();
+  const redis = opts.redisUrl
+    ? createRedisRateLimiter({ url: opts.redisUrl, prefix: opts.redisPrefix ?? 'infer:rl', fallback: memory, onWarn: warn })
+    : null;
+  const limiter: RateLimiter = redis ?? memory;
+  /** Reservations waiting for their usage record, by request id. */
+  const pending = new Map<string, ReservedAdmission>();
+
+  let indexedView: ConfigView | null = null;
+  let index: LimitsIndex = buildLimitsIndex({ version: 0, tenants: [], keys: [], endpoints: [], deployments: [] }, defaults);
+  const currentIndex = (): LimitsIndex => {
+    if (store.view !== indexedView) {
+      const snapshot = store.snapshot();
+      indexedView = store.view;
+      if (snapshot !== null) index = buildLimitsIndex(snapshot, defaults);
+    }
+    return index;
+  };
+
+  const createAdmission = (requestId: string, keyId: string, decision: RateDecision | null, reserved: number, gateId: string, capacity: number): ReservedAdmission => {
+    const a: ReservedAdmission = {
+      settled: false,
+      settle(actualTokens) {
+        if (a.settled || decision === null) return;
+        a.settled = true;
+        limiter.settle(keyId, decision, false, Math.ceil(actualTokens) - reserved);
+      },
+      end() {
+        gate.release(gateId, capacity);
+        // No usage record came: the reservation stands as charged.
+        if (decision !== null && pending.get(requestId) === a) pending.delete(requestId);
+      },
+    };
+    return a;
+  };
+
+  const rateLimited = (d: RateDecision): ApiError => {
+    const requestsFull = d.rpmLimit !== null && d.requestsUsed >= d.rpmLimit;
+    const which = requestsFull ? `requests per minute (limit ${d.rpmLimit})` : `tokens per minute (limit ${d.tpmLimit})`;
+    return new ApiError('rate_limit_exceeded',
+      `Rate limit reached for this API key on ${which}. Please try again in ${retryAfterSeconds(d.retryAfterMs)}s.`,
+      null, { ...rateLimitHeaders(d), 'retry-after': retryAfterSeconds(d.retryAfterMs) });
+  };
+
+  const afterRate = (requestId: string, keyId: string, d: RateDecision | null, reserved: number, target: RouteTarget, multiplier: number | null, reply: FastifyReply): Admission | Promise<Admission> => {
+    if (d !== null) {
+      if (!d.admitted) throw rateLimited(d);
+      const headers = rateLimitHeaders(d);
+      for (const name in headers) reply.raw.setHeader(name, headers[name]!);
+    }
+    const gateId = target.deploymentId ?? target.endpointId;
+    const capacity = Math.max(1, Math.floor(base * (multiplier ?? 1))) * Math.max(1, target.upstreams.length);
+    const admission = createAdmission(requestId, keyId, d, reserved, gateId, capacity);
+    if (d !== null && !pending.has(requestId)) pending.set(requestId, admission);
+    const wait = gate.acquire(gateId, capacity, reply.raw);
+    if (wait === null) return admission;
+    return wait.then(() => admission, (err: unknown) => {
+      // Never served: give the request and its tokens back.
+      if (d !== null) {
+        admission.settled = true;
+        if (pending.get(requestId) === admission) pending.delete(requestId);
+        limiter.settle(keyId, d, true, -reserved);
+      }
+      const outcome = err instanceof QueueRejection ? err.outcome : 'aborted';
+      throw queueError(outcome, capacity, queueMax, queueTimeoutMs) ?? new ApiError('service_unavailable', 'The client went away while the request was queued.');
+    });
+  };
+
+  return {
+    admit(requestId, key, target, body, reply) {
+      const idx = currentIndex();
+      const ep = idx.endpoints.get(target.endpointId);
+      const contextLength = ep?.contextLength ?? null;
+      const prompt = estimatePromptTokens(body);
+      const maxTokens = requestedCompletion(body);
+      checkContextLength(contextLength, prompt, maxTokens);
+      const kl = idx.keys.get(key.id) ?? (defaults.rpm === null && defaults.tpm === null ? NO_LIMITS : defaults);
+      const multiplier = ep?.concurrency ?? null;
+      if (kl.rpm === null && kl.tpm === null) return afterRate(requestId, key.id, null, 0, target, multiplier, reply);
+
+      let tokens = reservationTokens(body, prompt, maxTokens, contextLength, defaultCompletion);
+      if (kl.tpm !== null && tokens > kl.tpm) {
+        if (maxTokens !== null) {
+          throw new ApiError('rate_limit_exceeded',
+            `Request too large for this API key's tokens per minute: limit ${kl.tpm}, requested about ${tokens} (messages plus max_tokens). Lower max_tokens or shorten the messages.`,
+            null, { 'x-ratelimit-limit-tokens': String(kl.tpm), 'retry-after': '60' });
+        }
+        tokens = kl.tpm; // no max_tokens: reserve the whole minute; real usage settles it
+      }
+      const d = limiter.reserve(key.id, kl.rpm, kl.tpm, tokens);
+      if (d instanceof Promise) return d.then((dd) => afterRate(requestId, key.id, dd, tokens, target, multiplier, reply));
+      return afterRate(requestId, key.id, d, tokens, target, multiplier, reply);
+    },
+    wrapUsage(sink) {
+      return {
+        record(r) {
+          const a = pending.get(r.requestId);
+          if (a !== undefined) {
+            pending.delete(r.requestId);
+            a.settle(r.promptTokens + r.completionTokens);
+          }
+          sink.record(r);
+        },
+      };
+    },
+    concurrency(target) {
+      return gate.stats(target.deploymentId ?? target.endpointId);
+    },
+    ready: () => (redis ? redis.ready(2000) : Promise.resolve()),
+    close: () => limiter.close(),
+  };
+}

@@ -1,0 +1,50 @@
+import { ApiError } from '@infer/shared';
+
+/** Per-message template overhead and reply priming, as chat templates add them. */
+const MESSAGE_OVERHEAD = 4;
+const REPLY_PRIMING = 3;
+/** The chars/4 estimate is rough; the pre-check only refuses what is over even at 3/4 of it. */
+const PROMPT_LOWER_BOUND = 0.75;
+
+/** Estimated prompt tokens: content characters / 4, plus the template's per-message overhead. */
+export function estimatePromptTokens(body: Record<string, unknown>): number {
+  let chars = 0;
+  let count = 0;
+  const messages = body['messages'];
+  if (Array.isArray(messages)) {
+    count = messages.length;
+    for (const m of messages) {
+      const c = (m as { content?: unknown } | null)?.content;
+      chars += typeof c === 'string' ? c.length : c == null ? 0 : JSON.stringify(c).length;
+    }
+  }
+  return Math.ceil(chars / 4) + count * MESSAGE_OVERHEAD + REPLY_PRIMING;
+}
+
+/** The completion cap the client asked for (`max_tokens`, or the newer `max_completion_tokens`), or null. */
+export function requestedCompletion(body: Record<string, unknown>): number | null {
+  const m = body['max_tokens'] ?? body['max_completion_tokens'];
+  return typeof m === 'number' && Number.isFinite(m) && m > 0 ? Math.floor(m) : null;
+}
+
+/** Throws 400 `context_length_exceeded` when the request is clearly over the entry's context length. */
+export function checkContextLength(contextLength: number | null, prompt: number, maxTokens: number | null): void {
+  if (contextLength === null) return;
+  const completion = maxTokens ?? 0;
+  if (completion < contextLength && Math.floor(prompt * PROMPT_LOWER_BOUND) + completion <= contextLength) return;
+  const asked = maxTokens === null ? `about ${prompt} tokens in the messages` : `about ${prompt + completion} tokens (about ${prompt} in the messages, ${completion} in the completion)`;
+  throw new ApiError('context_length_exceeded',
+    `This model's maximum context length is ${contextLength} tokens. However, you requested ${asked}. Please reduce the length of the messages or the completion.`,
+    'messages');
+}
+
+/**
+ * Tokens to reserve: the prompt plus the completion cap (x `n` choices); without `max_tokens`,
+ * `defaultCompletion` bounded by the room the context leaves.
+ */
+export function reservationTokens(body: Record<string, unknown>, prompt: number, maxTokens: number | null, contextLength: number | null, defaultCompletion: number): number {
+  const n = body['n'];
+  const choices = typeof n === 'number' && Number.isInteger(n) && n > 1 ? n : 1;
+  const room = contextLength === null ? defaultCompletion : Math.max(1, Math.min(defaultCompletion, contextLength - prompt));
+  return prompt + (maxTokens ?? room) * choices;
+}

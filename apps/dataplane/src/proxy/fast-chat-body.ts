@@ -1,0 +1,41 @@
+/**
+ * A hand-written check for the common chat body shape (plain JSON types, no string-coded numbers).
+ * It accepts only bodies the zod schema would accept unchanged and returns them as they are; anything
+ * else returns null and goes through the schema, so error messages stay the schema's.
+ */
+export function fastChatBody(raw: unknown): Record<string, unknown> | null {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return null;
+  const b = raw as Record<string, unknown>;
+  const model = b['model'];
+  if (model !== undefined && (typeof model !== 'string' || model.length === 0)) return null;
+  const messages = b['messages'];
+  if (!Array.isArray(messages) || messages.length === 0) return null;
+  for (const m of messages) {
+    if (typeof m !== 'object' || m === null || Array.isArray(m)) return null;
+    const role = (m as Record<string, unknown>)['role'];
+    if (typeof role !== 'string' || role.length === 0) return null;
+    const content = (m as Record<string, unknown>)['content'];
+    if (content !== undefined && content !== null && typeof content !== 'string' && !Array.isArray(content)) return null;
+  }
+  const stream = b['stream'];
+  if (stream !== undefined && typeof stream !== 'boolean') return null;
+  if (!intIn(b['max_tokens'], 1, Infinity) || !intIn(b['max_completion_tokens'], 1, Infinity) || !intIn(b['n'], 1, 16)) return null;
+  if (!intIn(b['seed'], -Infinity, Infinity) || !numIn(b['temperature'], 0, 2) || !numIn(b['top_p'], 0, 1)) return null;
+  const stop = b['stop'];
+  if (stop !== undefined && stop !== null && typeof stop !== 'string') {
+    if (!Array.isArray(stop) || stop.length > 4 || !stop.every((s) => typeof s === 'string')) return null;
+  }
+  const so = b['stream_options'];
+  if (so !== undefined && so !== null) {
+    if (typeof so !== 'object' || Array.isArray(so)) return null;
+    const iu = (so as Record<string, unknown>)['include_usage'];
+    if (iu !== undefined && typeof iu !== 'boolean') return null;
+  }
+  return b;
+}
+
+const intIn = (v: unknown, min: number, max: number): boolean =>
+  v === undefined || (typeof v === 'number' && Number.isSafeInteger(v) && v >= min && v <= max);
+
+const numIn = (v: unknown, min: number, max: number): boolean =>
+  v === undefined || (typeof v === 'number' && Number.isFinite(v) && v >= min && v <= max);

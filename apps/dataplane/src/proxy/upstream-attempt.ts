@@ -1,0 +1,271 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { ApiError } from '@infer/shared';
+import type { ChatUsage } from '@infer/shared';
+import type { FastifyReply } from 'fastify';
+import type { Dispatcher, Pool } from 'undici';
+import type { ResolvedUpstream } from '../config/config-view.ts';
+import type { RuntimeFailure } from '../metrics.ts';
+import type { UpstreamTimeouts } from '../upstream/upstream-pools.ts';
+import { readJsonAnswer } from './json-answer.ts';
+import { createSseRewriter } from './sse-rewriter.ts';
+import type { SseRewriter } from './sse-rewriter.ts';
+import { cutError, idleTimeout, streamErrorEvent, transportError } from './upstream-errors.ts';
+
+/** How one try against one replica ended. */
+export type AttemptOutcome =
+  /** The runtime answered >= 300 (body read, capped); nothing was sent to the client. */
+  | { readonly kind: 'status'; readonly status: number; readonly text: string; readonly retryAfter: string | undefined }
+  /** A complete JSON answer, ready to send (model rewritten). */
+  | { readonly kind: 'json'; readonly status: number; readonly text: string; readonly usage: ChatUsage | null; readonly completionEstimate: number }
+  /** An SSE stream relayed to the client (ended with [DONE], or with an error event then [DONE]). */
+  | { readonly kind: 'streamed'; readonly status: number; readonly usage: ChatUsage | null; readonly contentChunks: number; readonly failure: RuntimeFailure | null }
+  /** No first byte within the first-byte timeout; nothing was sent to the client. */
+  | { readonly kind: 'timeout' }
+  /** Transport failure before anything reached the client; `answered` when response headers had come. */
+  | { readonly kind: 'error'; readonly err: unknown; readonly answered: boolean; readonly apiError: ApiError | null }
+  | { readonly kind: 'client_gone' };
+
+export interface AttemptOptions {
+  readonly pool: Pool;
+  readonly upstream: ResolvedUpstream;
+  readonly payload: string;
+  readonly requestId: string;
+  readonly timeouts: UpstreamTimeouts;
+  readonly stream: boolean;
+  readonly wantsUsage: boolean;
+  readonly clientModel: string;
+  readonly reply: FastifyReply;
+  readonly onFirstByte: () => void;
+  readonly onStreamError?: ((err: unknown) => void) | undefined;
+}
+
+export interface UpstreamAttempt {
+  readonly done: Promise<AttemptOutcome>;
+  /** The client went away: abort the runtime request now. */
+  abort(): void;
+}
+
+const MAX_ERROR_BODY = 64 * 1024;
+const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' } as const;
+const CLIENT_CLOSED = 499;
+
+const headerOf = (h: IncomingHttpHeaders, name: string): string | undefined => {
+  const v = h[name];
+  return Array.isArray(v) ? v[0] : v;
+};
+
+/** One request to one replica through undici's `dispatch` (no stream objects, one handler object). */
+class AttemptHandler implements Dispatcher.DispatchHandler {
+  readonly o: AttemptOptions;
+  readonly resolve: (o: AttemptOutcome) => void;
+  controller: Dispatcher.DispatchController | null = null;
+  settled = false;
+  aborted = false;
+  status = 0;
+  headers: IncomingHttpHeaders | null = null;
+  mode: 'none' | 'error' | 'json' | 'sse' = 'none';
+  chunks: Buffer[] = [];
+  size = 0;
+  gotFirstByte = false;
+  sentToClient = false;
+  rw: SseRewriter | null = null;
+  firstByteTimer: NodeJS.Timeout | null;
+  idleTimer: NodeJS.Timeout | null = null;
+  onDrain: (() => void) | null = null;
+  /** SSE output waiting for the end of the tick. */
+  pending: (Buffer | string)[] | null = null;
+
+  constructor(o: AttemptOptions, resolve: (o: AttemptOutcome) => void) {
+    this.o = o;
+    this.resolve = resolve;
+    this.firstByteTimer = setTimeout(this.onFirstByteTimeout, o.timeouts.firstByteMs);
+  }
+
+  settle(outcome: AttemptOutcome): void {
+    if (this.settled) return;
+    this.settled = true;
+    if (this.firstByteTimer !== null) clearTimeout(this.firstByteTimer);
+    if (this.idleTimer !== null) clearTimeout(this.idleTimer);
+    this.firstByteTimer = null;
+    this.idleTimer = null;
+    if (this.onDrain !== null) this.o.reply.raw.off('drain', this.onDrain);
+    this.resolve(outcome);
+  }
+
+  cancel(reason: Error): void {
+    this.aborted = true;
+    const c = this.controller;
+    if (c !== null && !c.aborted) c.abort(reason);
+  }
+
+  readonly onFirstByteTimeout = (): void => {
+    this.firstByteTimer = null;
+    // Settle first: aborting can call onResponseError synchronously.
+    this.settle({ kind: 'timeout' });
+    this.cancel(new Error('first byte timeout'));
+  };
+
+  readonly onIdleTimeout = (): void => {
+    this.idleTimer = null;
+    this.failAfterStart(idleTimeout(), 'idle_timeout', null);
+    this.cancel(new Error('idle timeout'));
+  };
+
+  abortByClient(): void {
+    if (this.mode === 'sse' && (this.sentToClient || this.pending !== null)) this.settleStream(CLIENT_CLOSED, null);
+    else this.settle({ kind: 'client_gone' });
+    this.cancel(new Error('client closed'));
+  }
+
+  settleStream(status: number, failure: RuntimeFailure | null): void {
+    const rw = this.rw!;
+    this.settle({ kind: 'streamed', status, usage: rw.usage, contentChunks: rw.contentChunks, failure });
+  }
+
+  /** A failure after the response started: an error event when the client has bytes, else an error outcome. */
+  failAfterStart(e: ApiError, failure: RuntimeFailure, err: unknown): void {
+    if (this.settled) return;
+    if (this.mode === 'sse' && (this.sentToClient || this.pending !== null)) {
+      const res = this.o.reply.raw;
+      const tail = this.takePending(this.rw!.end());
+      if (!this.sentToClient) this.startClientStream();
+      if (tail !== null && !res.writableEnded) res.write(tail);
+      if (!res.writableEnded) res.end(streamErrorEvent(e));
+      this.settleStream(this.rw!.sawDone ? 200 : e.status, this.rw!.sawDone ? null : failure);
+      return;
+    }
+    this.settle({ kind: 'error', err, answered: this.status !== 0, apiError: e });
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.aborted) controller.abort(new Error('aborted'));
+  }
+
+  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    if (this.settled) return;
+    this.status = statusCode;
+    this.headers = headers;
+    if (statusCode >= 300) this.mode = 'error';
+    else if (this.o.stream && (headerOf(headers, 'content-type') ?? '').startsWith('text/event-stream')) {
+      this.mode = 'sse';
+      const { upstream, clientModel, wantsUsage } = this.o;
+      this.rw = createSseRewriter({ from: upstream.servedModel, to: clientModel, dropUsageChunk: !wantsUsage });
+    } else this.mode = 'json';
+  }
+
+  onResponseData(_c: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.settled) return;
+    if (!this.gotFirstByte) {
+      this.gotFirstByte = true;
+      if (this.firstByteTimer !== null) clearTimeout(this.firstByteTimer);
+      this.firstByteTimer = null;
+      this.idleTimer = setTimeout(this.onIdleTimeout, this.o.timeouts.idleMs);
+      this.o.onFirstByte();
+    } else this.idleTimer?.refresh();
+
+    if (this.mode === 'sse') {
+      const out = this.rw!.push(chunk);
+      if (out === null) return;
+      // Chunks parsed from one socket read (often a whole short answer, with its end) leave in one
+      // write at the end of this tick: no added latency, far fewer syscalls.
+      if (this.pending === null) {
+        this.pending = [out];
+        queueMicrotask(this.flush);
+      } else this.pending.push(out);
+      return;
+    }
+    if (this.mode === 'error' && this.size >= MAX_ERROR_BODY) return;
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+  }
+
+  onResponseEnd(): void {
+    if (this.settled) return;
+    if (this.mode === 'sse') {
+      const rw = this.rw!;
+      const res = this.o.reply.raw;
+      const tail = rw.end();
+      if (rw.sawDone) {
+        const out = this.takePending(tail);
+        if (!this.sentToClient) this.startClientStream();
+        res.end(out ?? undefined);
+        this.settleStream(200, null);
+        return;
+      }
+      // The runtime closed cleanly but never said [DONE]: say plainly that the answer is cut.
+      const cutTail = this.takePending(tail);
+      if (!this.sentToClient && cutTail === null) {
+        this.settle({ kind: 'error', err: null, answered: true, apiError: cutError() });
+        return;
+      }
+      if (!this.sentToClient) this.startClientStream();
+      if (cutTail !== null) res.write(cutTail);
+      res.end(streamErrorEvent(cutError()));
+      this.settleStream(502, 'cut');
+      return;
+    }
+    const buf = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size);
+    this.chunks = [];
+    const text = buf.toString('utf8');
+    if (this.mode === 'error') {
+      this.settle({ kind: 'status', status: this.status, text: text.slice(0, MAX_ERROR_BODY), retryAfter: headerOf(this.headers ?? {}, 'retry-after') });
+      return;
+    }
+    const answer = readJsonAnswer(text, this.o.upstream.servedModel, this.o.clientModel);
+    if (answer === null) {
+      this.settle({ kind: 'error', err: null, answered: true, apiError: new ApiError('upstream_error', 'The model runtime sent an unreadable answer.') });
+      return;
+    }
+    this.settle({ kind: 'json', status: this.status, text: answer.text, usage: answer.usage, completionEstimate: answer.completionEstimate });
+  }
+
+  /** Takes the SSE output gathered this tick (plus `last`) as one string or buffer. */
+  takePending(last: Buffer | string | null): Buffer | string | null {
+    const p = this.pending;
+    this.pending = null;
+    if (p === null) return last;
+    if (last !== null) p.push(last);
+    if (p.length === 1) return p[0]!;
+    return p.every((x) => typeof x === 'string') ? p.join('') : Buffer.concat(p.map((x) => (typeof x === 'string' ? Buffer.from(x) : x)));
+  }
+
+  readonly flush = (): void => {
+    if (this.settled || this.pending === null) return;
+    const out = this.takePending(null)!;
+    if (!this.sentToClient) this.startClientStream();
+    const res = this.o.reply.raw;
+    if (!res.write(out)) {
+      this.controller?.pause();
+      if (this.onDrain === null) {
+        this.onDrain = () => this.controller?.resume();
+        res.on('drain', this.onDrain);
+      }
+    }
+  };
+
+  startClientStream(): void {
+    this.sentToClient = true;
+    const reply = this.o.reply;
+    reply.hijack();
+    reply.raw.writeHead(200, { ...reply.getHeaders(), ...SSE_HEADERS } as Record<string, string>);
+  }
+
+  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+    if (this.settled) return;
+    if (this.mode === 'sse' && (this.sentToClient || this.pending !== null)) this.o.onStreamError?.(err);
+    this.failAfterStart(this.status === 0 ? transportError(err) : cutError(), 'cut', err);
+  }
+}
+
+/** Sends the chat request to one replica; the outcome says what happened and what reached the client. */
+export function createUpstreamAttempt(o: AttemptOptions): UpstreamAttempt {
+  let handler!: AttemptHandler;
+  const done = new Promise<AttemptOutcome>((resolve) => {
+    handler = new AttemptHandler(o, resolve);
+  });
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': o.requestId };
+  if (o.upstream.authorization !== null) headers['authorization'] = o.upstream.authorization;
+  o.pool.dispatch({ origin: o.upstream.origin, path: o.upstream.chatPath, method: 'POST', headers, body: o.payload }, handler);
+  return { done, abort: () => handler.abortByClient() };
+}

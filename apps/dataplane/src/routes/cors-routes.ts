@@ -1,0 +1,34 @@
+import type { FastifyInstance, FastifyReply } from 'fastify';
+
+// The console's playground calls the data plane from the browser with a bearer key (no cookies), so any
+// origin may call; the key is the credential.
+const ALLOW_HEADERS = 'authorization, content-type, x-request-id';
+const EXPOSE_HEADERS = 'x-request-id, x-ratelimit-limit-requests, x-ratelimit-remaining-requests, x-ratelimit-reset-requests, '
+  + 'x-ratelimit-limit-tokens, x-ratelimit-remaining-tokens, x-ratelimit-reset-tokens, retry-after';
+
+/** CORS headers of an actual (non-preflight) cross-origin response. */
+export function setCorsHeaders(reply: FastifyReply): void {
+  reply.header('access-control-allow-origin', '*');
+  reply.header('access-control-expose-headers', EXPOSE_HEADERS);
+}
+
+/** Answers preflight `OPTIONS` on the inference routes (no auth: browsers send no credentials here). */
+export async function corsRoutes(app: FastifyInstance): Promise<void> {
+  const preflight = (_req: unknown, reply: FastifyReply): void => {
+    reply
+      .code(204)
+      .header('access-control-allow-origin', '*')
+      .header('access-control-allow-methods', 'GET, POST, OPTIONS')
+      .header('access-control-allow-headers', ALLOW_HEADERS)
+      .header('access-control-max-age', '86400')
+      .send();
+  };
+  for (const url of [
+    '/endpoints/v1/chat/completions',
+    '/endpoints/v1/models',
+    '/funccall/:tenant/endpoints/:name/v1/chat/completions',
+    '/funccall/:tenant/endpoints/:name/v1/models',
+  ]) {
+    app.options(url, { config: { metricRoute: 'preflight', metricMode: 'none' } }, preflight);
+  }
+}

@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NAME, SECRET_A, chatBody, deadUrl, makeSnapshot, memorySink, startDataplane, startSim, waitFor } from './helpers.ts';
+import type { StartedApp, StartedSim } from './helpers.ts';
+
+let sim: StartedSim;
+let dp: StartedApp;
+const sink = memorySink();
+
+beforeAll(async () => {
+  sim = await startSim({ itlMs: 10 });
+  dp = await startDataplane(makeSnapshot({ sim: sim.url, faulty: sim.url, dead: await deadUrl() }), sink);
+});
+afterAll(async () => {
+  await dp.app.close();
+  await sim.sim.close();
+});
+
+const simEntry = (requestId: string) => sim.sim.stats().requests.find((e) => e.id === `chatcmpl-${requestId}`);
+
+function open(requestId: string, body: Record<string, unknown>, signal: AbortSignal): Promise<Response> {
+  return fetch(`${dp.url}/endpoints/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET_A}`, 'x-request-id': requestId },
+    body: JSON.stringify(body),
+    signal,
+  });
+}
+
+describe('client disconnect', () => {
+  it('mid-stream: the runtime sees the abort within 100 ms, and usage counts the tokens produced', async () => {
+    const ac = new AbortController();
+    const res = await open('dc-stream', chatBody({ model: NAME, stream: true, max_tokens: 1000 }), ac.signal);
+    const reader = res.body!.getReader();
+    let received = 0;
+    while (received < 5) {
+      const { value } = await reader.read();
+      received += (Buffer.from(value!).toString('utf8').match(/"content":"/g) ?? []).length;
+    }
+    const abortAt = Date.now();
+    ac.abort();
+    await waitFor(() => simEntry('dc-stream')?.aborted === true);
+    const entry = simEntry('dc-stream')!;
+    expect(entry.abortedAt! - abortAt).toBeLessThan(100);
+    expect(entry.completionTokens).toBeLessThan(1000);
+
+    await waitFor(() => sink.records.some((r) => r.requestId === 'dc-stream'));
+    const rec = sink.records.find((r) => r.requestId === 'dc-stream')!;
+    expect(rec.status).toBe(499);
+    expect(rec.estimated).toBe(true);
+    // Every token the client could have seen is billed (the runtime may have produced one more in flight).
+    expect(rec.completionTokens).toBeGreaterThanOrEqual(received);
+    expect(rec.completionTokens).toBeLessThanOrEqual(entry.completionTokens);
+    expect(rec.promptTokens).toBeGreaterThan(0);
+  });
+
+  it('before the answer of a JSON request: the runtime request is aborted at once', async () => {
+    const ac = new AbortController();
+    const pending = open('dc-json', chatBody({ model: NAME, max_tokens: 1000 }), ac.signal).catch(() => null);
+    await waitFor(() => simEntry('dc-json') !== undefined);
+    await new Promise((r) => setTimeout(r, 50));
+    const abortAt = Date.now();
+    ac.abort();
+    await pending;
+    await waitFor(() => simEntry('dc-json')?.aborted === true);
+    expect(simEntry('dc-json')!.abortedAt! - abortAt).toBeLessThan(100);
+    await waitFor(() => sink.records.some((r) => r.requestId === 'dc-json'));
+    expect(sink.records.find((r) => r.requestId === 'dc-json')).toMatchObject({ status: 499, estimated: true });
+  });
+
+  it('leaves no request in flight', async () => {
+    await waitFor(() => sim.sim.stats().running === 0);
+    const metrics = await (await fetch(`${dp.url}/metrics`)).text();
+    expect(metrics).toContain('dataplane_in_flight_requests 0');
+  });
+});

@@ -1,0 +1,173 @@
+import type { ConfigSnapshot, SnapshotUpstream } from '@infer/shared';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { NAME, SERVED, chatBody, deadUrl, errorOf, makeSnapshot, memorySink, post, startDataplane, startSim, waitFor } from './helpers.ts';
+import type { StartedApp, StartedSim } from './helpers.ts';
+
+// Two simulated replicas: `a` gets the faults, `b` stays healthy.
+let a: StartedSim;
+let b: StartedSim;
+let dead: string;
+const opened: StartedApp[] = [];
+
+beforeAll(async () => {
+  a = await startSim({ itlMs: 5 });
+  b = await startSim({ itlMs: 5 });
+  dead = await deadUrl();
+});
+afterEach(async () => {
+  a.sim.setFaults({});
+  b.sim.setFaults({});
+  await Promise.all(opened.splice(0).map((d) => d.app.close()));
+});
+afterAll(async () => {
+  await a.sim.close();
+  await b.sim.close();
+});
+
+const replica = (id: string, url: string): SnapshotUpstream => ({ id, url, kind: 'sim', servedModel: SERVED, apiKey: null });
+
+/** The shared endpoint NAME served by the given replicas. */
+function snapshotWith(urls: string[]): ConfigSnapshot {
+  const snap = makeSnapshot({ sim: a.url, faulty: a.url, dead });
+  const e = snap.endpoints.find((x) => x.name === NAME)!;
+  e.upstreams = urls.map((u, i) => replica(`r-${i}`, u));
+  return snap;
+}
+
+async function start(urls: string[], extra: Parameters<typeof startDataplane>[2] = {}) {
+  const sink = memorySink();
+  const dp = await startDataplane(snapshotWith(urls), sink, extra);
+  opened.push(dp);
+  return { dp, sink, chat: `${dp.url}/endpoints/v1/chat/completions` };
+}
+
+const dataLines = (text: string) => text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6));
+const requestsTo = (s: StartedSim) => s.sim.stats().totals.requests;
+
+describe('runtime down', () => {
+  it('retries a refused connection on the other replica', async () => {
+    const { chat, sink } = await start([dead, b.url]);
+    for (let i = 0; i < 4; i++) {
+      const res = await post(chat, chatBody({ model: NAME }), undefined, { 'x-request-id': `down-${i}` });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { model: string }).model).toBe(NAME);
+    }
+    expect(sink.records.filter((r) => r.requestId.startsWith('down-')).every((r) => r.status === 200 && !r.estimated)).toBe(true);
+  });
+
+  it('answers 503 no_healthy_upstream with a clear message when no replica can be reached', async () => {
+    const other = await deadUrl();
+    const { chat, sink } = await start([dead, other]);
+    const res = await post(chat, chatBody({ model: NAME }), undefined, { 'x-request-id': 'none-up' });
+    expect(res.status).toBe(503);
+    const err = await errorOf(res);
+    expect(err.code).toBe('no_healthy_upstream');
+    expect(err.message).toMatch(/No replica/);
+    expect(sink.records.find((r) => r.requestId === 'none-up')).toMatchObject({ status: 503, promptTokens: 0, completionTokens: 0 });
+  });
+});
+
+describe('runtime 503', () => {
+  it('is retried on another replica before the first byte, and the client sees a success', async () => {
+    a.sim.setFaults({ errorStatus: 503 });
+    const { chat, sink, dp } = await start([a.url, b.url]);
+    for (let i = 0; i < 4; i++) {
+      const res = await post(chat, chatBody({ model: NAME, stream: i % 2 === 1 }), undefined, { 'x-request-id': `r503-${i}` });
+      expect(res.status).toBe(200);
+      await res.text();
+    }
+    expect(sink.records.filter((r) => r.requestId.startsWith('r503-')).map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    const metrics = await (await fetch(`${dp.url}/metrics`)).text();
+    expect(metrics).toMatch(/dataplane_retries_total\{reason="status_503"\} [1-9]/);
+  });
+
+  it('with a single replica answers 503 (not retried on the same replica)', async () => {
+    a.sim.setFaults({ errorStatus: 503 });
+    const { chat } = await start([a.url]);
+    const before = requestsTo(a);
+    const res = await post(chat, chatBody({ model: NAME }));
+    expect(res.status).toBe(503);
+    expect((await errorOf(res)).code).toBe('no_healthy_upstream');
+    expect(requestsTo(a) - before).toBe(1);
+  });
+});
+
+describe('timeouts', () => {
+  it('a hang before the first token is a 504 within the configured timeout', async () => {
+    a.sim.setFaults({ hang: true });
+    const { chat, sink } = await start([a.url], { timeouts: { firstByteMs: 200 } });
+    for (const stream of [false, true]) {
+      const t0 = Date.now();
+      const res = await post(chat, chatBody({ model: NAME, stream }), undefined, { 'x-request-id': `hang-${stream}` });
+      const took = Date.now() - t0;
+      expect(res.status).toBe(504);
+      expect((await errorOf(res)).code).toBe('upstream_timeout');
+      expect(took).toBeGreaterThanOrEqual(190);
+      expect(took).toBeLessThan(1500);
+    }
+    expect(sink.records.filter((r) => r.requestId.startsWith('hang-')).map((r) => r.status)).toEqual([504, 504]);
+    // The hung runtime request was given up (aborted), not left open.
+    await waitFor(() => a.sim.stats().requests.filter((r) => r.id.startsWith('chatcmpl-hang-')).every((r) => r.aborted));
+  });
+
+  it('a slow stream ends with an idle-timeout error event and [DONE], never a silent cut', async () => {
+    a.sim.setFaults({ slowTokenMs: 400 });
+    const { chat, sink } = await start([a.url], { timeouts: { idleMs: 150 } });
+    const res = await post(chat, chatBody({ model: NAME, stream: true, max_tokens: 20 }), undefined, { 'x-request-id': 'slow-1' });
+    expect(res.status).toBe(200);
+    const data = dataLines(await res.text());
+    expect(data.at(-1)).toBe('[DONE]');
+    const err = JSON.parse(data.at(-2)!) as { error: { code: string; type: string } };
+    expect(err.error.code).toBe('upstream_timeout');
+    await waitFor(() => sink.records.some((r) => r.requestId === 'slow-1'));
+    const rec = sink.records.find((r) => r.requestId === 'slow-1')!;
+    expect(rec.status).toBe(504);
+    const contentChunks = data.filter((d) => d.includes('"content":"')).length;
+    expect(rec.completionTokens).toBe(contentChunks);
+    expect(rec.estimated).toBe(true);
+  });
+});
+
+describe('cut mid-stream', () => {
+  it('ends with an error event then [DONE]; the usage record counts the tokens streamed', async () => {
+    a.sim.setFaults({ cutAfterTokens: 4 });
+    const { chat, sink } = await start([a.url]);
+    const res = await post(chat, chatBody({ model: NAME, stream: true, max_tokens: 20 }), undefined, { 'x-request-id': 'cut-9' });
+    expect(res.status).toBe(200);
+    const data = dataLines(await res.text());
+    expect(data.at(-1)).toBe('[DONE]');
+    expect((JSON.parse(data.at(-2)!) as { error: { code: string } }).error.code).toBe('upstream_error');
+    await waitFor(() => sink.records.some((r) => r.requestId === 'cut-9'));
+    expect(sink.records.find((r) => r.requestId === 'cut-9')).toMatchObject({ status: 502, completionTokens: 4, estimated: true });
+  });
+});
+
+describe('ejection', () => {
+  it('ejects a replica after consecutive failures and brings it back after the health probe', async () => {
+    a.sim.setFaults({ errorStatus: 502 });
+    const { chat, dp } = await start([a.url, b.url], { ejection: { failures: 2, cooldownMs: 1000 } });
+    const aBefore = requestsTo(a);
+    // Retries hide the failures from the client; `a` takes requests until its second failure.
+    for (let i = 0; i < 6; i++) expect((await post(chat, chatBody({ model: NAME }))).status).toBe(200);
+    const aAfterEject = requestsTo(a);
+    expect(aAfterEject - aBefore).toBe(2);
+    for (let i = 0; i < 6; i++) expect((await post(chat, chatBody({ model: NAME }))).status).toBe(200);
+    expect(requestsTo(a)).toBe(aAfterEject); // out of rotation
+    const metrics = await (await fetch(`${dp.url}/metrics`)).text();
+    expect(metrics).toMatch(/dataplane_replica_ejections_total\{origin="http:\/\/127\.0\.0\.1:\d+"\} 1/);
+
+    // Healthy again: the probe (GET /health) after the cool-down puts it back.
+    a.sim.setFaults({});
+    await new Promise((r) => setTimeout(r, 1300));
+    for (let i = 0; i < 6; i++) expect((await post(chat, chatBody({ model: NAME }))).status).toBe(200);
+    expect(requestsTo(a)).toBeGreaterThan(aAfterEject);
+  });
+
+  it('with every replica ejected still tries one (and recovers on success)', async () => {
+    a.sim.setFaults({ errorStatus: 500 });
+    const { chat } = await start([a.url], { ejection: { failures: 1, cooldownMs: 60_000 } });
+    expect((await post(chat, chatBody({ model: NAME }))).status).toBe(502);
+    a.sim.setFaults({});
+    expect((await post(chat, chatBody({ model: NAME }))).status).toBe(200);
+  });
+});

@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NAME, SECRET_A, chatBody, deadUrl, makeSnapshot, memorySink, post, startDataplane, startSim } from './helpers.ts';
+import type { StartedApp, StartedSim } from './helpers.ts';
+
+let sim: StartedSim;
+let dp: StartedApp;
+const chat = () => `${dp.url}/endpoints/v1/chat/completions`;
+
+beforeAll(async () => {
+  sim = await startSim();
+  dp = await startDataplane(makeSnapshot({ sim: sim.url, faulty: sim.url, dead: await deadUrl() }), memorySink());
+});
+afterAll(async () => {
+  await dp.app.close();
+  await sim.sim.close();
+});
+
+const value = (text: string, series: string): number => {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  if (line === undefined) throw new Error(`no series ${series}`);
+  return Number(line.slice(series.length + 1));
+};
+
+describe('/metrics after traffic', () => {
+  it('exposes every family with sane values', async () => {
+    for (let i = 0; i < 3; i++) await (await post(chat(), chatBody({ model: NAME }))).text();
+    for (let i = 0; i < 2; i++) await (await post(chat(), chatBody({ model: NAME, stream: true }))).text();
+    await (await post(chat(), chatBody({ model: 'dead-model' }))).text();
+    await (await post(chat(), chatBody({ model: NAME }), null)).text();
+
+    const res = await fetch(`${dp.url}/metrics`);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+    const m = await res.text();
+    expect(value(m, `dataplane_requests_total{route="chat",mode="shared",endpoint="${NAME}",status="200"}`)).toBe(5);
+    expect(value(m, 'dataplane_requests_total{route="chat",mode="shared",endpoint="dead-model",status="503"}')).toBe(1);
+    expect(value(m, 'dataplane_requests_total{route="chat",mode="shared",status="401"}')).toBe(1);
+    expect(value(m, 'dataplane_time_to_first_token_seconds_count{mode="shared"}')).toBe(5);
+    expect(value(m, 'dataplane_request_duration_seconds_count{mode="shared"}')).toBe(6);
+    expect(value(m, 'dataplane_request_duration_seconds_bucket{mode="shared",le="+Inf"}')).toBe(6);
+    expect(value(m, 'dataplane_request_duration_seconds_sum{mode="shared"}')).toBeGreaterThan(0);
+    expect(value(m, `dataplane_prompt_tokens_total{mode="shared",endpoint="${NAME}"}`)).toBeGreaterThan(0);
+    expect(value(m, `dataplane_completion_tokens_total{mode="shared",endpoint="${NAME}"}`)).toBe(5 * 8);
+    expect(value(m, 'dataplane_in_flight_requests')).toBe(0);
+    expect(value(m, 'dataplane_runtime_errors_total{reason="connect"}')).toBe(1);
+    expect(m).toContain('# TYPE dataplane_retries_total counter');
+    expect(m).toContain('# TYPE dataplane_replica_ejections_total counter');
+    expect(value(m, 'dataplane_config_version')).toBe(1);
+    const age = value(m, 'dataplane_config_age_seconds');
+    expect(age).toBeGreaterThanOrEqual(0);
+    expect(age).toBeLessThan(60);
+    // Histogram buckets are cumulative.
+    const buckets = m.split('\n').filter((l) => l.startsWith('dataplane_request_duration_seconds_bucket')).map((l) => Number(l.split(' ')[1]));
+    expect(buckets).toEqual([...buckets].sort((x, y) => x - y));
+  });
+});
+
+describe('CORS for the browser playground', () => {
+  it('answers preflight on the inference routes without a key', async () => {
+    for (const path of ['/endpoints/v1/chat/completions', '/endpoints/v1/models', '/funccall/acme/endpoints/x/v1/chat/completions']) {
+      const res = await fetch(`${dp.url}${path}`, {
+        method: 'OPTIONS',
+        headers: { origin: 'https://console.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+      });
+      expect(res.status).toBe(204);
+      expect(res.headers.get('access-control-allow-origin')).toBe('*');
+      expect(res.headers.get('access-control-allow-headers')).toMatch(/authorization.*content-type.*x-request-id/);
+      expect(res.headers.get('access-control-allow-methods')).toContain('POST');
+    }
+  });
+
+  it('marks actual responses (JSON, streams and errors) readable cross-origin and exposes the ids', async () => {
+    const origin = { origin: 'https://console.example' };
+    for (const body of [chatBody({ model: NAME }), chatBody({ model: NAME, stream: true }), { model: NAME }]) {
+      const res = await post(chat(), body, SECRET_A, origin);
+      await res.text();
+      expect(res.headers.get('access-control-allow-origin')).toBe('*');
+      const exposed = res.headers.get('access-control-expose-headers') ?? '';
+      expect(exposed).toContain('x-request-id');
+      expect(exposed).toContain('x-ratelimit-remaining-requests');
+      expect(res.headers.get('x-request-id')).toBeTruthy();
+    }
+    const unauth = await post(chat(), chatBody({ model: NAME }), null, origin);
+    expect(unauth.status).toBe(401);
+    expect(unauth.headers.get('access-control-allow-origin')).toBe('*');
+  });
+});
