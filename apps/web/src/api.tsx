@@ -1,0 +1,64 @@
+import { trpc, type RouterInputs, type RouterOutputs } from './trpc.tsx';
+
+/** The procedures the console calls, with the router's own input and output types. */
+export type CatalogEntry = RouterOutputs['catalog']['list'][number];
+export type Facets = RouterOutputs['catalog']['facets'];
+export type PlatformUrls = RouterOutputs['platform']['urls'];
+export type Me = NonNullable<RouterOutputs['auth']['me']>;
+export type ApiKey = RouterOutputs['keys']['list'][number];
+export type CreatedKey = RouterOutputs['keys']['create'];
+export type Deployment = RouterOutputs['deployments']['list'][number];
+export type UsageSummary = RouterOutputs['usage']['summary'];
+export type Tenant = RouterOutputs['tenants']['all'][number];
+export type Member = RouterOutputs['tenants']['members']['list'][number];
+export type AuditRow = RouterOutputs['audit']['list'][number];
+export type EntryPatch = Omit<RouterInputs['catalog']['update'], 'id'>;
+
+export const api = {
+  catalog: {
+    list: (input: { provider?: string; tag?: string; useCase?: string; search?: string }) => trpc.catalog.list.query(input),
+    byName: (name: string) => trpc.catalog.byName.query({ name }),
+    facets: () => trpc.catalog.facets.query(),
+    adminList: () => trpc.catalog.admin.list.query({}),
+    create: (input: EntryPatch & { name: string }) => trpc.catalog.create.mutate(input),
+    update: (id: string, patch: EntryPatch) => trpc.catalog.update.mutate({ id, ...patch }),
+    publish: (id: string) => trpc.catalog.publish.mutate({ id }),
+    unpublish: (id: string) => trpc.catalog.unpublish.mutate({ id }),
+  },
+  platform: { urls: () => trpc.platform.urls.query() },
+  auth: {
+    me: () => trpc.auth.me.query(),
+    login: (email: string, password: string) => trpc.auth.login.mutate({ email, password }),
+    logout: () => trpc.auth.logout.mutate(),
+  },
+  keys: {
+    list: (tenantId: string) => trpc.keys.list.query({ tenantId }),
+    create: (tenantId: string, name: string, expiresAt: string | null) =>
+      trpc.keys.create.mutate({ tenantId, name, ...(expiresAt ? { expiresAt } : {}) }),
+    revoke: (tenantId: string, keyId: string) => trpc.keys.revoke.mutate({ tenantId, keyId }),
+  },
+  deployments: {
+    list: (tenantId: string) => trpc.deployments.list.query({ tenantId }),
+    create: (tenantId: string, entryName: string, minReplicas: number, maxReplicas: number) =>
+      trpc.deployments.create.mutate({ tenantId, entryName, minReplicas, maxReplicas }),
+    scale: (tenantId: string, deploymentId: string, minReplicas: number, maxReplicas: number) =>
+      trpc.deployments.scale.mutate({ tenantId, deploymentId, minReplicas, maxReplicas }),
+    stop: (tenantId: string, deploymentId: string) => trpc.deployments.stop.mutate({ tenantId, deploymentId }),
+    start: (tenantId: string, deploymentId: string) => trpc.deployments.start.mutate({ tenantId, deploymentId }),
+    delete: (tenantId: string, deploymentId: string) => trpc.deployments.delete.mutate({ tenantId, deploymentId }),
+  },
+  usage: {
+    summary: (tenantId: string, from: string, to: string) => trpc.usage.summary.query({ tenantId, from, to }),
+  },
+  tenants: {
+    all: () => trpc.tenants.all.query(),
+    create: (slug: string, name: string, ownerEmail?: string) =>
+      trpc.tenants.create.mutate({ slug, name, ...(ownerEmail ? { ownerEmail } : {}) }),
+    members: (tenantId: string) => trpc.tenants.members.list.query({ tenantId }),
+    addMember: (tenantId: string, email: string, role: 'owner' | 'member') => trpc.tenants.members.add.mutate({ tenantId, email, role }),
+    removeMember: (tenantId: string, userId: string) => trpc.tenants.members.remove.mutate({ tenantId, userId }),
+  },
+  audit: {
+    list: (input: { tenantId?: string; limit?: number; before?: number }) => trpc.audit.list.query(input),
+  },
+};

@@ -1,0 +1,136 @@
+import { useMutation } from '@tanstack/react-query';
+import { useEffect, type ReactNode } from 'react';
+import { api } from './api.tsx';
+import { Loading } from './components/states.tsx';
+import { AdminPage } from './pages/admin.tsx';
+import { CatalogPage } from './pages/catalog.tsx';
+import { DeploymentsPage } from './pages/deployments.tsx';
+import { EndpointPage } from './pages/endpoint.tsx';
+import { KeysPage } from './pages/keys.tsx';
+import { LoginPage } from './pages/login.tsx';
+import { PlaygroundPage } from './pages/playground.tsx';
+import { UsagePage } from './pages/usage.tsx';
+import { Link, useRouter } from './router.tsx';
+import { clearSessionKeys, useSession } from './session.tsx';
+import { queryClient } from './trpc.tsx';
+
+function NavLink({ to, children }: { to: string; children: ReactNode }) {
+  const { location } = useRouter();
+  const active = to === '/' ? location.path === '/' || location.path.startsWith('/endpoints/') : location.path.startsWith(to);
+  return (
+    <Link to={to} className="nav-link" aria-current={active ? 'page' : undefined}>
+      {children}
+    </Link>
+  );
+}
+
+function Header() {
+  const session = useSession();
+  const { navigate } = useRouter();
+  const logout = useMutation({
+    mutationFn: () => api.auth.logout(),
+    onSettled: async () => {
+      clearSessionKeys();
+      queryClient.clear();
+      await session.refresh();
+      navigate('/');
+    },
+  });
+  const me = session.me;
+  return (
+    <header className="site-header">
+      <div className="brand">
+        <Link to="/">Inference Platform</Link> <span className="beta" title="This service is in beta">beta</span>
+      </div>
+      <nav aria-label="Main">
+        <NavLink to="/">Catalog</NavLink>
+        {me && <NavLink to="/playground">Playground</NavLink>}
+        {me && <NavLink to="/keys">API keys</NavLink>}
+        {me && <NavLink to="/deployments">Deployments</NavLink>}
+        {me && <NavLink to="/usage">Usage</NavLink>}
+        {me?.isPlatformAdmin && <NavLink to="/admin">Admin</NavLink>}
+      </nav>
+      <div className="account">
+        {session.loading ? null : me ? (
+          <>
+            {me.tenants.length > 1 && (
+              <label className="tenant-picker">
+                <span className="visually-hidden">Tenant</span>
+                <select value={session.tenantId ?? ''} onChange={(e) => session.setTenantId(e.target.value)}>
+                  {me.tenants.map((t) => (
+                    <option key={t.id} value={t.id}>
+                      {t.name || t.slug}
+                    </option>
+                  ))}
+                </select>
+              </label>
+            )}
+            {me.tenants.length === 1 && session.tenant && <span className="muted tenant-name">{session.tenant.name || session.tenant.slug}</span>}
+            <span className="muted user-email">{me.user?.email ?? "admin token"}</span>
+            <button type="button" onClick={() => logout.mutate()} disabled={logout.isPending}>
+              Log out
+            </button>
+          </>
+        ) : (
+          <Link to="/login" className="button">
+            Log in
+          </Link>
+        )}
+      </div>
+    </header>
+  );
+}
+
+/** Pages that need a session send the visitor to the login page and back. */
+function RequireLogin({ children, admin = false }: { children: ReactNode; admin?: boolean }) {
+  const session = useSession();
+  const { location, navigate } = useRouter();
+  const missing = !session.loading && !session.me;
+  useEffect(() => {
+    if (missing) navigate(`/login?next=${encodeURIComponent(location.path + (location.query.size ? `?${location.query}` : ''))}`, { replace: true });
+  }, [missing, navigate, location]);
+  if (session.loading) return <Loading what="Checking your session" />;
+  if (!session.me) return null;
+  if (admin && !session.me.isPlatformAdmin) return <p className="state error" role="alert">This page is for platform admins.</p>;
+  if (!admin && !session.tenant) return <p className="state empty">Your account does not belong to a tenant yet. Ask a platform admin to add you.</p>;
+  return <>{children}</>;
+}
+
+function Routes() {
+  const { location } = useRouter();
+  const path = location.path;
+  const endpoint = /^\/endpoints\/(.+)$/.exec(path);
+  if (path === '/' || path === '/catalog') return <CatalogPage />;
+  if (endpoint?.[1]) return <EndpointPage name={decodeURIComponent(endpoint[1])} />;
+  if (path === '/login') return <LoginPage />;
+  if (path === '/keys') return <RequireLogin><KeysPage /></RequireLogin>;
+  if (path === '/deployments') return <RequireLogin><DeploymentsPage /></RequireLogin>;
+  if (path === '/usage') return <RequireLogin><UsagePage /></RequireLogin>;
+  if (path === '/playground') return <RequireLogin><PlaygroundPage /></RequireLogin>;
+  if (path.startsWith('/admin')) return <RequireLogin admin><AdminPage /></RequireLogin>;
+  return (
+    <section>
+      <h1>Page not found</h1>
+      <p>
+        Nothing lives at <code>{path}</code>. <Link to="/">Back to the catalog</Link>.
+      </p>
+    </section>
+  );
+}
+
+export function App() {
+  return (
+    <>
+      <a className="skip-link" href="#main">
+        Skip to content
+      </a>
+      <Header />
+      <main id="main" tabIndex={-1}>
+        <Routes />
+      </main>
+      <footer className="site-footer">
+        Beta service. Without a GPU, endpoints answer from a runtime simulator: the text is generated, not a model's.
+      </footer>
+    </>
+  );
+}

@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { chunkText, readSse } from './sse.ts';
+import { curlSnippet, KEY_PLACEHOLDER, nodeSnippet, pythonSnippet, requestBody, shellQuote } from './snippets.ts';
+import { parseColdStart, parseConcurrency, parseCount, parseList, parseParameterSize, parsePrice } from './spec-forms.ts';
+
+describe('spec string forms', () => {
+  it('accepts the spec forms and empty', () => {
+    expect(parseParameterSize('70B')).toEqual({ value: 70, error: null });
+    expect(parseParameterSize('1.5B').value).toBe(1.5);
+    expect(parseConcurrency('2x').value).toBe(2);
+    expect(parseColdStart('5 sec').value).toBe(5);
+    expect(parseParameterSize('  ')).toEqual({ value: null, error: null });
+    expect(parseCount('131072', 'Context Length').value).toBe(131072);
+    expect(parsePrice('$0.60', 'p').value).toBe(0.6);
+    expect(parseList(' Chat, , Coding ')).toEqual(['Chat', 'Coding']);
+  });
+  it('rejects other forms with a message naming the expected one', () => {
+    expect(parseParameterSize('70').error).toContain('"70B"');
+    expect(parseParameterSize('70 billion').error).not.toBeNull();
+    expect(parseConcurrency('two').error).toContain('"2x"');
+    expect(parseColdStart('5s').error).toContain('"5 sec"');
+    expect(parseCount('1.5', 'GPU Count').error).toContain('GPU Count');
+  });
+});
+
+describe('snippets', () => {
+  const input = { baseUrl: 'http://localhost:8080/endpoints/v1/', model: "Llama's", apiKey: null };
+  it('shows the placeholder until a key is given', () => {
+    expect(curlSnippet(input)).toContain(`Bearer ${KEY_PLACEHOLDER}`);
+    expect(pythonSnippet(input)).toContain(`api_key="${KEY_PLACEHOLDER}"`);
+    expect(nodeSnippet({ ...input, apiKey: 'infk_x' })).toContain('apiKey: "infk_x"');
+  });
+  it('quotes for the shell and targets <base>/chat/completions', () => {
+    const curl = curlSnippet(input);
+    expect(curl).toContain(`'http://localhost:8080/endpoints/v1/chat/completions'`);
+    expect(curl).toContain(`Llama'\\''s`);
+    expect(shellQuote("a'b")).toBe(`'a'\\''b'`);
+  });
+  it('leaves model out when null (dedicated allows it)', () => {
+    expect(requestBody({ ...input, model: null })).not.toHaveProperty('model');
+    expect(requestBody({ ...input, stream: true, temperature: 0.2 })).toMatchObject({ stream: true, temperature: 0.2, max_tokens: 128 });
+  });
+});
+
+describe('SSE reader', () => {
+  it('yields JSON events split across chunks and stops at [DONE]', async () => {
+    const parts = ['data: {"choices":[{"delta":{"content":"Hel"}}]}\n', '\ndata: {"choices":[{"delta":{"content":"lo"}}]}\r\n\r\n', 'data: [DONE]\n\ndata: {"x":1}\n\n'];
+    const body = new ReadableStream<Uint8Array>({
+      start(c) {
+        for (const p of parts) c.enqueue(new TextEncoder().encode(p));
+        c.close();
+      },
+    });
+    let text = '';
+    for await (const e of readSse(body)) text += chunkText(e);
+    expect(text).toBe('Hello');
+  });
+});

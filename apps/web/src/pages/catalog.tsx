@@ -1,0 +1,160 @@
+import { keepPreviousData, useQuery } from '@tanstack/react-query';
+import { useEffect, useState } from 'react';
+import { api, type CatalogEntry } from '../api.tsx';
+import { Empty, ErrorBox, Loading } from '../components/states.tsx';
+import { Link, useRouter } from '../router.tsx';
+
+type FacetKey = 'provider' | 'tag' | 'useCase';
+const FACETS: readonly { key: FacetKey; label: string; values: (e: CatalogEntry) => string[] }[] = [
+  { key: 'provider', label: 'Provider', values: (e) => (e.provider ? [e.provider] : []) },
+  { key: 'tag', label: 'Tag', values: (e) => e.tags },
+  { key: 'useCase', label: 'Recommended use case', values: (e) => e.useCases },
+];
+
+/** Counts of each facet value among entries that match the other active filters. */
+function facetCounts(all: readonly CatalogEntry[], filters: Partial<Record<FacetKey, string>>, key: FacetKey, search: string) {
+  const counts = new Map<string, number>();
+  const s = search.trim().toLowerCase();
+  for (const e of all) {
+    if (s && !e.name.toLowerCase().includes(s)) continue;
+    const matchesOthers = FACETS.every((f) => f.key === key || !filters[f.key] || f.values(e).includes(filters[f.key] as string));
+    if (!matchesOthers) continue;
+    for (const v of FACETS.find((f) => f.key === key)!.values(e)) counts.set(v, (counts.get(v) ?? 0) + 1);
+  }
+  return counts;
+}
+
+export function EntryCard({ entry }: { entry: CatalogEntry }) {
+  return (
+    <li className="card entry-card">
+      <h3>
+        <Link to={`/endpoints/${encodeURIComponent(entry.name)}`}>{entry.name}</Link>
+      </h3>
+      <dl className="facts">
+        <div><dt>Provider</dt><dd>{entry.provider || '—'}</dd></div>
+        <div><dt>Parameter Size</dt><dd>{entry.parameterSize || '—'}</dd></div>
+        <div><dt>Context Length</dt><dd>{entry.contextLength ?? '—'}</dd></div>
+        <div><dt>Token Price</dt><dd>{entry.tokenPrice || '—'}</dd></div>
+      </dl>
+      <p className="modes">
+        {entry.offeredShared && <span className="pill">Shared</span>}
+        {entry.offeredDedicated && <span className="pill">Dedicated</span>}
+      </p>
+      {entry.tags.length > 0 && (
+        <ul className="tags" aria-label="Tags">
+          {entry.tags.map((t) => <li key={t} className="tag">{t}</li>)}
+        </ul>
+      )}
+    </li>
+  );
+}
+
+export function CatalogPage() {
+  const { location, navigate } = useRouter();
+  const filters: Partial<Record<FacetKey, string>> = {};
+  for (const f of FACETS) {
+    const v = location.query.get(f.key);
+    if (v) filters[f.key] = v;
+  }
+  const urlSearch = location.query.get('q') ?? '';
+  const [search, setSearch] = useState(urlSearch);
+  useEffect(() => setSearch(urlSearch), [urlSearch]);
+
+  const setParam = (key: string, value: string | null) => {
+    const q = new URLSearchParams(location.query);
+    if (value) q.set(key, value);
+    else q.delete(key);
+    const qs = q.toString();
+    navigate(qs ? `/?${qs}` : '/', { replace: true });
+  };
+
+  // Debounce typing into the URL (the URL is the state, so links and reloads keep the view).
+  useEffect(() => {
+    if (search === urlSearch) return;
+    const t = setTimeout(() => setParam('q', search.trim() || null), 250);
+    return () => clearTimeout(t);
+  });
+
+  const all = useQuery({ queryKey: ['catalog.list', {}], queryFn: () => api.catalog.list({}) });
+  const input = { ...filters, ...(urlSearch.trim() ? { search: urlSearch.trim() } : {}) };
+  const results = useQuery({ queryKey: ['catalog.list', input], queryFn: () => api.catalog.list(input), placeholderData: keepPreviousData });
+  const facets = useQuery({ queryKey: ['catalog.facets'], queryFn: () => api.catalog.facets() });
+  const active = Object.keys(filters).length > 0 || urlSearch !== '';
+
+  return (
+    <section className="catalog">
+      <div className="page-head">
+        <h1>Model catalog</h1>
+        <p className="muted">
+          Published endpoints you can call at once on the shared, token-billed surface, or deploy on dedicated GPUs. Browsing needs no login.
+        </p>
+      </div>
+      <div className="catalog-layout">
+        <aside className="filters" aria-label="Filters">
+          <form role="search" onSubmit={(e) => { e.preventDefault(); setParam('q', search.trim() || null); }}>
+            <label htmlFor="catalog-search">Search by name</label>
+            <input id="catalog-search" type="search" value={search} placeholder="e.g. llama" onChange={(e) => setSearch(e.target.value)} />
+          </form>
+          {facets.isPending || all.isPending ? (
+            <Loading what="Loading filters" />
+          ) : facets.isError || all.isError ? (
+            <ErrorBox error={facets.error ?? all.error} retry={() => { void facets.refetch(); void all.refetch(); }} />
+          ) : (
+            FACETS.map((f) => {
+              const values = f.key === 'provider' ? facets.data.providers : f.key === 'tag' ? facets.data.tags : facets.data.useCases;
+              const counts = facetCounts(all.data, filters, f.key, urlSearch);
+              return (
+                <fieldset key={f.key} className="facet">
+                  <legend>{f.label}</legend>
+                  {values.length === 0 ? (
+                    <p className="muted small">None yet.</p>
+                  ) : (
+                    <ul>
+                      {values.map((v) => {
+                        const selected = filters[f.key] === v;
+                        return (
+                          <li key={v}>
+                            <button
+                              type="button"
+                              className={`facet-value${selected ? ' selected' : ''}`}
+                              aria-pressed={selected}
+                              data-facet={f.key}
+                              onClick={() => setParam(f.key, selected ? null : v)}
+                            >
+                              <span>{v}</span> <span className="count">{counts.get(v) ?? 0}</span>
+                            </button>
+                          </li>
+                        );
+                      })}
+                    </ul>
+                  )}
+                </fieldset>
+              );
+            })
+          )}
+          {active && (
+            <button type="button" className="link-button" onClick={() => navigate('/', { replace: true })}>
+              Clear filters
+            </button>
+          )}
+        </aside>
+        <div className="results" aria-live="polite" aria-busy={results.isFetching}>
+          {results.isPending ? (
+            <Loading what="Loading the catalog" />
+          ) : results.isError ? (
+            <ErrorBox error={results.error} retry={() => void results.refetch()} />
+          ) : results.data.length === 0 ? (
+            <Empty>{active ? 'No published endpoint matches these filters.' : 'No endpoints have been published yet.'}</Empty>
+          ) : (
+            <>
+              <p className="muted small">{results.data.length} endpoint{results.data.length === 1 ? '' : 's'}</p>
+              <ul className="cards">
+                {results.data.map((e) => <EntryCard key={e.id} entry={e} />)}
+              </ul>
+            </>
+          )}
+        </div>
+      </div>
+    </section>
+  );
+}
