@@ -1,9 +1,51 @@
 import SchemaBuilder from '@pothos/core';
+import ComplexityPlugin from '@pothos/plugin-complexity';
+import { ServiceError } from '../errors.ts';
 import type { GraphQLContext } from './context.ts';
 
 /** The one Pothos builder; type files under modules import it and add their own fields. */
-export const builder = new SchemaBuilder<{ Context: GraphQLContext; DefaultFieldNullability: false }>({
+export const builder = new SchemaBuilder<{
+  Context: GraphQLContext;
+  DefaultFieldNullability: false;
+  Scalars: { DateTime: { Input: Date; Output: Date | string } };
+}>({
   defaultFieldNullability: false,
+  plugins: [ComplexityPlugin],
+  complexity: {
+    defaultComplexity: 1,
+    defaultListMultiplier: 10,
+    // Checked once per operation before any root field resolves (with the variables' values); the depth
+    // limit is a validation rule (depth-limit.ts) so that it covers introspection too.
+    limit: (ctx) => ({ complexity: ctx.limits.maxComplexity }),
+    complexityError: (kind, r) =>
+      kind === 'Depth'
+        ? new ServiceError('invalid', `Query is too deep: depth ${r.depth} exceeds the maximum of ${r.maxDepth}.`)
+        : kind === 'Complexity'
+          ? new ServiceError('invalid', `Query is too costly: cost ${r.complexity} exceeds the budget of ${r.maxComplexity}. Ask for fewer items (first) or fewer fields.`)
+          : new ServiceError('invalid', `Query is too broad: breadth ${r.breadth} exceeds the maximum of ${r.maxBreadth}.`),
+  },
 });
 
+/** The builder's type parameters, for helpers that take a field builder. */
+export type BuilderTypes = typeof builder extends PothosSchemaTypes.SchemaBuilder<infer T> ? T : never;
+
 builder.queryType({});
+builder.mutationType({ description: 'Changes for infra automation (admin tokens) and console users with the right role.' });
+
+const ISO = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
+
+function parseDateTime(value: unknown): Date {
+  if (typeof value === 'string' && ISO.test(value)) {
+    const d = new Date(value);
+    if (Number.isFinite(d.getTime())) return d;
+  }
+  throw new ServiceError('invalid', 'DateTime must be an ISO 8601 date or date-time string');
+}
+
+builder.scalarType('DateTime', {
+  description: 'An ISO 8601 date-time in UTC, e.g. "2026-01-31T12:00:00.000Z".',
+  serialize: (value) => new Date(value).toISOString(),
+  parseValue: parseDateTime,
+  // Literal nodes are plain objects: `{ kind: 'StringValue', value }` (no graphql import needed).
+  parseLiteral: (node) => parseDateTime((node as { kind: string; value?: unknown }).kind === 'StringValue' ? (node as { value: unknown }).value : undefined),
+});

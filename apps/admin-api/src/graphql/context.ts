@@ -1,6 +1,38 @@
 import type { Db } from '../db.ts';
+import type { Principal } from '../modules/access/principal.ts';
+import type { DeploymentsContext } from '../modules/deployments/deployments-context.ts';
+import type { PublicUrls } from '../trpc/context.ts';
 
-/** What resolvers get; auth (session / admin token) joins here in the API issue. */
+/** Depth and cost budget of one GraphQL operation. */
+export interface GraphQLLimits {
+  /** Deepest field nesting (the schema's own queries need at most 6). */
+  readonly maxDepth: number;
+  /** Introspection is cyclic and tooling's standard query nests ~12 levels. */
+  readonly maxIntrospectionDepth: number;
+  /** Cost budget: each field costs 1, times the page size (`first`) or 10 for lists, nested. */
+  readonly maxComplexity: number;
+}
+
+export const DEFAULT_GRAPHQL_LIMITS: GraphQLLimits = Object.freeze({ maxDepth: 10, maxIntrospectionDepth: 15, maxComplexity: 5000 });
+
+/** What resolvers get: the database, the resolved caller, the public URLs and the operation budget. */
 export interface GraphQLContext {
   readonly db: Db;
+  readonly principal: Principal;
+  readonly publicUrls: PublicUrls;
+  readonly limits: GraphQLLimits;
+  /** The deployment service's context (provisioners, reconciler). */
+  readonly deployments: DeploymentsContext;
+  /** Per-request memo (e.g. the caller's deployments, read once for a whole catalog page). */
+  readonly memo: Map<string, Promise<unknown>>;
+}
+
+/** Runs `load` once per request for `key`. */
+export function memoise<T>(ctx: GraphQLContext, key: string, load: () => Promise<T>): Promise<T> {
+  let hit = ctx.memo.get(key) as Promise<T> | undefined;
+  if (!hit) {
+    hit = load();
+    ctx.memo.set(key, hit);
+  }
+  return hit;
 }

@@ -1,3 +1,4 @@
+import { ServiceError } from '../../errors.ts';
 import { builder } from '../builder.ts';
 
 export interface PageInfoShape {
@@ -8,6 +9,7 @@ export interface PageInfoShape {
 }
 
 export const PageInfo = builder.objectRef<PageInfoShape>('PageInfo').implement({
+  description: 'Relay cursor pagination state.',
   fields: (t) => ({
     hasNextPage: t.exposeBoolean('hasNextPage'),
     hasPreviousPage: t.exposeBoolean('hasPreviousPage'),
@@ -22,3 +24,43 @@ export function decodeCursor(cursor: string): number | null {
   const m = /^o:(\d{1,9})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
   return m?.[1] ? Number(m[1]) : null;
 }
+
+export const DEFAULT_PAGE_SIZE = 50;
+export const MAX_PAGE_SIZE = 500;
+
+export interface Connection<T> {
+  edges: { cursor: string; node: T }[];
+  pageInfo: PageInfoShape;
+  totalCount: number;
+}
+
+/** One page of `items` after the `after` cursor (forward pagination). */
+export function paginate<T>(items: readonly T[], args: { first?: number | null; after?: string | null }): Connection<T> {
+  const first = args.first ?? DEFAULT_PAGE_SIZE;
+  if (!Number.isInteger(first) || first < 0 || first > MAX_PAGE_SIZE) {
+    throw new ServiceError('invalid', `first must be between 0 and ${MAX_PAGE_SIZE}`, 'first');
+  }
+  let start = 0;
+  if (args.after) {
+    const index = decodeCursor(args.after);
+    if (index === null) throw new ServiceError('invalid', 'after is not a valid cursor', 'after');
+    start = index + 1;
+  }
+  const edges = items.slice(start, start + first).map((node, i) => ({ cursor: encodeCursor(start + i), node }));
+  return {
+    edges,
+    totalCount: items.length,
+    pageInfo: {
+      hasNextPage: start + first < items.length,
+      hasPreviousPage: start > 0,
+      startCursor: edges[0]?.cursor ?? null,
+      endCursor: edges.at(-1)?.cursor ?? null,
+    },
+  };
+}
+
+/** Complexity of a connection field: its page size multiplies the cost of what is selected inside. */
+export const connectionComplexity = (args: { first?: number | null }) => ({
+  field: 1,
+  multiplier: Math.max(1, Math.min(args.first ?? DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)),
+});

@@ -1,26 +1,172 @@
-import { ServiceError } from '../../errors.ts';
-import { builder } from '../../graphql/builder.ts';
-import { decodeCursor, encodeCursor, PageInfo } from '../../graphql/schema/page-info.ts';
+import { isUuid } from '../../db.ts';
+import { notFound, ServiceError } from '../../errors.ts';
+import type { InputFieldBuilder } from '@pothos/core';
+import { builder, type BuilderTypes } from '../../graphql/builder.ts';
+import { memoise, type GraphQLContext } from '../../graphql/context.ts';
+import { connectionComplexity, PageInfo, paginate, type Connection } from '../../graphql/schema/page-info.ts';
+import { requireAuthenticated, requirePlatformAdmin, requireTenantRole } from '../access/access.ts';
+import type { Principal } from '../access/principal.ts';
+import { listDeployments } from '../deployments/deployments.service.ts';
+import { getTenantById, getTenantBySlug } from '../tenants/tenants.service.ts';
 import { toCatalogView, type CatalogView } from './catalog-view.ts';
-import { getEntryByName, listEntries } from './catalog.service.ts';
+import { parseEntryInput, type CatalogEntryInput } from './catalog-input.ts';
+import {
+  countFacets, createEntry, getEntryById, getEntryByName, listEntries, setPublished, updateEntry, type FacetCount,
+} from './catalog.service.ts';
+import { buildIntegration, type Integration, type IntegrationMode } from './integration.ts';
 
-const Endpoint = builder.objectRef<CatalogView>('Endpoint').implement({
-  description: 'A published endpoint (catalog entry); string fields use the catalog string forms.',
+export const Surface = builder.enumType('Surface', {
+  description: 'Where an endpoint is served: the shared token-billed base, or a tenant-scoped dedicated URL.',
+  values: {
+    SHARED: { value: 'shared', description: 'One base URL for all published endpoints, billed per token.' },
+    DEDICATED: { value: 'dedicated', description: 'A tenant-scoped URL on dedicated GPU capacity.' },
+  } as const,
+});
+
+const Snippets = builder.objectRef<Integration['snippets']>('IntegrationSnippets').implement({
+  description: 'Ready-to-paste requests with the placeholder key.',
   fields: (t) => ({
+    curl: t.exposeString('curl'),
+    python: t.exposeString('python', { description: 'Python with the `openai` package.' }),
+    node: t.exposeString('node', { description: 'Node.js with the `openai` package.' }),
+  }),
+});
+
+type IntegrationShape = Integration & { deploymentState: string | null };
+
+const IntegrationRef = builder.objectRef<IntegrationShape>('Integration').implement({
+  description: 'The client values of one endpoint on one surface (spec 1.6): API Base URL, Model Name and API Key.',
+  fields: (t) => ({
+    mode: t.field({ type: Surface, resolve: (i) => i.mode }),
+    apiBaseUrl: t.exposeString('apiBaseUrl', { description: 'Up to and including `v1`; append `/chat/completions`.' }),
+    modelName: t.exposeString('modelName', {
+      description: 'The `model` value: the catalog Name on the shared surface, "<provider>/<Name>" on a dedicated one (the Name also works there).',
+    }),
+    apiKey: t.exposeString('apiKey', { description: 'Always the placeholder "<INFERENCE_API_KEY>": keys are shown once, when created.' }),
+    tenantSlug: t.exposeString('tenantSlug', { nullable: true, description: 'The tenant of a dedicated URL; null when shared or the `<tenant>` placeholder is shown.' }),
+    deploymentState: t.exposeString('deploymentState', { nullable: true, description: "The tenant's deployment state, when it has deployed this endpoint." }),
+    snippets: t.field({ type: Snippets, resolve: (i) => i.snippets }),
+  }),
+});
+
+interface ViewerDeployment {
+  tenantSlug: string;
+  state: string;
+}
+
+/** The deployments of the tenants the caller belongs to (memberships, or a tenant token's tenant), by entry id. */
+function viewerDeployments(ctx: GraphQLContext): Promise<Map<string, ViewerDeployment[]>> {
+  return memoise(ctx, 'viewerDeployments', async () => {
+    const tenantIds = ownTenantIds(ctx.principal);
+    const byEntry = new Map<string, ViewerDeployment[]>();
+    for (const tenantId of tenantIds) {
+      const tenant = await getTenantById(ctx.db, tenantId);
+      if (!tenant) continue;
+      for (const d of await listDeployments(ctx.deployments, ctx.principal, tenantId)) {
+        const list = byEntry.get(d.entryId) ?? [];
+        list.push({ tenantSlug: tenant.slug, state: d.state });
+        byEntry.set(d.entryId, list);
+      }
+    }
+    for (const list of byEntry.values()) list.sort((a, b) => a.tenantSlug.localeCompare(b.tenantSlug));
+    return byEntry;
+  });
+}
+
+/** Tenants the caller belongs to by name (not the everywhere-access of platform admins). */
+function ownTenantIds(p: Principal): string[] {
+  if (p.kind === 'user') return [...p.memberships.keys()];
+  if (p.kind === 'admin_token' && p.tenantId !== null) return [p.tenantId];
+  return [];
+}
+
+async function integrationFor(ctx: GraphQLContext, e: CatalogView, mode: IntegrationMode | null, tenantSlug: string | null): Promise<IntegrationShape> {
+  const entry = { name: e.name, provider: e.provider || null };
+  if (mode === 'shared' || (mode === null && tenantSlug === null)) {
+    if (mode === 'shared' && !e.offeredShared) throw new ServiceError('invalid', `${e.name} is not offered on the shared surface`, 'mode');
+    if (mode === null) {
+      const own = (await viewerDeployments(ctx)).get(e.id)?.[0];
+      if (own) return { ...buildIntegration(ctx.publicUrls, entry, 'dedicated', own.tenantSlug), deploymentState: own.state };
+      if (!e.offeredShared) return { ...buildIntegration(ctx.publicUrls, entry, 'dedicated'), deploymentState: null };
+    }
+    return { ...buildIntegration(ctx.publicUrls, entry, 'shared'), deploymentState: null };
+  }
+  if (!e.offeredDedicated) throw new ServiceError('invalid', `${e.name} is offered on the shared surface only`, 'mode');
+  if (tenantSlug !== null) {
+    // Only members (or platform admins) see a tenant's URL; any other slug reads as not found.
+    requireAuthenticated(ctx.principal);
+    const tenant = await getTenantBySlug(ctx.db, tenantSlug);
+    if (!tenant) throw notFound('tenant');
+    requireTenantRole(ctx.principal, tenant.id);
+    const deployment = (await listDeployments(ctx.deployments, ctx.principal, tenant.id)).find((d) => d.entryId === e.id);
+    return { ...buildIntegration(ctx.publicUrls, entry, 'dedicated', tenant.slug), deploymentState: deployment?.state ?? null };
+  }
+  const own = (await viewerDeployments(ctx)).get(e.id)?.[0];
+  return { ...buildIntegration(ctx.publicUrls, entry, 'dedicated', own?.tenantSlug ?? null), deploymentState: own?.state ?? null };
+}
+
+const TokenPrice = builder.objectRef<CatalogView>('TokenPrice').implement({
+  description: 'Shared-mode token price in USD per million tokens.',
+  fields: (t) => ({
+    inputPerMillionTokens: t.exposeFloat('priceInputPerM', { nullable: true }),
+    outputPerMillionTokens: t.exposeFloat('priceOutputPerM', { nullable: true }),
+    currency: t.string({ resolve: () => 'USD' }),
+    display: t.exposeString('tokenPrice', { description: 'The spec string form, or empty.' }),
+  }),
+});
+
+export const Endpoint = builder.objectRef<CatalogView>('Endpoint').implement({
+  description: 'A published endpoint (catalog entry, spec 2.1). Spec fields are in their string forms; structured values sit beside them.',
+  fields: (t) => ({
+    id: t.exposeID('id'),
     name: t.exposeString('name', { description: 'Exact model identifier, sent as `model`.' }),
-    provider: t.exposeString('provider'),
+    provider: t.exposeString('provider', { description: 'Can be empty.' }),
     parameterSize: t.exposeString('parameterSize', { description: '"<number>B", or empty.' }),
+    parameterSizeBillions: t.exposeFloat('parameterSizeB', { nullable: true }),
     gpuCount: t.exposeInt('gpuCount', { nullable: true }),
     contextLength: t.exposeInt('contextLength', { nullable: true, description: 'Tokens.' }),
     concurrency: t.exposeString('concurrency', { description: '"<number>x", or empty.' }),
+    concurrencyMultiplier: t.exposeFloat('concurrencyMultiplier', { nullable: true }),
     coldStartTtft: t.exposeString('coldStartTtft', { description: '"<number> sec", or empty.' }),
-    tokenPrice: t.exposeString('tokenPrice'),
+    coldStartSeconds: t.exposeFloat('coldStartSeconds', { nullable: true }),
+    tokenPrice: t.exposeString('tokenPrice', { description: '"$<in> / $<out> per 1M tokens (input / output)", or empty.' }),
+    price: t.field({ type: TokenPrice, resolve: (e) => e }),
     recommendedUseCases: t.exposeString('recommendedUseCases', { description: 'Comma-separated labels.' }),
-    summary: t.exposeString('summary'),
+    useCases: t.exposeStringList('useCases'),
+    summary: t.exposeString('summary', { description: 'The summary, or "No summary has been added for this endpoint yet."' }),
     detailedIntro: t.exposeString('detailedIntro'),
     tags: t.exposeStringList('tags'),
     offeredShared: t.exposeBoolean('offeredShared'),
     offeredDedicated: t.exposeBoolean('offeredDedicated'),
+    surfaces: t.field({
+      type: [Surface],
+      complexity: { field: 1, multiplier: 1 },
+      resolve: (e) => [...(e.offeredShared ? (['shared'] as const) : []), ...(e.offeredDedicated ? (['dedicated'] as const) : [])],
+    }),
+    published: t.exposeBoolean('published'),
+    updatedAt: t.field({ type: 'DateTime', resolve: (e) => e.updatedAt }),
+    integration: t.field({
+      type: IntegrationRef,
+      description:
+        'How to call this endpoint. Without arguments: the dedicated URL of a tenant of yours that deployed it, else the shared base. ' +
+        'mode/tenantSlug pick one; a tenant URL needs membership.',
+      args: { mode: t.arg({ type: Surface }), tenantSlug: t.arg.string() },
+      resolve: (e, args, ctx) => integrationFor(ctx, e, args.mode ?? null, args.tenantSlug ?? null),
+    }),
+    integrations: t.field({
+      type: [IntegrationRef],
+      description: "Every way the caller can call it: the shared base (if offered) and each of the caller's tenants' dedicated URLs.",
+      complexity: { field: 2, multiplier: 3 },
+      resolve: async (e, _args, ctx) => {
+        const entry = { name: e.name, provider: e.provider || null };
+        const out: IntegrationShape[] = [];
+        if (e.offeredShared) out.push({ ...buildIntegration(ctx.publicUrls, entry, 'shared'), deploymentState: null });
+        const own = (await viewerDeployments(ctx)).get(e.id) ?? [];
+        for (const d of own) out.push({ ...buildIntegration(ctx.publicUrls, entry, 'dedicated', d.tenantSlug), deploymentState: d.state });
+        if (e.offeredDedicated && own.length === 0) out.push({ ...buildIntegration(ctx.publicUrls, entry, 'dedicated'), deploymentState: null });
+        return out;
+      },
+    }),
   }),
 });
 
@@ -31,15 +177,9 @@ const EndpointEdge = builder.objectRef<{ cursor: string; node: CatalogView }>('E
   }),
 });
 
-interface ConnectionShape {
-  edges: { cursor: string; node: CatalogView }[];
-  pageInfo: { hasNextPage: boolean; hasPreviousPage: boolean; startCursor: string | null; endCursor: string | null };
-  totalCount: number;
-}
-
-const EndpointConnection = builder.objectRef<ConnectionShape>('EndpointConnection').implement({
+const EndpointConnection = builder.objectRef<Connection<CatalogView>>('EndpointConnection').implement({
   fields: (t) => ({
-    edges: t.field({ type: [EndpointEdge], resolve: (c) => c.edges }),
+    edges: t.field({ type: [EndpointEdge], complexity: { field: 1, multiplier: 1 }, resolve: (c) => c.edges }),
     pageInfo: t.field({ type: PageInfo, resolve: (c) => c.pageInfo }),
     totalCount: t.exposeInt('totalCount'),
   }),
@@ -47,59 +187,161 @@ const EndpointConnection = builder.objectRef<ConnectionShape>('EndpointConnectio
 
 const EndpointFilter = builder.inputType('EndpointFilter', {
   fields: (t) => ({
-    provider: t.string(),
-    tag: t.string(),
-    useCase: t.string(),
-    search: t.string(),
+    provider: t.string({ description: 'Exact provider, case-insensitive.' }),
+    tag: t.string({ description: 'Exact tag label.' }),
+    useCase: t.string({ description: 'Exact recommended use case label.' }),
+    search: t.string({ description: 'Case-insensitive substring of name, provider or summary.' }),
+    surface: t.field({ type: Surface, description: 'Only endpoints offered on this surface.' }),
   }),
 });
+
+const FacetValue = builder.objectRef<FacetCount>('FacetValue').implement({
+  fields: (t) => ({ value: t.exposeString('value'), count: t.exposeInt('count', { description: 'Published entries with this label.' }) }),
+});
+
+const CatalogFacets = builder.objectRef<Awaited<ReturnType<typeof countFacets>>>('CatalogFacets').implement({
+  fields: (t) => ({
+    providers: t.field({ type: [FacetValue], resolve: (f) => f.providers }),
+    tags: t.field({ type: [FacetValue], resolve: (f) => f.tags }),
+    useCases: t.field({ type: [FacetValue], resolve: (f) => f.useCases }),
+  }),
+});
+
+const bounded = (field: string, v: string | null | undefined): string | undefined => {
+  if (v == null || v === '') return undefined;
+  if (v.length > 200) throw new ServiceError('invalid', `${field} must be at most 200 characters`, field);
+  return v;
+};
 
 builder.queryFields((t) => ({
   endpoints: t.field({
     type: EndpointConnection,
-    description: 'Published endpoints, browsable by provider, tag and use case (no login needed).',
-    args: {
-      filter: t.arg({ type: EndpointFilter }),
-      first: t.arg.int(),
-      after: t.arg.string(),
-    },
+    description: 'Published endpoints, by name; browse by provider, tag, use case or search (no login needed).',
+    args: { filter: t.arg({ type: EndpointFilter }), first: t.arg.int(), after: t.arg.string() },
+    complexity: connectionComplexity,
     resolve: async (_root, args, ctx) => {
       const f = args.filter;
       const entries = await listEntries(ctx.db, {
         publishedOnly: true,
-        provider: f?.provider ?? undefined,
-        tag: f?.tag ?? undefined,
-        useCase: f?.useCase ?? undefined,
-        search: f?.search ?? undefined,
+        provider: bounded('provider', f?.provider),
+        tag: bounded('tag', f?.tag),
+        useCase: bounded('useCase', f?.useCase),
+        search: bounded('search', f?.search),
+        mode: f?.surface ?? undefined,
       });
-      const first = args.first ?? 50;
-      if (first < 0 || first > 500) throw new ServiceError('invalid', 'first must be between 0 and 500', 'first');
-      let start = 0;
-      if (args.after) {
-        const index = decodeCursor(args.after);
-        if (index === null) throw new ServiceError('invalid', 'after is not a valid cursor', 'after');
-        start = index + 1;
-      }
-      const edges = entries.slice(start, start + first).map((e, i) => ({ cursor: encodeCursor(start + i), node: toCatalogView(e) }));
-      return {
-        edges,
-        totalCount: entries.length,
-        pageInfo: {
-          hasNextPage: start + first < entries.length,
-          hasPreviousPage: start > 0,
-          startCursor: edges[0]?.cursor ?? null,
-          endCursor: edges.at(-1)?.cursor ?? null,
-        },
-      };
+      return paginate(entries.map(toCatalogView), args);
     },
   }),
   endpoint: t.field({
     type: Endpoint,
     nullable: true,
+    description: 'One published endpoint by its exact Name (null when there is none).',
     args: { name: t.arg.string({ required: true }) },
     resolve: async (_root, args, ctx) => {
       const entry = await getEntryByName(ctx.db, args.name);
       return entry?.published ? toCatalogView(entry) : null;
     },
   }),
+  catalogFacets: t.field({
+    type: CatalogFacets,
+    description: 'Providers, tags and use cases of published endpoints, with counts.',
+    resolve: (_root, _args, ctx) => countFacets(ctx.db),
+  }),
+  catalogEntry: t.field({
+    type: Endpoint,
+    nullable: true,
+    description: 'Platform admins: any entry (published or not) by id or Name.',
+    args: { id: t.arg.id(), name: t.arg.string() },
+    resolve: async (_root, args, ctx) => {
+      requirePlatformAdmin(ctx.principal);
+      const id = args.id == null ? null : String(args.id);
+      const entry = id !== null ? (isUuid(id) ? await getEntryById(ctx.db, id) : null) : args.name ? await getEntryByName(ctx.db, args.name) : null;
+      return entry ? toCatalogView(entry) : null;
+    },
+  }),
 }));
+
+/** The entry fields shared by the create and update inputs (string forms or structured values). */
+function entryFields(t: InputFieldBuilder<BuilderTypes, 'InputObject'>) {
+  return {
+    provider: t.string(),
+    parameterSize: t.string({ description: '"<number>B", e.g. "70B".' }),
+    parameterSizeBillions: t.float(),
+    gpuCount: t.int(),
+    contextLength: t.int({ description: 'Tokens.' }),
+    concurrency: t.string({ description: '"<number>x", e.g. "2x".' }),
+    concurrencyMultiplier: t.float(),
+    coldStartTtft: t.string({ description: '"<number> sec", e.g. "5 sec".' }),
+    coldStartSeconds: t.float(),
+    tokenPrice: t.string({ description: '"$<in> / $<out> per 1M tokens" (USD per million input / output tokens).' }),
+    priceInputPerMillion: t.float(),
+    priceOutputPerMillion: t.float(),
+    recommendedUseCases: t.string({ description: 'Comma-separated labels.' }),
+    useCases: t.stringList(),
+    summary: t.string({ description: 'Empty or null: the default summary text is shown.' }),
+    detailedIntro: t.string(),
+    tags: t.stringList(),
+    offeredShared: t.boolean(),
+    offeredDedicated: t.boolean(),
+  };
+}
+
+const CreateCatalogEntryInput = builder.inputType('CreateCatalogEntryInput', {
+  description: 'A new (unpublished) entry; fields take the spec string forms or structured values (both must agree).',
+  fields: (t) => ({ name: t.string({ required: true }), ...entryFields(t) }),
+});
+
+const UpdateCatalogEntryInput = builder.inputType('UpdateCatalogEntryInput', {
+  description: 'Fields to change; an absent field is kept, null clears it.',
+  fields: (t) => ({ name: t.string(), ...entryFields(t) }),
+});
+
+function entryId(id: string | number): string {
+  const key = String(id);
+  if (!isUuid(key)) throw notFound('catalog entry');
+  return key;
+}
+
+builder.mutationFields((t) => ({
+  createCatalogEntry: t.field({
+    type: Endpoint,
+    description: 'Platform admins: adds an unpublished catalog entry.',
+    args: { input: t.arg({ type: CreateCatalogEntryInput, required: true }) },
+    resolve: async (_root, { input }, ctx) => {
+      requirePlatformAdmin(ctx.principal);
+      const { name, ...rest } = input;
+      return toCatalogView(await createEntry(ctx.db, { name, ...parseEntryInput(rest as CatalogEntryInput), published: false }));
+    },
+  }),
+  updateCatalogEntry: t.field({
+    type: Endpoint,
+    description: 'Platform admins: changes an entry.',
+    args: { id: t.arg.id({ required: true }), input: t.arg({ type: UpdateCatalogEntryInput, required: true }) },
+    resolve: async (_root, { id, input }, ctx) => {
+      requirePlatformAdmin(ctx.principal);
+      const { name, ...rest } = input;
+      if (name === null) throw new ServiceError('invalid', 'name: cannot be cleared', 'name');
+      const fields = parseEntryInput(rest as CatalogEntryInput);
+      return toCatalogView(await updateEntry(ctx.db, entryId(id), { ...fields, ...(name !== undefined ? { name } : {}) }));
+    },
+  }),
+  publishCatalogEntry: t.field({
+    type: Endpoint,
+    description: 'Platform admins: shows the entry in the public catalog.',
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (_root, { id }, ctx) => {
+      requirePlatformAdmin(ctx.principal);
+      return toCatalogView(await setPublished(ctx.db, entryId(id), true));
+    },
+  }),
+  unpublishCatalogEntry: t.field({
+    type: Endpoint,
+    description: 'Platform admins: hides the entry from the public catalog.',
+    args: { id: t.arg.id({ required: true }) },
+    resolve: async (_root, { id }, ctx) => {
+      requirePlatformAdmin(ctx.principal);
+      return toCatalogView(await setPublished(ctx.db, entryId(id), false));
+    },
+  }),
+}));
+

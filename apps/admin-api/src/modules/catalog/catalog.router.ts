@@ -1,7 +1,15 @@
 import { z } from 'zod';
-import { publicProcedure, router } from '../../trpc/init.ts';
+import { runtimeKinds } from '@infer/shared';
+import { notFound } from '../../errors.ts';
+import { adminProcedure, publicProcedure, router } from '../../trpc/init.ts';
+import { writeAudit } from '../audit/audit.service.ts';
+import { actorOf } from '../access/principal.ts';
+import { parseEntryInput } from './catalog-input.ts';
 import { toCatalogView } from './catalog-view.ts';
-import { getEntryByName, listEntries, listFacets } from './catalog.service.ts';
+import {
+  addUpstream, createEntry, getEntryById, getEntryByName, listEntries, listFacets, listUpstreams, removeUpstream, setPublished,
+  updateEntry,
+} from './catalog.service.ts';
 
 const filter = z
   .object({
@@ -11,6 +19,43 @@ const filter = z
     search: z.string().max(200).optional(),
   })
   .optional();
+
+const str = (max: number) => z.string().max(max).nullable().optional();
+const num = z.number().nullable().optional();
+
+/**
+ * Entry fields as admins write them: spec 2.1 string forms ("70B", "2x", "5 sec", "$0.20 / $0.60",
+ * "Chat, Coding") or structured values; `parseEntryInput` validates and names the bad field.
+ */
+const entryFields = z.object({
+  provider: str(200),
+  parameterSize: str(50),
+  parameterSizeBillions: num,
+  gpuCount: num,
+  contextLength: num,
+  concurrency: str(50),
+  concurrencyMultiplier: num,
+  coldStartTtft: str(50),
+  coldStartSeconds: num,
+  tokenPrice: str(200),
+  priceInputPerMillion: num,
+  priceOutputPerMillion: num,
+  recommendedUseCases: str(5000),
+  useCases: z.array(z.string()).nullable().optional(),
+  summary: str(4000),
+  detailedIntro: str(50_000),
+  tags: z.array(z.string()).nullable().optional(),
+  offeredShared: z.boolean().nullable().optional(),
+  offeredDedicated: z.boolean().nullable().optional(),
+});
+
+const entryId = z.object({ id: z.uuid() });
+
+async function loadEntry(db: Parameters<typeof getEntryById>[0], id: string) {
+  const entry = await getEntryById(db, id);
+  if (!entry) throw notFound('catalog entry');
+  return entry;
+}
 
 export const catalogRouter = router({
   /** Published endpoints; browsing needs no login. */
@@ -23,4 +68,79 @@ export const catalogRouter = router({
     return entry?.published ? toCatalogView(entry) : null;
   }),
   facets: publicProcedure.query(({ ctx }) => listFacets(ctx.db)),
+
+  admin: router({
+    /** Every entry, unpublished included (platform admin). */
+    list: adminProcedure.input(filter).query(async ({ ctx, input }) => (await listEntries(ctx.db, { ...input })).map(toCatalogView)),
+    /** One entry with its shared-surface upstreams (their API keys never shown). */
+    get: adminProcedure.input(entryId).query(async ({ ctx, input }) => {
+      const entry = await loadEntry(ctx.db, input.id);
+      return { entry: toCatalogView(entry), upstreams: await listUpstreams(ctx.db, entry.id) };
+    }),
+  }),
+
+  /** Adds an entry, unpublished unless `published: true` (as GraphQL's createEntry). */
+  create: adminProcedure
+    .input(entryFields.extend({ name: z.string().min(1).max(200), published: z.boolean().optional() }))
+    .mutation(async ({ ctx, input }) => {
+      const { name, published, ...fields } = input;
+      const entry = await createEntry(ctx.db, { name, ...parseEntryInput(fields), published: published ?? false });
+      await writeAudit(ctx.db, { actor: actorOf(ctx.principal), tenantId: null, action: 'catalog.create', targetType: 'catalog_entry', targetId: entry.id, detail: { name } });
+      return toCatalogView(entry);
+    }),
+
+  /** Changes fields; omitted fields stay, `null` clears. */
+  update: adminProcedure
+    .input(entryFields.extend({ id: z.uuid(), name: z.string().min(1).max(200).optional() }))
+    .mutation(async ({ ctx, input }) => {
+      const { id, name, ...fields } = input;
+      const patch = { ...parseEntryInput(fields), ...(name !== undefined ? { name } : {}) };
+      const entry = await updateEntry(ctx.db, id, patch);
+      await writeAudit(ctx.db, {
+        actor: actorOf(ctx.principal), tenantId: null, action: 'catalog.update', targetType: 'catalog_entry', targetId: id,
+        detail: { fields: Object.keys(patch) },
+      });
+      return toCatalogView(entry);
+    }),
+
+  publish: adminProcedure.input(entryId).mutation(async ({ ctx, input }) => {
+    const entry = await setPublished(ctx.db, input.id, true);
+    await writeAudit(ctx.db, { actor: actorOf(ctx.principal), tenantId: null, action: 'catalog.publish', targetType: 'catalog_entry', targetId: input.id });
+    return toCatalogView(entry);
+  }),
+
+  unpublish: adminProcedure.input(entryId).mutation(async ({ ctx, input }) => {
+    const entry = await setPublished(ctx.db, input.id, false);
+    await writeAudit(ctx.db, { actor: actorOf(ctx.principal), tenantId: null, action: 'catalog.unpublish', targetType: 'catalog_entry', targetId: input.id });
+    return toCatalogView(entry);
+  }),
+
+  upstreams: router({
+    list: adminProcedure.input(z.object({ entryId: z.uuid() })).query(({ ctx, input }) => listUpstreams(ctx.db, input.entryId)),
+    /** Adds a shared-surface replica (an OpenAI-compatible runtime URL). */
+    add: adminProcedure
+      .input(
+        z.object({
+          entryId: z.uuid(),
+          url: z.string().min(1).max(2000),
+          kind: z.enum(runtimeKinds),
+          servedModel: z.string().min(1).max(300),
+          apiKey: z.string().max(2000).nullable().optional(),
+          weight: z.number().int().min(1).max(1000).optional(),
+        }),
+      )
+      .mutation(async ({ ctx, input }) => {
+        const upstream = await addUpstream(ctx.db, input);
+        await writeAudit(ctx.db, {
+          actor: actorOf(ctx.principal), tenantId: null, action: 'upstream.add', targetType: 'upstream', targetId: upstream.id,
+          detail: { entryId: input.entryId, kind: input.kind },
+        });
+        return upstream;
+      }),
+    remove: adminProcedure.input(z.object({ upstreamId: z.uuid() })).mutation(async ({ ctx, input }) => {
+      await removeUpstream(ctx.db, input.upstreamId);
+      await writeAudit(ctx.db, { actor: actorOf(ctx.principal), tenantId: null, action: 'upstream.remove', targetType: 'upstream', targetId: input.upstreamId });
+      return { ok: true as const };
+    }),
+  }),
 });

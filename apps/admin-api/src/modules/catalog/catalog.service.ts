@@ -224,3 +224,23 @@ export async function listFacets(db: Db): Promise<{ providers: string[]; tags: s
     useCases: sorted(new Set(entries.flatMap((e) => e.useCases))),
   };
 }
+
+export interface FacetCount {
+  value: string;
+  count: number;
+}
+
+/** Providers, tags and use cases of published entries with how many entries carry each, by label. */
+export async function countFacets(db: Db): Promise<{ providers: FacetCount[]; tags: FacetCount[]; useCases: FacetCount[] }> {
+  const entries = await listEntries(db, { publishedOnly: true });
+  const count = (lists: string[][]): FacetCount[] => {
+    const counts = new Map<string, number>();
+    for (const list of lists) for (const v of new Set(list)) counts.set(v, (counts.get(v) ?? 0) + 1);
+    return [...counts].map(([value, n]) => ({ value, count: n })).sort((a, b) => a.value.localeCompare(b.value));
+  };
+  return {
+    providers: count(entries.map((e) => (e.provider ? [e.provider] : []))),
+    tags: count(entries.map((e) => e.tags)),
+    useCases: count(entries.map((e) => e.useCases)),
+  };
+}
