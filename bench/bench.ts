@@ -21,10 +21,11 @@ interface Options {
   readonly model: string;
   readonly upstreamKey: string | null;
   readonly soak: number;
+  readonly cpuProf: string | null;
 }
 
 const USAGE = `usage: pnpm bench [--duration 5] [--rates 500,2000] [--connections 64] [--json]
-                  [--upstream URL --model NAME [--upstream-key KEY]] [--soak N]`;
+                  [--upstream URL --model NAME [--upstream-key KEY]] [--soak N] [--cpu-prof DIR]`;
 
 function parseOptions(argv: readonly string[]): Options {
   const { values } = parseArgs({
@@ -38,6 +39,7 @@ function parseOptions(argv: readonly string[]): Options {
       model: { type: 'string' },
       'upstream-key': { type: 'string' },
       soak: { type: 'string', default: '0' },
+      'cpu-prof': { type: 'string' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -64,6 +66,7 @@ function parseOptions(argv: readonly string[]): Options {
     model: values.model ?? 'sim-served-model',
     upstreamKey: values['upstream-key'] ?? null,
     soak: positive('soak', values.soak, true, true),
+    cpuProf: values['cpu-prof'] ?? null,
   });
 }
 
@@ -84,7 +87,7 @@ async function main(): Promise<void> {
   const opts = parseOptions(process.argv.slice(2));
   const started = new Date();
   log(`starting ${opts.upstream ? `data plane -> ${opts.upstream}` : 'runtime-sim and data plane'} ...`);
-  const stack = await startStack({ upstream: opts.upstream, servedModel: opts.model, upstreamKey: opts.upstreamKey });
+  const stack = await startStack({ upstream: opts.upstream, servedModel: opts.model, upstreamKey: opts.upstreamKey, cpuProfDir: opts.cpuProf });
 
   const poolOpts = { connections: opts.connections, pipelining: 1, keepAliveTimeout: 30_000 };
   const pools: Record<TargetName, Pool> = { direct: new Pool(stack.upstreamUrl, poolOpts), dataplane: new Pool(stack.dataplaneUrl, poolOpts) };

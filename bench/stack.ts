@@ -16,6 +16,8 @@ export interface StackOptions {
   readonly upstream: string | null;
   readonly servedModel: string;
   readonly upstreamKey: string | null;
+  /** Write a V8 CPU profile of the data plane into this folder (`--cpu-prof`). */
+  readonly cpuProfDir?: string | null;
 }
 
 export interface Stack {
@@ -142,7 +144,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     CONTROL_PLANE_URL: `http://127.0.0.1:${stubPort}`,
     NODE_TOKEN: 'bench-node-token',
     LOG_LEVEL: 'warn',
-  });
+  }, o.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', o.cpuProfDir] : []);
   const dataplaneUrl = `http://127.0.0.1:${dpPort}`;
 
   if (sim) await waitReady(sim, `${upstreamUrl}/health`);

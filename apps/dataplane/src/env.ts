@@ -17,6 +17,9 @@ const envSchema = z.object({
   CONNECT_TIMEOUT_MS: ms(5000),
   FIRST_BYTE_TIMEOUT_MS: ms(120_000),
   IDLE_TIMEOUT_MS: ms(60_000),
+  EJECT_AFTER_FAILURES: z.coerce.number({ error: 'must be a number' }).int('must be an integer').min(1).default(3),
+  EJECT_COOLDOWN_MS: ms(10_000),
+  UPSTREAM_MAX_RETRIES: z.coerce.number({ error: 'must be a number' }).int('must be an integer').min(0).max(5).default(2),
   // Limits (src/limits): unset RPM/TPM defaults mean unlimited for keys and tenants that set none.
   DEFAULT_RPM_LIMIT: count('requests per minute', 1).optional(),
   DEFAULT_TPM_LIMIT: count('tokens per minute', 1).optional(),

@@ -52,6 +52,8 @@ const app = buildDataplaneApp({
     redisPrefix: env.REDIS_KEY_PREFIX,
   },
   timeouts: { connectMs: env.CONNECT_TIMEOUT_MS, firstByteMs: env.FIRST_BYTE_TIMEOUT_MS, idleMs: env.IDLE_TIMEOUT_MS },
+  ejection: { failures: env.EJECT_AFTER_FAILURES, cooldownMs: env.EJECT_COOLDOWN_MS },
+  maxRetries: env.UPSTREAM_MAX_RETRIES,
 });
 
 const client = controlPlane
