@@ -3,17 +3,20 @@ import { resolve } from 'node:path';
 import fastifyStatic from '@fastify/static';
 import { fastifyTRPCPlugin, type FastifyTRPCPluginOptions } from '@trpc/server/adapters/fastify';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
-import { createGraphQLError, createYoga } from 'graphql-yoga';
 import type pg from 'pg';
 import { errorBody, type ErrorCode } from '@infer/shared';
 import type { Db, DbKind } from './db.ts';
 import { ServiceError } from './errors.ts';
-import { schema } from './graphql/schema/index.ts';
+import type { GraphQLLimits } from './graphql/context.ts';
+import { createGraphQLServer } from './graphql/yoga.ts';
 import { requireNodeToken } from './http/node-auth.ts';
+import { createDefaultProvisioners, createDeploymentsContext, type DeploymentsContext } from './modules/deployments/deployments-context.ts';
+import type { Provisioners } from './modules/deployments/provisioners/provisioner.ts';
 import { createChangeHub, type ChangeHub } from './modules/snapshots/change-hub.ts';
 import { postgresWakeSource } from './modules/snapshots/pg-listen.ts';
 import { snapshotRoutes } from './modules/snapshots/snapshots.routes.ts';
 import { usageRoutes } from './modules/usage/usage.routes.ts';
+import { normaliseOrigins } from './modules/auth/origin.ts';
 import { createContextFactory, type PublicUrls } from './trpc/context.ts';
 import { appRouter, type AppRouter } from './trpc/root.ts';
 
@@ -32,12 +35,22 @@ export interface AdminAppOptions {
   readonly pollMs?: number;
   /** SSE keep-alive comment interval (default 15 s). */
   readonly pingMs?: number;
+  /** Dedicated-deployment provisioners (default: local runtime-sim processes and external URLs). */
+  readonly provisioners?: Provisioners;
+  /** Let tenants register external runtimes on loopback/private addresses (default false). */
+  readonly allowPrivateExternalUrls?: boolean;
+  /** Console origins (besides the request's own host) allowed to send cookie-authenticated mutations. */
+  readonly consoleOrigins?: readonly string[];
+  /** GraphQL depth and cost budget per operation (default depth 10, cost 5000). */
+  readonly graphqlLimits?: Partial<GraphQLLimits>;
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
     /** The config change hub (tests and provisioners may wake it). */
     configHub: ChangeHub;
+    /** Dedicated deployments: the service's context (provisioners, reconciler). */
+    deployments: DeploymentsContext;
   }
 }
 
@@ -74,6 +87,13 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
   app.decorate('configHub', hub);
   app.addHook('onClose', async () => hub.close());
 
+  const deployments = createDeploymentsContext({
+    db, provisioners: opts.provisioners ?? createDefaultProvisioners(), log: app.log, allowPrivateExternalUrls: opts.allowPrivateExternalUrls,
+  });
+  app.decorate('deployments', deployments);
+  // Replicas this process started do not outlive it (a restart's reconcile starts them again).
+  app.addHook('onClose', async () => deployments.reconciler.close());
+
   app.setErrorHandler((err: unknown, request, reply) => {
     if (err instanceof ServiceError) return reply.code(err.status).send(err.toBody());
     const e = err as { statusCode?: number; code?: string; message?: string; validation?: unknown };
@@ -107,22 +127,13 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     { prefix: '/internal/v1' },
   );
 
-  const yoga = createYoga<{ req: FastifyRequest; reply: FastifyReply }>({
-    schema,
-    graphqlEndpoint: '/graphql',
-    context: () => ({ db }),
-    logging: false,
-    maskedErrors: {
-      maskError: (error, message) => {
-        const original = (error as { originalError?: unknown }).originalError;
-        if (original instanceof ServiceError) {
-          const e = error as { path?: readonly (string | number)[] };
-          return createGraphQLError(original.message, { path: e.path, extensions: { code: original.code, param: original.param } });
-        }
-        if (error instanceof Error && error.name === 'GraphQLError' && !original) return error;
-        return new Error(message);
-      },
-    },
+  const yoga = createGraphQLServer({
+    db,
+    publicUrls: opts.publicUrls,
+    deployments,
+    limits: opts.graphqlLimits,
+    allowedOrigins: normaliseOrigins(opts.consoleOrigins ?? []),
+    onUnexpectedError: (err) => app.log.error({ err }, 'GraphQL operation failed'),
   });
   app.route({
     url: '/graphql',
@@ -139,7 +150,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     prefix: '/trpc',
     trpcOptions: {
       router: appRouter,
-      createContext: createContextFactory({ db, publicUrls: opts.publicUrls }),
+      createContext: createContextFactory({ db, publicUrls: opts.publicUrls, deployments, consoleOrigins: normaliseOrigins(opts.consoleOrigins ?? []) }),
       onError: ({ error, path }) => {
         if (error.code === 'INTERNAL_SERVER_ERROR') app.log.error({ err: error.cause ?? error, path }, 'tRPC procedure failed');
       },

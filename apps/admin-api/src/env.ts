@@ -16,6 +16,25 @@ const schema = z.object({
   SHARED_BASE_URL: optionalUrl,
   WEB_ROOT: optionalString,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  CONSOLE_ORIGINS: optionalString.transform((v, ctx) => {
+    const list = (v ?? '').split(',').map((o) => o.trim()).filter((o) => o.length > 0);
+    for (const o of list) {
+      let url: URL | undefined;
+      try {
+        url = new URL(o);
+      } catch {
+        url = undefined;
+      }
+      if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.origin !== o.replace(/\/+$/, '')) {
+        ctx.addIssue({ code: 'custom', message: `${JSON.stringify(o)} is not an origin like https://console.example.com (comma-separated)` });
+      }
+    }
+    return Object.freeze(list.map((o) => o.replace(/\/+$/, '')));
+  }),
+  LOCAL_SIM_TTFT_MS: z.coerce.number().min(0).default(120),
+  LOCAL_SIM_ITL_MS: z.coerce.number().min(0).default(15),
+  LOCAL_COLD_START_CAP_MS: z.coerce.number().int().min(0).default(10_000),
+  EXTERNAL_ALLOW_PRIVATE_URLS: z.enum(['true', 'false', '1', '0']).default('false').transform((v) => v === 'true' || v === '1'),
 });
 
 export interface AdminEnv {
@@ -28,6 +47,15 @@ export interface AdminEnv {
   readonly SHARED_BASE_URL: string;
   readonly WEB_ROOT: string | undefined;
   readonly LOG_LEVEL: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Origins of consoles served elsewhere that may send cookie-authenticated mutations (CSRF allow-list). */
+  readonly CONSOLE_ORIGINS: readonly string[];
+  /** Latency of the runtime-sim replicas the local provisioner starts. */
+  readonly LOCAL_SIM_TTFT_MS: number;
+  readonly LOCAL_SIM_ITL_MS: number;
+  /** Local replicas simulate the entry's Cold Start TTFT, capped at this. */
+  readonly LOCAL_COLD_START_CAP_MS: number;
+  /** Let tenants register external runtimes on loopback/private addresses. */
+  readonly EXTERNAL_ALLOW_PRIVATE_URLS: boolean;
 }
 
 /** Reads and validates the environment once; throws one message naming every bad variable. */

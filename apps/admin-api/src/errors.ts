@@ -1,6 +1,6 @@
 import { ERRORS, type OpenAIErrorBody } from '@infer/shared';
 
-export type ServiceErrorCode = 'not_found' | 'conflict' | 'invalid' | 'forbidden' | 'unauthenticated';
+export type ServiceErrorCode = 'not_found' | 'conflict' | 'invalid' | 'forbidden' | 'unauthenticated' | 'rate_limited';
 
 const STATUS: Readonly<Record<ServiceErrorCode, { status: number; type: string }>> = Object.freeze({
   not_found: ERRORS.not_found,
@@ -8,6 +8,7 @@ const STATUS: Readonly<Record<ServiceErrorCode, { status: number; type: string }
   invalid: ERRORS.invalid_request,
   forbidden: ERRORS.permission_denied,
   unauthenticated: ERRORS.invalid_api_key,
+  rate_limited: ERRORS.rate_limit_exceeded,
 });
 
 /** A domain failure the adapters (HTTP, tRPC, GraphQL) translate; its message is safe to show. */

@@ -35,14 +35,45 @@ export { createApiKey, revokeApiKey, listApiKeys } from './modules/keys/keys.ser
 export type { ApiKey, CreatedApiKey, CreateApiKeyInput } from './modules/keys/keys.service.ts';
 
 export {
-  createDeployment, setDeploymentState, registerReplica, setReplicaState, removeReplica, deleteDeployment,
-  listDeployments, getDeployment, listReplicas, provisioners,
+  createDeployment, setDeploymentState, registerReplica, setReplicaState, removeReplica, listReplicas,
+  deployEndpoint, scaleDeployment, stopDeployment, startDeployment, deleteDeployment, listDeployments, getDeployment, MAX_REPLICAS,
 } from './modules/deployments/deployments.service.ts';
-export type { Deployment, Replica, Provisioner, CreateDeploymentInput } from './modules/deployments/deployments.service.ts';
+export type {
+  Deployment, Replica, CreateDeploymentInput, DeploymentView, ReplicaView, DeployEndpointInput, ScaleDeploymentInput, DeploymentRef,
+} from './modules/deployments/deployments.service.ts';
+export { createDeploymentsContext, createDefaultProvisioners } from './modules/deployments/deployments-context.ts';
+export type { DeploymentsContext, DeploymentsContextOptions } from './modules/deployments/deployments-context.ts';
+export { createLocalProvisioner } from './modules/deployments/provisioners/local/local-provisioner.ts';
+export type { LocalProvisionerOptions } from './modules/deployments/provisioners/local/local-provisioner.ts';
+export { createExternalProvisioner } from './modules/deployments/provisioners/external/external-provisioner.ts';
+export { provisionerKinds } from './modules/deployments/provisioners/provisioner.ts';
+export type { Provisioner, ProvisionerKind, Provisioners, ReplicaSpec, StartedReplica } from './modules/deployments/provisioners/provisioner.ts';
 
 export { ingestUsage, summariseUsage } from './modules/usage/usage.service.ts';
 export type { IngestResult, UsageSummary, UsageTotals } from './modules/usage/usage.service.ts';
-export type { Actor } from './modules/audit/audit.service.ts';
+export { listAudit, writeAudit } from './modules/audit/audit.service.ts';
+export type { Actor, AuditRecord } from './modules/audit/audit.service.ts';
+
+export { resolvePrincipal, resolveCaller } from './modules/auth/resolve-principal.ts';
+export type { CallerCredentials, ResolvedCaller } from './modules/auth/resolve-principal.ts';
+export {
+  createSession, validateSession, invalidateSession, invalidateUserSessions, deleteExpiredSessions, sessionCookie,
+  blankSessionCookie, readSessionToken, SESSION_COOKIE, SESSION_TTL_MS,
+} from './modules/auth/sessions.ts';
+export type { Session, ValidatedSession } from './modules/auth/sessions.ts';
+export { login, getUserByEmail } from './modules/auth/auth.service.ts';
+export { createLoginThrottle } from './modules/auth/login-throttle.ts';
+export type { LoginThrottle } from './modules/auth/login-throttle.ts';
+export { isSameOrigin, normaliseOrigins } from './modules/auth/origin.ts';
+export { createAdminToken, listAdminTokens, revokeAdminToken, authenticateAdminToken } from './modules/auth/admin-tokens.service.ts';
+export type { AdminToken, CreatedAdminToken, CreateAdminTokenInput } from './modules/auth/admin-tokens.service.ts';
+export {
+  isPlatformAdmin, roleIn, requireAuthenticated, requireTenantRole, requirePlatformAdmin, requireAdminTokenScope, keyRevokeLimit,
+} from './modules/access/access.ts';
+export { ANONYMOUS, actorOf } from './modules/access/principal.ts';
+export type { Principal, TenantRole } from './modules/access/principal.ts';
+export { listMembers, addMemberByEmail, removeMember } from './modules/tenants/tenants.service.ts';
+export type { Member } from './modules/tenants/tenants.service.ts';
 
 export { createContextInner } from './trpc/context.ts';
 export type { TrpcContext, PublicUrls } from './trpc/context.ts';

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { createDb, migrateToLatest, type Database } from '@infer/db';
 import { buildAdminApp } from './app.ts';
 import { loadEnv, type AdminEnv } from './env.ts';
+import { createDefaultProvisioners } from './modules/deployments/deployments-context.ts';
 
 let env: AdminEnv;
 try {
@@ -46,9 +47,16 @@ if (!closing) {
     publicUrls: { sharedBaseUrl: env.SHARED_BASE_URL, dataplaneUrl: env.DATAPLANE_URL },
     webRoot: env.WEB_ROOT,
     logger: { level: env.LOG_LEVEL, redact: ['req.headers.authorization', 'req.headers.cookie'] },
+    provisioners: createDefaultProvisioners({
+      local: { ttftMs: env.LOCAL_SIM_TTFT_MS, itlMs: env.LOCAL_SIM_ITL_MS, coldStartCapMs: env.LOCAL_COLD_START_CAP_MS },
+    }),
+    allowPrivateExternalUrls: env.EXTERNAL_ALLOW_PRIVATE_URLS,
+    consoleOrigins: env.CONSOLE_ORIGINS,
   });
   await app.listen({ host: env.ADMIN_HOST, port: env.ADMIN_PORT });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : env.ADMIN_PORT;
   console.log(`admin-api listening on http://${env.ADMIN_HOST}:${port}`);
+  // Local replicas of an earlier process are gone: start them again (new ports reach the data plane by the outbox).
+  void app.deployments.reconciler.reconcileAll().catch((err: unknown) => app?.log.error({ err }, 'deployment reconcile failed'));
 }

@@ -33,3 +33,20 @@ export function requirePlatformAdmin(p: Principal): void {
   requireAuthenticated(p);
   if (!isPlatformAdmin(p)) throw new ServiceError('forbidden', 'this needs a platform admin');
 }
+
+/** Admin tokens: a platform-wide one (tenantId null) needs a platform admin, a tenant one its owner. */
+export function requireAdminTokenScope(p: Principal, tenantId: string | null): void {
+  if (tenantId === null) requirePlatformAdmin(p);
+  else requireTenantRole(p, tenantId, 'owner');
+}
+
+/**
+ * Inference keys: members create and list their tenant's keys and revoke the ones they created;
+ * owners (and platform admins, tenant admin tokens) revoke any. Returns the creator a revoke must
+ * be limited to, or undefined for "any key of the tenant".
+ */
+export function keyRevokeLimit(p: Principal, tenantId: string): string | undefined {
+  requireTenantRole(p, tenantId, 'member');
+  if (roleIn(p, tenantId) === 'owner') return undefined;
+  return p.kind === 'user' ? p.userId : undefined;
+}

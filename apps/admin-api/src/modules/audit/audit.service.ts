@@ -1,5 +1,5 @@
-import type { JsonObject } from '@infer/db';
-import type { Db } from '../../db.ts';
+import type { JsonObject, JsonValue } from '@infer/db';
+import { isUuid, type Db } from '../../db.ts';
 
 /** Who did it: a console user, an admin token, or the system (both null). */
 export interface Actor {
@@ -31,4 +31,43 @@ export async function writeAudit(db: Db, entry: AuditEntry): Promise<void> {
       detail: entry.detail ?? null,
     })
     .execute();
+}
+
+/** An audit row as listed, with the acting user's email when there was one. */
+export interface AuditRecord {
+  id: number;
+  createdAt: Date;
+  tenantId: string | null;
+  action: string;
+  targetType: string;
+  targetId: string | null;
+  actorUserId: string | null;
+  actorEmail: string | null;
+  actorTokenId: string | null;
+  detail: JsonValue | null;
+}
+
+/**
+ * Audit rows, newest first. `tenantId` string: that tenant's rows only; undefined: every row
+ * (platform admins). `before` pages by id.
+ */
+export async function listAudit(
+  db: Db,
+  input: { tenantId?: string; limit?: number; before?: number; action?: string },
+): Promise<AuditRecord[]> {
+  if (input.tenantId !== undefined && !isUuid(input.tenantId)) return [];
+  let q = db
+    .selectFrom('auditLog as a')
+    .leftJoin('users as u', 'u.id', 'a.actorUserId')
+    .select([
+      'a.id', 'a.createdAt', 'a.tenantId', 'a.action', 'a.targetType', 'a.targetId', 'a.actorUserId', 'u.email as actorEmail',
+      'a.actorTokenId', 'a.detail',
+    ])
+    .orderBy('a.id', 'desc')
+    .limit(Math.min(Math.max(input.limit ?? 50, 1), 500));
+  if (input.tenantId !== undefined) q = q.where('a.tenantId', '=', input.tenantId);
+  if (input.before !== undefined) q = q.where('a.id', '<', input.before);
+  if (input.action !== undefined) q = q.where('a.action', '=', input.action);
+  const rows = await q.execute();
+  return rows.map((r) => ({ ...r, id: Number(r.id) }));
 }

@@ -1,6 +1,8 @@
 import type { Db } from '../../db.ts';
 import { isUniqueViolation, ServiceError } from '../../errors.ts';
 import { hashPassword, verifyPassword } from './password.ts';
+import { throttleKey, type LoginThrottle } from './login-throttle.ts';
+import { createSession, type Session } from './sessions.ts';
 
 export { hashPassword, verifyPassword } from './password.ts';
 
@@ -61,4 +63,38 @@ export async function verifyCredentials(db: Db, email: string, password: string)
   }
   const { passwordHash, ...user } = row;
   return (await verifyPassword(password, passwordHash)) ? user : null;
+}
+
+export interface LoginResult {
+  user: User;
+  /** The session token for the cookie; never logged or stored. */
+  token: string;
+  session: Session;
+}
+
+/**
+ * Checks email + password (same work for unknown emails), throttled per email + client IP, and
+ * starts a session. Wrong credentials and unknown emails give the same error.
+ */
+export async function login(
+  db: Db,
+  input: { email: string; password: string; ip: string },
+  throttle: LoginThrottle,
+): Promise<LoginResult> {
+  const key = throttleKey(input.email, input.ip);
+  throttle.check(key);
+  const user = await verifyCredentials(db, input.email, input.password);
+  if (!user) {
+    throttle.recordFailure(key);
+    throw new ServiceError('unauthenticated', 'email or password is incorrect');
+  }
+  throttle.reset(key);
+  // Housekeeping: this user's expired sessions go now (others on their next use or login).
+  await db.deleteFrom('sessions').where('userId', '=', user.id).where('expiresAt', '<=', new Date()).execute();
+  const { token, session } = await createSession(db, user.id);
+  return { user, token, session };
+}
+
+export async function getUserByEmail(db: Db, email: string): Promise<User | null> {
+  return (await db.selectFrom('users').select(userColumns).where('email', '=', normaliseEmail(email)).executeTakeFirst()) ?? null;
 }

@@ -18,10 +18,12 @@ export interface ApiKey {
   lastUsedAt: Date | null;
   rpmLimit: number | null;
   tpmLimit: number | null;
+  /** The user who created it, if any. */
+  createdBy: string | null;
 }
 
 const keyColumns = [
-  'id', 'tenantId', 'name', 'prefix', 'createdAt', 'expiresAt', 'revokedAt', 'lastUsedAt', 'rpmLimit', 'tpmLimit',
+  'id', 'tenantId', 'name', 'prefix', 'createdAt', 'expiresAt', 'revokedAt', 'lastUsedAt', 'rpmLimit', 'tpmLimit', 'createdBy',
 ] as const;
 
 export interface CreateApiKeyInput {
@@ -79,10 +81,28 @@ export async function createApiKey(db: Db, input: CreateApiKeyInput): Promise<Cr
   });
 }
 
+export interface RevokeApiKeyInput {
+  readonly tenantId: string;
+  readonly keyId: string;
+  /** Only a key this user created may be revoked (members); others are refused as forbidden. */
+  readonly onlyCreatedBy?: string;
+  readonly actor?: Actor;
+}
+
 /** Revokes a tenant's key; a key of another tenant is "not found". Nodes drop it within a second. */
-export async function revokeApiKey(db: Db, input: { tenantId: string; keyId: string; actor?: Actor }): Promise<ApiKey> {
+export async function revokeApiKey(db: Db, input: RevokeApiKeyInput): Promise<ApiKey> {
   if (!isUuid(input.keyId) || !isUuid(input.tenantId)) throw notFound('API key');
   return withTransaction(db, async (trx) => {
+    if (input.onlyCreatedBy !== undefined) {
+      const key = await trx
+        .selectFrom('apiKeys')
+        .select('createdBy')
+        .where('id', '=', input.keyId)
+        .where('tenantId', '=', input.tenantId)
+        .executeTakeFirst();
+      if (!key) throw notFound('API key');
+      if (key.createdBy !== input.onlyCreatedBy) throw new ServiceError('forbidden', 'members may revoke only the keys they created');
+    }
     const row = await trx
       .updateTable('apiKeys')
       .set({ revokedAt: sql<Date>`coalesce(revoked_at, now())` })

@@ -1,6 +1,9 @@
+import { sql } from 'kysely';
 import type { MembershipRole } from '@infer/db';
 import type { Db } from '../../db.ts';
+import { isUuid } from '../../db.ts';
 import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
+import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import { recordChange } from '../snapshots/snapshots.service.ts';
 
@@ -27,6 +30,7 @@ export interface CreateTenantInput {
   readonly name: string;
   readonly rpmLimit?: number | null;
   readonly tpmLimit?: number | null;
+  readonly actor?: Actor;
 }
 
 /** Creates a tenant; the slug is the <tenant> segment of its dedicated URLs. */
@@ -42,6 +46,10 @@ export async function createTenant(db: Db, input: CreateTenantInput): Promise<Te
         .returning(tenantColumns)
         .executeTakeFirstOrThrow();
       await recordChange(trx, 'tenant', tenant.id);
+      await writeAudit(trx, {
+        actor: input.actor, tenantId: tenant.id, action: 'tenant.create', targetType: 'tenant', targetId: tenant.id,
+        detail: { slug: tenant.slug, name: tenant.name },
+      });
       return tenant;
     });
   } catch (err) {
@@ -67,11 +75,26 @@ export async function setTenantLimits(
   db: Db,
   tenantId: string,
   limits: { rpmLimit: number | null; tpmLimit: number | null },
+  actor?: Actor,
 ): Promise<Tenant> {
+  if (!isUuid(tenantId)) throw notFound('tenant');
+  for (const field of ['rpmLimit', 'tpmLimit'] as const) {
+    const v = limits[field];
+    if (v !== null && (!Number.isSafeInteger(v) || v < 1)) throw new ServiceError('invalid', `${field} must be a positive integer or null`, field);
+  }
   return withTransaction(db, async (trx) => {
-    const tenant = await trx.updateTable('tenants').set(limits).where('id', '=', tenantId).returning(tenantColumns).executeTakeFirst();
+    const tenant = await trx
+      .updateTable('tenants')
+      .set({ rpmLimit: limits.rpmLimit, tpmLimit: limits.tpmLimit })
+      .where('id', '=', tenantId)
+      .returning(tenantColumns)
+      .executeTakeFirst();
     if (!tenant) throw notFound('tenant');
     await recordChange(trx, 'tenant', tenantId);
+    await writeAudit(trx, {
+      actor, tenantId, action: 'tenant.set_limits', targetType: 'tenant', targetId: tenantId,
+      detail: { rpmLimit: limits.rpmLimit, tpmLimit: limits.tpmLimit },
+    });
     return tenant;
   });
 }
@@ -106,4 +129,101 @@ export async function getMembership(db: Db, tenantId: string, userId: string): P
       .where('userId', '=', userId)
       .executeTakeFirst()) ?? null
   );
+}
+
+/** A member as listed (email for display; never the password hash). */
+export interface Member {
+  userId: string;
+  email: string;
+  displayName: string | null;
+  role: MembershipRole;
+  createdAt: Date;
+}
+
+export async function listMembers(db: Db, tenantId: string): Promise<Member[]> {
+  if (!isUuid(tenantId)) return [];
+  return db
+    .selectFrom('memberships as m')
+    .innerJoin('users as u', 'u.id', 'm.userId')
+    .select(['m.userId', 'u.email', 'u.displayName', 'm.role', 'm.createdAt'])
+    .where('m.tenantId', '=', tenantId)
+    .orderBy('u.email')
+    .execute();
+}
+
+async function countOwners(db: Db, tenantId: string): Promise<number> {
+  const row = await db
+    .selectFrom('memberships')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('tenantId', '=', tenantId)
+    .where('role', '=', 'owner')
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/**
+ * Adds an existing user (by email) to a tenant, or changes their role. Demoting the last owner is
+ * refused. Audited as membership.add / membership.role.
+ */
+export async function addMemberByEmail(
+  db: Db,
+  input: { tenantId: string; email: string; role: MembershipRole; actor?: Actor },
+): Promise<Member> {
+  if (!isUuid(input.tenantId)) throw notFound('tenant');
+  return withTransaction(db, async (trx) => {
+    const user = await trx
+      .selectFrom('users')
+      .select(['id', 'email', 'displayName'])
+      .where('email', '=', input.email.trim().toLowerCase())
+      .executeTakeFirst();
+    if (!user) throw new ServiceError('not_found', 'no user has that email', 'email');
+    const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', input.tenantId).forUpdate().executeTakeFirst();
+    if (!tenant) throw notFound('tenant');
+    const before = await getMembership(trx, input.tenantId, user.id);
+    if (before?.role === 'owner' && input.role !== 'owner' && (await countOwners(trx, input.tenantId)) <= 1) {
+      throw new ServiceError('conflict', 'a tenant keeps at least one owner', 'role');
+    }
+    const row = await trx
+      .insertInto('memberships')
+      .values({ tenantId: input.tenantId, userId: user.id, role: input.role })
+      .onConflict((oc) => oc.columns(['tenantId', 'userId']).doUpdateSet({ role: input.role }))
+      .returning(['role', 'createdAt'])
+      .executeTakeFirstOrThrow();
+    if (before?.role !== input.role) {
+      await writeAudit(trx, {
+        actor: input.actor, tenantId: input.tenantId, action: before ? 'membership.role' : 'membership.add',
+        targetType: 'user', targetId: user.id, detail: { email: user.email, role: input.role, ...(before ? { from: before.role } : {}) },
+      });
+    }
+    return { userId: user.id, email: user.email, displayName: user.displayName, role: row.role, createdAt: row.createdAt };
+  });
+}
+
+/**
+ * Removes a user from a tenant (not the last owner). Tenant admin tokens that user created are
+ * revoked with it, so access ends with the membership.
+ */
+export async function removeMember(db: Db, input: { tenantId: string; userId: string; actor?: Actor }): Promise<void> {
+  if (!isUuid(input.tenantId) || !isUuid(input.userId)) throw notFound('member');
+  await withTransaction(db, async (trx) => {
+    await trx.selectFrom('tenants').select('id').where('id', '=', input.tenantId).forUpdate().executeTakeFirst();
+    const before = await getMembership(trx, input.tenantId, input.userId);
+    if (!before) throw notFound('member');
+    if (before.role === 'owner' && (await countOwners(trx, input.tenantId)) <= 1) {
+      throw new ServiceError('conflict', 'a tenant keeps at least one owner', 'userId');
+    }
+    await trx.deleteFrom('memberships').where('tenantId', '=', input.tenantId).where('userId', '=', input.userId).execute();
+    const tokens = await trx
+      .updateTable('adminTokens')
+      .set({ revokedAt: sql<Date>`now()` })
+      .where('tenantId', '=', input.tenantId)
+      .where('userId', '=', input.userId)
+      .where('revokedAt', 'is', null)
+      .returning('id')
+      .execute();
+    await writeAudit(trx, {
+      actor: input.actor, tenantId: input.tenantId, action: 'membership.remove', targetType: 'user', targetId: input.userId,
+      detail: { role: before.role, revokedAdminTokens: tokens.length },
+    });
+  });
 }

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { UsageRecord } from '@infer/shared';
 import { isUuid, type Db } from '../../db.ts';
+import { ServiceError } from '../../errors.ts';
 
 export interface IngestResult {
   /** Records stored by this call. */
@@ -136,4 +137,18 @@ export async function summariseUsage(db: Db, input: { tenantId: string; from: Da
     byDay: rowsByDay,
     byEndpoint: byEndpoint.map((r) => ({ entryId: r.entryId, name: r.name, mode: r.mode, ...num(r) })),
   };
+}
+
+const DAY_MS = 86_400_000;
+export const MAX_USAGE_RANGE_DAYS = 366;
+
+/** The [from, to) of a usage query: by default the 30 days up to now; from before to; at most 366 days. */
+export function usageRange(input: { from?: Date | null; to?: Date | null }, now: Date = new Date()): { from: Date; to: Date } {
+  const to = input.to ?? now;
+  const from = input.from ?? new Date(to.getTime() - 30 * DAY_MS);
+  if (from.getTime() >= to.getTime()) throw new ServiceError('invalid', 'from must be before to', 'from');
+  if (to.getTime() - from.getTime() > MAX_USAGE_RANGE_DAYS * DAY_MS) {
+    throw new ServiceError('invalid', `the range is at most ${MAX_USAGE_RANGE_DAYS} days`, 'from');
+  }
+  return { from, to };
 }

@@ -1,0 +1,61 @@
+import { z } from 'zod';
+import { publicProcedure, router } from '../../trpc/init.ts';
+import { isPlatformAdmin } from '../access/access.ts';
+import { listTenantsOfUser } from '../tenants/tenants.service.ts';
+import { getUserById, login } from './auth.service.ts';
+import { invalidateSession } from './sessions.ts';
+
+const loginInput = z.object({
+  email: z.string().trim().min(3).max(320),
+  password: z.string().min(1).max(1024),
+});
+
+export const authRouter = router({
+  /** Email + password -> session cookie (HttpOnly, SameSite=Lax). Throttled per email + IP. */
+  login: publicProcedure.input(loginInput).mutation(async ({ ctx, input }) => {
+    const { user, token, session } = await login(ctx.db, { ...input, ip: ctx.ip }, ctx.loginThrottle);
+    ctx.setSessionCookie(token, session.expiresAt);
+    return {
+      user: { id: user.id, email: user.email, displayName: user.displayName, isPlatformAdmin: user.isPlatformAdmin },
+      expiresAt: session.expiresAt,
+    };
+  }),
+
+  /** Ends the session (row deleted) and clears the cookie; harmless when not logged in. */
+  logout: publicProcedure.mutation(async ({ ctx }) => {
+    if (ctx.principal.kind === 'user') await invalidateSession(ctx.db, ctx.principal.sessionId);
+    ctx.clearSessionCookie();
+    return { ok: true as const };
+  }),
+
+  /**
+   * The caller: null when anonymous. Users get their tenants with roles; a tenant admin token gets
+   * its one tenant (as owner); a platform token none (it sees all via `tenants.all`).
+   */
+  me: publicProcedure.query(async ({ ctx }) => {
+    const p = ctx.principal;
+    if (p.kind === 'anonymous') return null;
+    if (p.kind === 'user') {
+      const user = await getUserById(ctx.db, p.userId);
+      const tenants = await listTenantsOfUser(ctx.db, p.userId);
+      return {
+        kind: 'user' as const,
+        user: user && { id: user.id, email: user.email, displayName: user.displayName },
+        token: null,
+        isPlatformAdmin: isPlatformAdmin(p),
+        tenants: tenants.map((t) => ({ id: t.id, slug: t.slug, name: t.name, role: t.role })),
+      };
+    }
+    const tenant =
+      p.tenantId === null
+        ? undefined
+        : await ctx.db.selectFrom('tenants').select(['id', 'slug', 'name']).where('id', '=', p.tenantId).executeTakeFirst();
+    return {
+      kind: 'admin_token' as const,
+      user: null,
+      token: { id: p.tokenId, tenantId: p.tenantId },
+      isPlatformAdmin: isPlatformAdmin(p),
+      tenants: tenant ? [{ ...tenant, role: 'owner' as const }] : [],
+    };
+  }),
+});

@@ -1,0 +1,126 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testBackends } from '@infer/db/testing';
+import { hashSecret, SECRET_PREFIX } from '@infer/shared';
+import { createAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
+import { resolvePrincipal } from '../src/modules/auth/resolve-principal.ts';
+import { ServiceError } from '../src/errors.ts';
+import { startTestApp, type TestApp } from './helpers.ts';
+import { buildWorld, trpc, type World } from './trpc-fixtures.ts';
+
+interface CreatedToken {
+  token: { id: string; prefix: string; tenantId: string | null };
+  secret: string;
+}
+
+describe.each(testBackends())('admin tokens (%s)', (kind) => {
+  let t: TestApp;
+  let w: World;
+  const origin = () => t.baseUrl;
+
+  beforeAll(async () => {
+    t = await startTestApp(kind);
+    w = await buildWorld(t.database.db);
+  }, 60_000);
+  afterAll(async () => t?.close());
+
+  const asAdmin = () => ({ cookie: w.parties.admin.cookie!, origin: origin() });
+
+  it('shows the secret once, stores only its hash, and works as Bearer on tRPC', async () => {
+    const created = await trpc<CreatedToken>(t.baseUrl, 'adminTokens.create', { mutation: true, input: { name: 'ci', tenantId: null }, headers: asAdmin() });
+    expect(created.status).toBe(200);
+    const { token, secret } = created.body.result!.data;
+    expect(secret.startsWith(SECRET_PREFIX.admin)).toBe(true);
+    expect(token.prefix).toBe(secret.slice(0, 12));
+
+    const row = await t.database.db.selectFrom('adminTokens').select(['hash', 'userId']).where('id', '=', token.id).executeTakeFirstOrThrow();
+    expect(row.hash).toBe(hashSecret(secret));
+    expect(row.userId).toBe(w.parties.admin.userId);
+    expect(JSON.stringify(await t.database.db.selectFrom('adminTokens').selectAll().execute())).not.toContain(secret);
+    expect(JSON.stringify(await t.database.db.selectFrom('auditLog').selectAll().execute())).not.toContain(secret);
+
+    const listed = await trpc<unknown[]>(t.baseUrl, 'adminTokens.list', { headers: asAdmin() });
+    expect(JSON.stringify(listed.body)).not.toContain(secret);
+    expect(JSON.stringify(listed.body)).not.toContain(row.hash);
+
+    // Bearer: no cookie, no Origin needed (automation), even for mutations.
+    const bearer = { authorization: `Bearer ${secret}` };
+    const me = await trpc<{ kind: string; isPlatformAdmin: boolean }>(t.baseUrl, 'auth.me', { headers: bearer });
+    expect(me.body.result?.data).toMatchObject({ kind: 'admin_token', isPlatformAdmin: true });
+    const tenant = await trpc<{ id: string }>(t.baseUrl, 'tenants.create', { mutation: true, input: { slug: `auto-${kind}`, name: 'Auto' }, headers: bearer });
+    expect(tenant.status).toBe(200);
+    const evilOrigin = await trpc(t.baseUrl, 'keys.create', {
+      mutation: true, input: { tenantId: w.tenantA.id, name: 'bot' }, headers: { ...bearer, origin: 'https://evil.example' },
+    });
+    expect(evilOrigin.status).toBe(200);
+
+    const lastUsed = await t.database.db.selectFrom('adminTokens').select('lastUsedAt').where('id', '=', token.id).executeTakeFirstOrThrow();
+    expect(lastUsed.lastUsedAt).toBeInstanceOf(Date);
+  });
+
+  it('refuses revoked, expired, unknown and malformed tokens with 401 (never as anonymous)', async () => {
+    const { db } = t.database;
+    const live = await createAdminToken(db, { name: 'soon revoked', tenantId: null });
+    const bearer = { authorization: `Bearer ${live.secret}` };
+    expect((await trpc(t.baseUrl, 'tenants.all', { headers: bearer })).status).toBe(200);
+
+    const revoked = await trpc(t.baseUrl, 'adminTokens.revoke', { mutation: true, input: { tokenId: live.token.id }, headers: asAdmin() });
+    expect(revoked.status).toBe(200);
+    const after = await trpc(t.baseUrl, 'tenants.all', { headers: bearer });
+    expect(after.status).toBe(401);
+    expect(after.body.error?.data.code).toBe('UNAUTHORIZED');
+    // Even public procedures refuse a bad credential rather than falling back to anonymous.
+    expect((await trpc(t.baseUrl, 'catalog.list', { headers: bearer })).status).toBe(401);
+
+    const expiring = await createAdminToken(db, { name: 'expiring', tenantId: null, expiresAt: new Date(Date.now() + 60_000) });
+    await db.updateTable('adminTokens').set({ expiresAt: new Date(Date.now() - 1000) }).where('id', '=', expiring.token.id).execute();
+    expect((await trpc(t.baseUrl, 'tenants.all', { headers: { authorization: `Bearer ${expiring.secret}` } })).status).toBe(401);
+
+    const forged = `${SECRET_PREFIX.admin}${'A'.repeat(38)}`;
+    expect((await trpc(t.baseUrl, 'tenants.all', { headers: { authorization: `Bearer ${forged}` } })).status).toBe(401);
+    // An inference key is not an admin token.
+    expect((await trpc(t.baseUrl, 'tenants.all', { headers: { authorization: 'Bearer infk_abc' } })).status).toBe(401);
+    const err = await resolvePrincipal(db, { authorization: `Bearer ${live.secret}` }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ServiceError);
+    expect((err as ServiceError).code).toBe('unauthenticated');
+  });
+
+  it('lets tenant owners create tokens for their tenant only, and those act only there', async () => {
+    const owner = { cookie: w.parties.ownerA.cookie!, origin: origin() };
+    const platform = await trpc(t.baseUrl, 'adminTokens.create', { mutation: true, input: { name: 'x', tenantId: null }, headers: owner });
+    expect(platform.status).toBe(403);
+    const other = await trpc(t.baseUrl, 'adminTokens.create', { mutation: true, input: { name: 'x', tenantId: w.tenantB.id }, headers: owner });
+    expect(other.status).toBe(404);
+    const member = await trpc(t.baseUrl, 'adminTokens.create', {
+      mutation: true, input: { name: 'x', tenantId: w.tenantA.id }, headers: { cookie: w.parties.memberA.cookie!, origin: origin() },
+    });
+    expect(member.status).toBe(403);
+
+    const created = await trpc<CreatedToken>(t.baseUrl, 'adminTokens.create', { mutation: true, input: { name: 'a-bot', tenantId: w.tenantA.id }, headers: owner });
+    expect(created.status).toBe(200);
+    const bearer = { authorization: `Bearer ${created.body.result!.data.secret}` };
+    expect((await trpc(t.baseUrl, 'keys.list', { input: { tenantId: w.tenantA.id }, headers: bearer })).status).toBe(200);
+    expect((await trpc(t.baseUrl, 'keys.list', { input: { tenantId: w.tenantB.id }, headers: bearer })).status).toBe(404);
+    expect((await trpc(t.baseUrl, 'tenants.all', { headers: bearer })).status).toBe(403);
+    const mine = await trpc<{ id: string; role: string }[]>(t.baseUrl, 'tenants.mine', { headers: bearer });
+    expect(mine.body.result?.data).toEqual([expect.objectContaining({ id: w.tenantA.id, role: 'owner' })]);
+
+    const listed = await trpc<{ id: string; tenantId: string | null }[]>(t.baseUrl, 'adminTokens.list', { input: { tenantId: w.tenantA.id }, headers: owner });
+    expect(listed.body.result!.data.every((x) => x.tenantId === w.tenantA.id)).toBe(true);
+    expect(listed.body.result!.data.map((x) => x.id)).toContain(created.body.result!.data.token.id);
+    expect((await trpc(t.baseUrl, 'adminTokens.list', { headers: owner })).status).toBe(403);
+  });
+
+  it('ends the tenant tokens of a member who is removed', async () => {
+    const { db } = t.database;
+    const token = await createAdminToken(db, { name: 'left behind', tenantId: w.tenantA.id, userId: w.parties.memberA.userId });
+    const bearer = { authorization: `Bearer ${token.secret}` };
+    expect((await trpc(t.baseUrl, 'keys.list', { input: { tenantId: w.tenantA.id }, headers: bearer })).status).toBe(200);
+    const removed = await trpc(t.baseUrl, 'tenants.members.remove', {
+      mutation: true, input: { tenantId: w.tenantA.id, userId: w.parties.memberA.userId }, headers: { cookie: w.parties.ownerA.cookie!, origin: origin() },
+    });
+    expect(removed.status).toBe(200);
+    expect((await trpc(t.baseUrl, 'keys.list', { input: { tenantId: w.tenantA.id }, headers: bearer })).status).toBe(401);
+    // The removed member's session no longer reaches the tenant either.
+    expect((await trpc(t.baseUrl, 'keys.list', { input: { tenantId: w.tenantA.id }, headers: { cookie: w.parties.memberA.cookie! } })).status).toBe(404);
+  });
+});
