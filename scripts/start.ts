@@ -5,7 +5,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createDb, migrateToLatest } from '@infer/db';
-import { buildSnapshot, createApiKey, getTenantBySlug, seedDemo } from '@infer/admin-api';
+import { buildSnapshot, createApiKey, getTenantBySlug, getUserByEmail, seedDemo, setPassword } from '@infer/admin-api';
 import { loadStartEnv } from './start-env.ts';
 import { deploymentsSettled, parseEnvFile, planSims, waitForHttp } from './start-lib.ts';
 
@@ -100,14 +100,19 @@ try {
       ADMIN_EMAIL: previous['ADMIN_EMAIL'] ?? '', ADMIN_PASSWORD: previous['ADMIN_PASSWORD'] ?? '',
     };
   } else {
-    // The database was seeded but demo.env is gone: the old key's secret cannot be recovered, so issue a new one.
+    // The database was seeded but demo.env is gone: the old secrets cannot be recovered (only hashes are
+    // stored), so issue a new demo key and a new demo admin password.
     const tenant = await getTenantBySlug(database.db, 'demo');
-    if (!tenant) throw new Error(`${dataDir} holds a database without the demo tenant; remove DATA_DIR to start fresh`);
+    const admin = await getUserByEmail(database.db, 'admin@example.com');
+    if (!tenant || !admin) throw new Error(`${dataDir} holds a database without the demo tenant; remove DATA_DIR to start fresh`);
     const created = await createApiKey(database.db, { tenantId: tenant.id, name: 'demo key (reissued by pnpm start)' });
+    const password = randomBytes(12).toString('base64url');
+    await setPassword(database.db, admin.id, password);
+    console.log('[start] demo.env was missing: issued a new demo API key and a new demo admin password');
     demo = {
-      tenant: 'demo', dedicatedName: previous['DEDICATED_NAME'] ?? 'Llama-3.3-70B-Instruct',
-      SHARED_MODEL: previous['SHARED_MODEL'] ?? 'Llama-3.3-70B-Instruct', DEDICATED_MODEL: previous['DEDICATED_MODEL'] ?? 'meta-llama/Llama-3.3-70B-Instruct',
-      INFERENCE_API_KEY: created.secret, ADMIN_EMAIL: previous['ADMIN_EMAIL'] ?? 'admin@example.com', ADMIN_PASSWORD: previous['ADMIN_PASSWORD'] ?? '(unchanged: see your earlier demo.env)',
+      tenant: 'demo', dedicatedName: 'Llama-3.3-70B-Instruct', SHARED_MODEL: 'Llama-3.3-70B-Instruct',
+      DEDICATED_MODEL: 'meta-llama/Llama-3.3-70B-Instruct', INFERENCE_API_KEY: created.secret,
+      ADMIN_EMAIL: admin.email, ADMIN_PASSWORD: password,
     };
   }
   sims = planSims(await buildSnapshot(database.db));

@@ -34,7 +34,9 @@ async function freeRange(n: number): Promise<number> {
 }
 
 function startPlatform(env: Record<string, string>): { child: ChildProcess; output: () => string; ready: Promise<void> } {
-  const child = spawn(process.execPath, [join(root, 'scripts/start.ts')], { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // As the README runs it on a fresh machine: embedded PGlite, never CI's DATABASE_URL.
+  const { DATABASE_URL: _ignored, ...inherited } = process.env;
+  const child = spawn(process.execPath, [join(root, 'scripts/start.ts')], { cwd: root, env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
@@ -132,6 +134,24 @@ describe('pnpm start', () => {
       expect(res.status).toBe(200);
     } finally {
       expect(await stop(second.child)).toBe(0);
+    }
+
+    // Without demo.env the old secrets cannot be shown again (only hashes are stored): a new key is issued.
+    rmSync(join(dataDir, 'demo.env'));
+    const third = startPlatform(env);
+    try {
+      await third.ready;
+      const demo = readEnv(join(dataDir, 'demo.env'));
+      expect(demo['INFERENCE_API_KEY']).not.toBe(key);
+      const chatWith = (secret: string) => fetch(`${demo['SHARED_BASE_URL']}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: demo['SHARED_MODEL'], messages: [{ role: 'user', content: 'new key?' }] }),
+      });
+      expect((await chatWith(demo['INFERENCE_API_KEY']!)).status).toBe(200);
+      expect((await chatWith(key!)).status).toBe(200); // the earlier key was not revoked, just no longer printed
+    } finally {
+      expect(await stop(third.child)).toBe(0);
     }
   }, 240_000);
 });

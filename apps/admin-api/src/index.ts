@@ -28,7 +28,7 @@ export {
 } from './modules/tenants/tenants.service.ts';
 export type { Tenant, Membership, CreateTenantInput } from './modules/tenants/tenants.service.ts';
 
-export { createUser, getUserById, verifyCredentials, hashPassword, verifyPassword } from './modules/auth/auth.service.ts';
+export { createUser, getUserById, verifyCredentials, hashPassword, verifyPassword, setPassword } from './modules/auth/auth.service.ts';
 export type { User, CreateUserInput } from './modules/auth/auth.service.ts';
 
 export { createApiKey, revokeApiKey, listApiKeys } from './modules/keys/keys.service.ts';

@@ -44,14 +44,20 @@ function parseEnv(text: string): Record<string, string> {
   return out;
 }
 
+function withoutDatabaseUrl(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { DATABASE_URL: _ignored, ...rest } = env;
+  return rest;
+}
+
 export async function startPlatform(opts: { timeoutMs?: number } = {}): Promise<Platform> {
   const dataDir = mkdtempSync(join(tmpdir(), 'infer-e2e-'));
   const base = await freePortRange(24);
   let output = '';
   const child: ChildProcess = spawn(process.execPath, [join(repoRoot, 'scripts/start.ts')], {
     cwd: repoRoot,
+    // As the README's `pnpm start` runs on a fresh machine: embedded PGlite, never CI's DATABASE_URL.
     env: {
-      ...process.env,
+      ...withoutDatabaseUrl(process.env),
       DATA_DIR: dataDir,
       ADMIN_PORT: String(base),
       PORT: String(base + 1),

@@ -43,6 +43,14 @@ export async function createUser(db: Db, input: CreateUserInput): Promise<User> 
   }
 }
 
+/** Replaces a user's password (the demo launcher resets the demo admin's when its credentials file is gone). */
+export async function setPassword(db: Db, userId: string, password: string): Promise<void> {
+  if (password.length < 8) throw new ServiceError('invalid', 'password must be at least 8 characters', 'password');
+  const passwordHash = await hashPassword(password);
+  const result = await db.updateTable('users').set({ passwordHash }).where('id', '=', userId).executeTakeFirst();
+  if (result.numUpdatedRows === 0n) throw new ServiceError('not_found', 'user not found');
+}
+
 export async function getUserById(db: Db, id: string): Promise<User | null> {
   return (await db.selectFrom('users').select(userColumns).where('id', '=', id).executeTakeFirst()) ?? null;
 }
