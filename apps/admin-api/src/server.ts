@@ -36,7 +36,7 @@ async function shutdown(signal: string): Promise<void> {
 process.once('SIGINT', () => void shutdown('SIGINT'));
 process.once('SIGTERM', () => void shutdown('SIGTERM'));
 
-database = await createDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : { dataDir: join(env.DATA_DIR, 'pglite') });
+database = await createDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, onIdleError: (err) => console.warn(`idle database connection lost: ${err.message}`) } : { dataDir: join(env.DATA_DIR, 'pglite') });
 await migrateToLatest(database.db);
 if (!closing) {
   app = await buildAdminApp({

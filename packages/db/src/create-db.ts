@@ -14,6 +14,8 @@ export interface CreateDbOptions {
   readonly dataDir?: string;
   /** node-postgres pool size (default 10). */
   readonly poolMax?: number;
+  /** Told of errors on idle pooled connections (they are discarded and replaced on demand). */
+  readonly onIdleError?: (err: Error) => void;
 }
 
 /** An open database: the typed Kysely instance and what is needed to close it. */
@@ -62,6 +64,9 @@ const camelCase = new CamelCasePlugin();
 export async function createDb(options: CreateDbOptions = {}): Promise<Database> {
   if (options.databaseUrl) {
     const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolMax ?? 10, types: pgTypes });
+    // An idle client whose session the server ends (restart, failover, a dropped test database) is
+    // discarded by the pool; without a listener its 'error' would crash the process.
+    pool.on('error', (err) => options.onIdleError?.(err));
     const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }), plugins: [camelCase] });
     return Object.freeze({ db, kind: 'postgres' as const, pool, close: once(() => db.destroy()) });
   }

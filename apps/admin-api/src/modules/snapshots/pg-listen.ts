@@ -11,18 +11,29 @@ export function postgresWakeSource(pool: pg.Pool, onError?: (err: unknown) => vo
     let stopped = false;
     let client: pg.PoolClient | undefined;
     let retry: NodeJS.Timeout | undefined;
+    let releaseCurrent: ((err?: Error | boolean) => void) | undefined;
     const onNotification = (): void => wake();
     const connect = async (): Promise<void> => {
       const c = await pool.connect();
-      client = c;
-      c.on('notification', onNotification);
-      c.once('error', (err) => {
-        onError?.(err);
+      let released = false;
+      const release = (err?: Error | boolean): void => {
+        if (released) return;
+        released = true;
         c.off('notification', onNotification);
         c.release(err);
+      };
+      client = c;
+      c.on('notification', onNotification);
+      // Kept for the client's whole life: an error after release (the server ending the session) must
+      // not become an uncaught exception.
+      c.on('error', (err) => {
+        if (released) return;
+        onError?.(err);
+        release(err);
         if (client === c) client = undefined;
         if (!stopped) retry = setTimeout(() => void connect().catch((e: unknown) => onError?.(e)), 1000);
       });
+      releaseCurrent = release;
       await c.query(`LISTEN ${OUTBOX_CHANNEL}`);
       wake(); // rows may have landed while we were away
     };
@@ -33,9 +44,8 @@ export function postgresWakeSource(pool: pg.Pool, onError?: (err: unknown) => vo
       const c = client;
       client = undefined;
       if (c) {
-        c.off('notification', onNotification);
         await c.query(`UNLISTEN ${OUTBOX_CHANNEL}`).catch(() => undefined);
-        c.release(true);
+        releaseCurrent?.(true);
       }
     };
   };
