@@ -17,3 +17,5 @@ export {
   formatTokenPrice, parseParameterSize, parseConcurrency, parseColdStart, parseUseCases,
 } from './catalog-format.ts';
 export { SECRET_PREFIX, generateSecret, hasValidChecksum, secretDisplayPrefix, hashSecret } from './secrets.ts';
+export { KEY_PLACEHOLDER, requestBody, shellQuote, curlSnippet, pythonSnippet, nodeSnippet } from './snippets.ts';
+export type { SnippetInput } from './snippets.ts';

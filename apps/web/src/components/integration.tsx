@@ -1,5 +1,5 @@
 import { useState } from 'react';
-import { curlSnippet, KEY_PLACEHOLDER, nodeSnippet, pythonSnippet } from '../lib/snippets.ts';
+import { curlSnippet, KEY_PLACEHOLDER, nodeSnippet, pythonSnippet } from '@infer/shared/snippets';
 import { CopyButton } from './copy-button.tsx';
 import { Tabs } from './tabs.tsx';
 

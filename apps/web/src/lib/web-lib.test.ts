@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { chunkText, readSse } from './sse.ts';
-import { curlSnippet, KEY_PLACEHOLDER, nodeSnippet, pythonSnippet, requestBody, shellQuote } from './snippets.ts';
+import { curlSnippet, KEY_PLACEHOLDER, nodeSnippet, pythonSnippet, requestBody, shellQuote } from '@infer/shared/snippets';
 import { parseColdStart, parseConcurrency, parseCount, parseList, parseParameterSize, parsePrice } from './spec-forms.ts';
 
 describe('spec string forms', () => {

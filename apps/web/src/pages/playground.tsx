@@ -5,7 +5,7 @@ import { CopyButton } from '../components/copy-button.tsx';
 import { ErrorBox, Loading } from '../components/states.tsx';
 import { Tabs } from '../components/tabs.tsx';
 import { chunkText, readSse } from '../lib/sse.ts';
-import { curlSnippet, KEY_PLACEHOLDER, requestBody, type SnippetInput } from '../lib/snippets.ts';
+import { curlSnippet, KEY_PLACEHOLDER, requestBody, type SnippetInput } from '@infer/shared/snippets';
 import { Link, useRouter } from '../router.tsx';
 import { useSession } from '../session.tsx';
 import { dedicatedBaseUrl, dedicatedModelName } from './endpoint.tsx';

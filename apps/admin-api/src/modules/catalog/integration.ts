@@ -1,7 +1,8 @@
+import { curlSnippet, KEY_PLACEHOLDER, nodeSnippet, pythonSnippet } from '@infer/shared';
 import type { PublicUrls } from '../../trpc/context.ts';
 
 /** Spec 5.4: the key position shows this placeholder; secrets are shown once, never here. */
-export const KEY_PLACEHOLDER = '<INFERENCE_API_KEY>';
+export { KEY_PLACEHOLDER };
 /** The <tenant> segment shown to callers who cannot see a tenant-scoped URL. */
 export const TENANT_PLACEHOLDER = '<tenant>';
 
@@ -51,50 +52,7 @@ export function buildIntegration(
   };
 }
 
-const shellQuote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
-const str = (s: string): string => JSON.stringify(s);
-const MESSAGES = [
-  { role: 'system', content: 'You are a helpful assistant.' },
-  { role: 'user', content: 'Say hello in one short sentence.' },
-] as const;
-
 function snippets(baseUrl: string, model: string): Integration['snippets'] {
-  const body = JSON.stringify({ model, messages: MESSAGES, max_tokens: 128 }, null, 2);
-  const curl = [
-    `curl ${shellQuote(`${baseUrl}/chat/completions`)} \\`,
-    `  -H ${shellQuote(`Authorization: Bearer ${KEY_PLACEHOLDER}`)} \\`,
-    `  -H 'Content-Type: application/json' \\`,
-    `  -d ${shellQuote(body)}`,
-  ].join('\n');
-  const pyMessages = MESSAGES.map((m) => `        {"role": ${str(m.role)}, "content": ${str(m.content)}},`);
-  const python = [
-    'from openai import OpenAI',
-    '',
-    `client = OpenAI(base_url=${str(baseUrl)}, api_key=${str(KEY_PLACEHOLDER)})`,
-    '',
-    'response = client.chat.completions.create(',
-    `    model=${str(model)},`,
-    '    messages=[',
-    ...pyMessages,
-    '    ],',
-    '    max_tokens=128,',
-    ')',
-    'print(response.choices[0].message.content)',
-  ].join('\n');
-  const jsMessages = MESSAGES.map((m) => `    { role: ${str(m.role)}, content: ${str(m.content)} },`);
-  const node = [
-    "import OpenAI from 'openai';",
-    '',
-    `const client = new OpenAI({ baseURL: ${str(baseUrl)}, apiKey: ${str(KEY_PLACEHOLDER)} });`,
-    '',
-    'const response = await client.chat.completions.create({',
-    `  model: ${str(model)},`,
-    '  messages: [',
-    ...jsMessages,
-    '  ],',
-    '  max_tokens: 128,',
-    '});',
-    'console.log(response.choices[0].message.content);',
-  ].join('\n');
-  return { curl, python, node };
+  const input = { baseUrl, model, apiKey: null };
+  return { curl: curlSnippet(input), python: pythonSnippet(input), node: nodeSnippet(input) };
 }

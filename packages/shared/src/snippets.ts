@@ -1,4 +1,4 @@
-/** The integration snippets the console shows; the same text is what a user copies and runs. */
+/** The integration snippets the console and GraphQL show; the same text is what a user copies and runs. */
 export const KEY_PLACEHOLDER = '<INFERENCE_API_KEY>';
 
 export interface SnippetInput {
