@@ -125,10 +125,14 @@ builder.mutationFields((t) => ({
       name: t.arg.string({ required: true }),
       rpmLimit: t.arg.int(),
       tpmLimit: t.arg.int(),
+      ownerEmail: t.arg.string({ description: "An existing user's email: they become the tenant's first owner." }),
     },
     resolve: (_root, args, ctx) => {
       requirePlatformAdmin(ctx.principal);
-      return createTenant(ctx.db, { slug: args.slug, name: args.name, rpmLimit: args.rpmLimit ?? null, tpmLimit: args.tpmLimit ?? null, actor: actorOf(ctx.principal) });
+      return createTenant(ctx.db, {
+        slug: args.slug, name: args.name, rpmLimit: args.rpmLimit ?? null, tpmLimit: args.tpmLimit ?? null,
+        ...(args.ownerEmail ? { ownerEmail: args.ownerEmail } : {}), actor: actorOf(ctx.principal),
+      });
     },
   }),
 }));

@@ -7,8 +7,6 @@ import {
   addMemberByEmail, createTenant, getTenantById, listMembers, listTenants, listTenantsOfUser, removeMember,
   setTenantLimits,
 } from './tenants.service.ts';
-import { getUserByEmail } from '../auth/auth.service.ts';
-import { withTransaction } from '../snapshots/outbox.ts';
 
 const limit = z.number().int().positive().max(1_000_000_000).nullable();
 const role = z.enum(['owner', 'member']);
@@ -37,16 +35,7 @@ export const tenantsRouter = router({
         ownerEmail: z.string().max(320).optional(),
       }),
     )
-    .mutation(async ({ ctx, input }) => {
-      const actor = actorOf(ctx.principal);
-      return withTransaction(ctx.db, async (trx) => {
-        const owner = input.ownerEmail === undefined ? undefined : await getUserByEmail(trx, input.ownerEmail);
-        if (input.ownerEmail !== undefined && !owner) throw new ServiceError('not_found', 'no user has that email', 'ownerEmail');
-        const tenant = await createTenant(trx, { slug: input.slug, name: input.name, rpmLimit: input.rpmLimit, tpmLimit: input.tpmLimit, actor });
-        if (owner) await addMemberByEmail(trx, { tenantId: tenant.id, email: owner.email, role: 'owner', actor });
-        return tenant;
-      });
-    }),
+    .mutation(({ ctx, input }) => createTenant(ctx.db, { ...input, actor: actorOf(ctx.principal) })),
 
   /** One tenant and the caller's role in it (members). */
   get: tenantProcedure.query(async ({ ctx }) => {

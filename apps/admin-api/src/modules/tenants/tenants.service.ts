@@ -30,6 +30,8 @@ export interface CreateTenantInput {
   readonly name: string;
   readonly rpmLimit?: number | null;
   readonly tpmLimit?: number | null;
+  /** An existing user who becomes the tenant's first owner (in the same transaction). */
+  readonly ownerEmail?: string;
   readonly actor?: Actor;
 }
 
@@ -50,6 +52,14 @@ export async function createTenant(db: Db, input: CreateTenantInput): Promise<Te
         actor: input.actor, tenantId: tenant.id, action: 'tenant.create', targetType: 'tenant', targetId: tenant.id,
         detail: { slug: tenant.slug, name: tenant.name },
       });
+      if (input.ownerEmail !== undefined) {
+        try {
+          await addMemberByEmail(trx, { tenantId: tenant.id, email: input.ownerEmail, role: 'owner', actor: input.actor });
+        } catch (err) {
+          if (err instanceof ServiceError && err.param === 'email') throw new ServiceError(err.code, err.message, 'ownerEmail');
+          throw err;
+        }
+      }
       return tenant;
     });
   } catch (err) {
