@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { testBackends } from '@infer/db/testing';
-import { createApiKey, revokeApiKey } from '@infer/admin-api';
+import { addMember, createApiKey, createUser, revokeApiKey } from '@infer/admin-api';
 import { chat, NODE_TOKEN, startPlatform, waitFor, type Platform } from './platform-helpers.ts';
 
 describe.each(testBackends())('platform on %s', (kind) => {
@@ -24,6 +24,42 @@ describe.each(testBackends())('platform on %s', (kind) => {
       return res.status === 401 ? res.status : undefined;
     }, 3000);
     expect(status).toBe(401);
+    expect(elapsedMs).toBeLessThan(1000);
+  });
+
+  it('a key created through tRPC works on the data plane and, revoked through tRPC, stops within a second', async () => {
+    p = await startPlatform(kind);
+    const platform = p;
+    const user = await createUser(platform.database.db, { email: 'dev@acme.test', password: 'correct horse battery' });
+    await addMember(platform.database.db, { tenantId: platform.tenantId, userId: user.id, role: 'member' });
+    const consoleUrl = `http://127.0.0.1:${platform.adminPort}`;
+    const trpc = async (path: string, body: unknown, cookie = ''): Promise<Response> => fetch(`${consoleUrl}/trpc/${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: consoleUrl, ...(cookie ? { cookie } : {}) },
+      body: JSON.stringify(body),
+    });
+    const login = await trpc('auth.login', { email: 'dev@acme.test', password: 'correct horse battery' });
+    expect(login.status).toBe(200);
+    const cookie = login.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+    const created = await (await trpc('keys.create', { tenantId: platform.tenantId, name: 'from the console' }, cookie)).json();
+    const secret: string = created.result.data.secret;
+    const keyId: string = created.result.data.key.id;
+    expect(secret).toMatch(/^infk_/);
+
+    const { value: ok } = await waitFor(async () => {
+      const res = await chat(platform, secret);
+      await res.arrayBuffer();
+      return res.status === 200 ? res.status : undefined;
+    }, 3000);
+    expect(ok).toBe(200);
+
+    const revoked = await trpc('keys.revoke', { tenantId: platform.tenantId, keyId }, cookie);
+    expect(revoked.status).toBe(200);
+    const { elapsedMs } = await waitFor(async () => {
+      const res = await chat(platform, secret);
+      await res.arrayBuffer();
+      return res.status === 401;
+    }, 3000);
     expect(elapsedMs).toBeLessThan(1000);
   });
 
