@@ -1,6 +1,6 @@
 // Rows of deployments and their replicas; every routing change writes a config outbox row in its transaction.
 import { sql } from 'kysely';
-import type { ReplicaState } from '@infer/db';
+import type { JsonObject, ReplicaState } from '@infer/db';
 import type { DeploymentState, RuntimeKind } from '@infer/shared';
 import { isUuid, type Db } from '../../db.ts';
 import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
@@ -130,6 +130,18 @@ export interface SetDeploymentStateInput {
   readonly actor?: Actor;
 }
 
+
+/** After a deployment row changed: publish it to the data plane, audit it, and return its new form. */
+async function publishDeploymentChange(
+  trx: Db,
+  row: { id: string; tenantId: string },
+  audit: { actor: Actor | undefined; action: string; detail: JsonObject },
+): Promise<Deployment> {
+  await recordChange(trx, 'deployment', row.id);
+  await writeAudit(trx, { actor: audit.actor, tenantId: row.tenantId, action: audit.action, targetType: 'deployment', targetId: row.id, detail: audit.detail });
+  return loadDeployment(trx, row.id);
+}
+
 /** Moves a deployment to a new state (the provisioner drives this). */
 export async function setDeploymentState(db: Db, input: SetDeploymentStateInput): Promise<Deployment> {
   if (!isUuid(input.deploymentId)) throw notFound('deployment');
@@ -145,16 +157,7 @@ export async function setDeploymentState(db: Db, input: SetDeploymentStateInput)
       .returning(['id', 'tenantId'])
       .executeTakeFirst();
     if (!row) throw notFound('deployment');
-    await recordChange(trx, 'deployment', row.id);
-    await writeAudit(trx, {
-      actor: input.actor,
-      tenantId: row.tenantId,
-      action: 'deployment.state',
-      targetType: 'deployment',
-      targetId: row.id,
-      detail: { state: input.state },
-    });
-    return loadDeployment(trx, row.id);
+    return publishDeploymentChange(trx, row, { actor: input.actor, action: 'deployment.state', detail: { state: input.state } });
   });
 }
 
@@ -311,16 +314,8 @@ export async function transitionDeployment(db: Db, input: TransitionInput): Prom
       .returning(['id', 'tenantId'])
       .executeTakeFirst();
     if (!row) return null;
-    await recordChange(trx, 'deployment', row.id);
-    await writeAudit(trx, {
-      actor: input.actor,
-      tenantId: row.tenantId,
-      action: 'deployment.state',
-      targetType: 'deployment',
-      targetId: row.id,
-      detail: input.to === 'failed' ? { state: input.to, error: (input.lastError ?? 'failed').slice(0, 500) } : { state: input.to },
-    });
-    return loadDeployment(trx, row.id);
+    const detail: JsonObject = input.to === 'failed' ? { state: input.to, error: (input.lastError ?? 'failed').slice(0, 500) } : { state: input.to };
+    return publishDeploymentChange(trx, row, { actor: input.actor, action: 'deployment.state', detail });
   });
 }
 
@@ -338,16 +333,9 @@ export async function updateDeploymentScale(
       .returning(['id', 'tenantId'])
       .executeTakeFirst();
     if (!row) throw notFound('deployment');
-    await recordChange(trx, 'deployment', row.id);
-    await writeAudit(trx, {
-      actor: input.actor,
-      tenantId: row.tenantId,
-      action: 'deployment.scale',
-      targetType: 'deployment',
-      targetId: row.id,
-      detail: { minReplicas: input.minReplicas, maxReplicas: input.maxReplicas },
+    return publishDeploymentChange(trx, row, {
+      actor: input.actor, action: 'deployment.scale', detail: { minReplicas: input.minReplicas, maxReplicas: input.maxReplicas },
     });
-    return loadDeployment(trx, row.id);
   });
 }
 
