@@ -8,8 +8,8 @@ import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import { runClosedLoop, runCount, runOpenLoop, type CaseStats, type RequestSpec } from './load.ts';
-import { killChildren, rssKiB, type Child } from './processes.ts';
-import { renderMarkdown, summarize, type CaseResult, type Mode, type SoakResult, type TargetName } from './report.ts';
+import { cpuMs, killChildren, rssKiB, type Child } from './processes.ts';
+import { renderMarkdown, summarize, type CaseCpu, type CaseResult, type Mode, type SoakResult, type TargetName } from './report.ts';
 import { startStack, BENCH_MODEL } from './stack.ts';
 
 interface Options {
@@ -110,6 +110,15 @@ async function main(): Promise<void> {
     if (target === 'dataplane') dataplaneRequests += s.ok + s.non2xx + s.errors;
     return s;
   };
+  // CPU time the data plane (and the simulator) spent per request of a case, from /proc.
+  const measured = async (run: () => Promise<CaseStats>): Promise<{ stats: CaseStats; cpu: CaseCpu }> => {
+    const dp0 = cpuMs(stack.dataplane.pid);
+    const sim0 = stack.sim ? cpuMs(stack.sim.pid) : null;
+    const stats = await run();
+    const n = stats.ok + stats.non2xx + stats.errors;
+    const perReq = (a: number | null, b: number | null): number | null => (a === null || b === null || n === 0 ? null : ((b - a) * 1000) / n);
+    return { stats, cpu: { dataplaneUs: perReq(dp0, cpuMs(stack.dataplane.pid)), simUs: stack.sim ? perReq(sim0, cpuMs(stack.sim.pid)) : null } };
+  };
   const warmS = Math.min(1, opts.durationS / 5);
   for (const target of ['direct', 'dataplane'] as const) {
     for (const mode of ['json', 'stream'] as const) {
@@ -119,10 +128,12 @@ async function main(): Promise<void> {
       if (warm.ok === 0) throw new Error(`${target} ${mode}: no correct response while warming up: ${warm.firstFailure ?? 'nothing answered'}`);
       for (const rate of opts.rates) {
         log(`${target} ${mode} open loop ${rate}/s for ${opts.durationS}s`);
-        cases.push({ target, mode, load: { kind: 'rate', rate }, stats: countSent(target, await runOpenLoop(pool, spec, rate, opts.durationS)) });
+        const r = await measured(() => runOpenLoop(pool, spec, rate, opts.durationS));
+        cases.push({ target, mode, load: { kind: 'rate', rate }, stats: countSent(target, r.stats), cpu: r.cpu });
       }
       log(`${target} ${mode} closed loop ${opts.connections} connections for ${opts.durationS}s`);
-      cases.push({ target, mode, load: { kind: 'saturation', connections: opts.connections }, stats: countSent(target, await runClosedLoop(pool, spec, opts.connections, opts.durationS)) });
+      const r = await measured(() => runClosedLoop(pool, spec, opts.connections, opts.durationS));
+      cases.push({ target, mode, load: { kind: 'saturation', connections: opts.connections }, stats: countSent(target, r.stats), cpu: r.cpu });
     }
   }
 
@@ -171,12 +182,15 @@ async function main(): Promise<void> {
 async function runSoak(pool: Pool, specs: Record<Mode, RequestSpec>, dataplane: Child, rssReadyKiB: number | null, opts: Options): Promise<SoakResult> {
   log(`soak: ${opts.soak} requests through the data plane`);
   const rssStartKiB = rssKiB(dataplane.pid);
+  const cpuStart = cpuMs(dataplane.pid);
   const half = Math.ceil(opts.soak / 2);
   const a = await runCount(pool, specs.json, opts.connections, half);
   const b = opts.soak - half > 0 ? await runCount(pool, specs.stream, opts.connections, opts.soak - half) : null;
   const rssEndKiB = rssKiB(dataplane.pid);
+  const cpuEnd = cpuMs(dataplane.pid);
+  const dataplaneCpuUs = cpuStart === null || cpuEnd === null ? null : ((cpuEnd - cpuStart) * 1000) / opts.soak;
   const failures = a.non2xx + a.errors + (b ? b.non2xx + b.errors : 0);
-  return { requests: opts.soak, failures, rssReadyKiB, rssStartKiB, rssEndKiB };
+  return { requests: opts.soak, failures, rssReadyKiB, rssStartKiB, rssEndKiB, dataplaneCpuUs };
 }
 
 main().catch((err: unknown) => {

@@ -102,3 +102,15 @@ export function rssKiB(pid: number): number | null {
     return null;
   }
 }
+
+/** User + system CPU time of a process in ms, from /proc/<pid>/stat (null where /proc is missing). */
+export function cpuMs(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15 (clock ticks of 10 ms).
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return null;
+  }
+}

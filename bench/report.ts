@@ -10,6 +10,13 @@ export interface CaseResult {
   /** `rate` cases are open-loop at `rate` req/s; `saturation` is closed-loop with `connections` senders. */
   readonly load: { readonly kind: 'rate'; readonly rate: number } | { readonly kind: 'saturation'; readonly connections: number };
   readonly stats: CaseStats;
+  readonly cpu?: CaseCpu;
+}
+
+/** CPU time (user + system) per request of the case, in µs, of each server process (null: not measured). */
+export interface CaseCpu {
+  readonly dataplaneUs: number | null;
+  readonly simUs: number | null;
 }
 
 export interface SoakResult {
@@ -19,6 +26,8 @@ export interface SoakResult {
   readonly rssReadyKiB: number | null;
   readonly rssStartKiB: number | null;
   readonly rssEndKiB: number | null;
+  /** Data-plane CPU time per soak request, µs. */
+  readonly dataplaneCpuUs: number | null;
 }
 
 export interface Summary {
@@ -38,6 +47,8 @@ export interface Summary {
     readonly ttfb_p99_ms: number | null;
     readonly non2xx: number;
     readonly errors: number;
+    readonly dataplane_cpu_us: number | null;
+    readonly sim_cpu_us: number | null;
   }[];
   readonly failures: readonly string[];
 }
@@ -45,6 +56,7 @@ export interface Summary {
 const loadLabel = (c: CaseResult): string => (c.load.kind === 'rate' ? `${c.load.rate}/s open` : `${c.load.connections} conn closed`);
 const round = (n: number, digits = 2): number => (Number.isFinite(n) ? Number(n.toFixed(digits)) : Number.NaN);
 const ms = (n: number | null): string => (n === null || !Number.isFinite(n) ? '-' : n.toFixed(2));
+const us = (n: number | null): string => (n === null ? '-' : n.toFixed(0));
 const ratio = (a: number, b: number): number => (b > 0 ? round(a / b, 3) : Number.NaN);
 
 function find(cases: readonly CaseResult[], target: TargetName, mode: Mode, load: CaseResult['load']): CaseResult | undefined {
@@ -91,6 +103,8 @@ export function summarize(cases: readonly CaseResult[], rates: readonly number[]
       ttfb_p99_ms: c.mode === 'stream' ? round(c.stats.ttfb.percentile(99)) : null,
       non2xx: c.stats.non2xx,
       errors: c.stats.errors,
+      dataplane_cpu_us: c.cpu?.dataplaneUs == null ? null : round(c.cpu.dataplaneUs, 1),
+      sim_cpu_us: c.cpu?.simUs == null ? null : round(c.cpu.simUs, 1),
     })),
     failures: cases.filter((c) => c.stats.firstFailure !== null).map((c) => `${c.target} ${c.mode} ${loadLabel(c)}: ${c.stats.firstFailure}`),
   };
@@ -99,12 +113,12 @@ export function summarize(cases: readonly CaseResult[], rates: readonly number[]
 /** The results as markdown: one table of cases, then the data-plane overhead. */
 export function renderMarkdown(s: Summary, soak: SoakResult | null): string {
   const lines = [
-    '| target | mode | load | requests | req/s | p50 ms | p99 ms | TTFB p50 | TTFB p99 | non-2xx | errors |',
-    '|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|',
+    '| target | mode | load | requests | req/s | p50 ms | p99 ms | TTFB p50 | TTFB p99 | non-2xx | errors | data-plane CPU µs/req | sim CPU µs/req |',
+    '|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
   ];
   for (const c of s.cases) {
     lines.push(
-      `| ${c.target} | ${c.mode} | ${c.load} | ${c.requests} | ${c.rps.toFixed(1)} | ${ms(c.p50_ms)} | ${ms(c.p99_ms)} | ${ms(c.ttfb_p50_ms)} | ${ms(c.ttfb_p99_ms)} | ${c.non2xx} | ${c.errors} |`,
+      `| ${c.target} | ${c.mode} | ${c.load} | ${c.requests} | ${c.rps.toFixed(1)} | ${ms(c.p50_ms)} | ${ms(c.p99_ms)} | ${ms(c.ttfb_p50_ms)} | ${ms(c.ttfb_p99_ms)} | ${c.non2xx} | ${c.errors} | ${us(c.dataplane_cpu_us)} | ${us(c.sim_cpu_us)} |`,
     );
   }
   lines.push('', 'Data-plane overhead:', '');
@@ -113,7 +127,7 @@ export function renderMarkdown(s: Summary, soak: SoakResult | null): string {
   if (soak) {
     const delta = soak.rssStartKiB !== null && soak.rssEndKiB !== null ? `${soak.rssEndKiB - soak.rssStartKiB >= 0 ? '+' : ''}${((soak.rssEndKiB - soak.rssStartKiB) / 1024).toFixed(1)} MiB` : 'n/a';
     const mib = (k: number | null): string => (k === null ? 'n/a' : `${(k / 1024).toFixed(1)} MiB`);
-    lines.push(`- soak: ${soak.requests} requests through the data plane (${soak.failures} failed), data-plane RSS ${mib(soak.rssStartKiB)} -> ${mib(soak.rssEndKiB)} (${delta}; ${mib(soak.rssReadyKiB)} when idle after start-up)`);
+    lines.push(`- soak: ${soak.requests} requests through the data plane (${soak.failures} failed), data-plane RSS ${mib(soak.rssStartKiB)} -> ${mib(soak.rssEndKiB)} (${delta}; ${mib(soak.rssReadyKiB)} when idle after start-up; data-plane CPU ${us(soak.dataplaneCpuUs === null ? null : round(soak.dataplaneCpuUs, 1))} µs/request)`);
   }
   if (s.failures.length > 0) {
     lines.push('', 'First failure per case:', '');

@@ -18,12 +18,16 @@ export interface StackOptions {
   readonly upstreamKey: string | null;
   /** Write a V8 CPU profile of the data plane into this folder (`--cpu-prof`). */
   readonly cpuProfDir?: string | null;
+  /** More Node flags for the data plane (e.g. `--expose-gc --import <probe>` when chasing memory). */
+  readonly dataplaneNodeArgs?: readonly string[];
 }
 
 export interface Stack {
   readonly upstreamUrl: string;
   readonly dataplaneUrl: string;
   readonly dataplane: Child;
+  /** The runtime-sim process, when the bench started one. */
+  readonly sim: Child | null;
   readonly apiKey: string;
   /** Data-plane RSS (KiB) once ready, before any load. */
   readonly dataplaneReadyRssKiB: number | null;
@@ -144,7 +148,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     CONTROL_PLANE_URL: `http://127.0.0.1:${stubPort}`,
     NODE_TOKEN: 'bench-node-token',
     LOG_LEVEL: 'warn',
-  }, o.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', o.cpuProfDir] : []);
+  }, [...(o.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', o.cpuProfDir] : []), ...(o.dataplaneNodeArgs ?? [])]);
   const dataplaneUrl = `http://127.0.0.1:${dpPort}`;
 
   if (sim) await waitReady(sim, `${upstreamUrl}/health`);
@@ -154,6 +158,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     upstreamUrl,
     dataplaneUrl,
     dataplane,
+    sim,
     apiKey: secret,
     dataplaneReadyRssKiB: rssKiB(dataplane.pid),
     async stop() {

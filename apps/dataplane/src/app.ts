@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
+import { createServer } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { errorBody } from '@infer/shared';
 import Fastify, { LogController } from 'fastify';
@@ -11,7 +11,11 @@ import { loggerOptions, logRequest } from './logging.ts';
 import { createMetrics } from './metrics.ts';
 import { corsRoutes, setCorsHeaders } from './routes/cors-routes.ts';
 import { healthRoutes } from './routes/health-routes.ts';
+import { createChatFastPath } from './routes/chat-fast-path.ts';
+import type { FastPath } from './routes/chat-fast-path.ts';
+import { createChatHandler } from './routes/chat-handler.ts';
 import { inferenceRoutes, methodNotAllowedRoutes } from './routes/inference-routes.ts';
+import { genReqId } from './request-id.ts';
 import { createLimits } from './limits/limits.ts';
 import type { LimitsOptions } from './limits/limits.ts';
 import { createUpstreamPools, defaultTimeouts } from './upstream/upstream-pools.ts';
@@ -38,19 +42,26 @@ export interface DataplaneAppOptions {
   readonly limits?: LimitsOptions;
 }
 
-const SANE_REQUEST_ID = /^[\w.:@-]{1,128}$/;
-
-/** Accepts a caller's `x-request-id` when it is short and plain, else a fresh UUID. */
-function genReqId(req: IncomingMessage): string {
-  const incoming = req.headers['x-request-id'];
-  return typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
-}
-
 /** Builds the data-plane Fastify app (never listens). */
 export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   const timeouts: UpstreamTimeouts = Object.freeze({ ...defaultTimeouts, ...opts.timeouts });
+  const bodyLimit = opts.bodyLimit ?? 1024 * 1024;
+  // Plain chat requests are served before Fastify's router (routes/chat-fast-path.ts); the rest reach it.
+  let fastPath: FastPath | null = null;
+  let closing = false;
+  const serverFactory = (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
+    const server = createServer((req, res) => {
+      if (fastPath === null || !fastPath(req, res)) handler(req, res);
+    });
+    // What Fastify sets on the servers it creates itself.
+    server.keepAliveTimeout = 72_000;
+    server.requestTimeout = 0;
+    server.setTimeout(0);
+    return server;
+  };
   const base = {
-    bodyLimit: opts.bodyLimit ?? 1024 * 1024,
+    bodyLimit,
+    serverFactory,
     genReqId,
     requestIdHeader: false as const,
     // No per-request logs on the hot path.
@@ -91,7 +102,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   const logInfo = ['trace', 'debug', 'info'].includes(app.log.level);
   app.addHook('onResponse', (req, reply, done) => {
     const config = req.routeOptions.config;
-    // null: the forwarder counted (and logged) this request itself, with its real outcome.
+    // null: the chat handler counted (and logged) this request itself, with its real outcome.
     if (req.metricEndpoint !== null) {
       metrics.countRequest(config.metricRoute ?? 'unknown', config.metricMode ?? 'none', reply.statusCode, req.metricEndpoint);
       if (logInfo) logRequest(req.log, req.id, config.metricRoute, config.metricMode, req.metricEndpoint, reply.statusCode, reply.elapsedTime);
@@ -107,6 +118,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   });
   app.server.on('request', (req: IncomingMessage) => unused.delete(req.socket));
   app.addHook('preClose', (done) => {
+    closing = true;
     for (const socket of unused) socket.destroy();
     done();
   });
@@ -124,7 +136,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   app.register(healthRoutes, { store: opts.store, metrics });
   app.register(corsRoutes);
   app.register(methodNotAllowedRoutes);
-  app.register(inferenceRoutes, {
+  const chat = createChatHandler({
     store: opts.store,
     usage: limits.wrapUsage(opts.usage),
     limits,
@@ -134,6 +146,13 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     ...(opts.maxRetries !== undefined ? { maxRetries: opts.maxRetries } : {}),
     logInfo,
     onStreamError: (err: unknown) => app.log.warn({ code: (err as { code?: string }).code }, 'upstream stream failed mid-response'),
+  });
+  app.register(inferenceRoutes, { store: opts.store, chat });
+  // Fastify's default JSON parser with its default poisoning options; it never looks at the request.
+  const jsonParser = app.getDefaultJsonParser('error', 'error');
+  fastPath = createChatFastPath({
+    store: opts.store, chat, bodyLimit, log: app.log, closing: () => closing,
+    parseJson: (body, done) => jsonParser(null as never, body, done),
   });
   return app;
 }

@@ -1,4 +1,5 @@
-import { ApiError, hashSecret } from '@infer/shared';
+import { hash } from 'node:crypto';
+import { ApiError } from '@infer/shared';
 import type { ConfigView, ResolvedKey } from './config/config-view.ts';
 
 const MISSING = new ApiError('missing_api_key', "You didn't provide an API key. Send it as 'Authorization: Bearer <API_KEY>'.");
@@ -14,7 +15,8 @@ export function authenticate(view: ConfigView | null, authorization: string | un
   const token = authorization.slice(7).trim();
   if (token.length === 0) return MISSING;
   if (view === null) return NOT_READY;
-  const key = view.keyByHash.get(hashSecret(token));
+  // The digest of `hashSecret` (SHA-256, hex), by the one-shot API: no Hash object per request.
+  const key = view.keyByHash.get(hash('sha256', token, 'hex'));
   if (key === undefined || key.expiresAtMs <= now) return INVALID;
   return key;
 }

@@ -1,6 +1,7 @@
+import type { ServerResponse } from 'node:http';
 import { ApiError, ERRORS, errorBody } from '@infer/shared';
-import type { ErrorCode } from '@infer/shared';
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { ErrorCode, OpenAIErrorBody } from '@infer/shared';
+import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 
 const FASTIFY_CODES: Readonly<Record<string, readonly [ErrorCode, string]>> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: ['unsupported_media_type', "Unsupported Content-Type: send the body as 'application/json'."],
@@ -17,26 +18,56 @@ const BY_STATUS: Readonly<Record<number, readonly [ErrorCode, string]>> = {
   415: ['unsupported_media_type', "Unsupported Content-Type: send the body as 'application/json'."],
 };
 
-/** Maps any error to an OpenAI-shaped body; 5xx messages are generic and logged without request data. */
-export function handleError(err: FastifyError | ApiError | Error, req: FastifyRequest, reply: FastifyReply): void {
-  if (err instanceof ApiError) {
-    reply.code(err.status).headers(err.headers).send(err.toBody());
-    return;
-  }
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+
+/** The answer to an error: status, extra headers, OpenAI body; `internal` when it must be logged. */
+export interface ErrorReply {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: OpenAIErrorBody;
+  readonly internal: boolean;
+}
+
+/** Maps any error to an OpenAI-shaped answer; 5xx messages are generic. */
+export function errorReply(err: FastifyError | ApiError | Error): ErrorReply {
+  if (err instanceof ApiError) return { status: err.status, headers: err.headers, body: err.toBody(), internal: false };
   const fe = err as Partial<FastifyError>;
   const known = fe.code ? FASTIFY_CODES[fe.code] : undefined;
-  if (known) {
-    reply.code(ERRORS[known[0]].status).send(errorBody(known[0], known[1]));
-    return;
-  }
+  if (known) return { status: ERRORS[known[0]].status, headers: NO_HEADERS, body: errorBody(known[0], known[1]), internal: false };
   const status = fe.statusCode ?? 500;
   if (status >= 400 && status < 500) {
     const [code, message] = BY_STATUS[status] ?? ['invalid_request', 'Bad request.'];
-    reply.code(status).send(errorBody(code, message));
-    return;
+    return { status, headers: NO_HEADERS, body: errorBody(code, message), internal: false };
   }
-  // The message line is left out: parser messages can quote request or runtime text.
+  return { status: 500, headers: NO_HEADERS, body: errorBody('internal_error', 'Internal server error.'), internal: true };
+}
+
+/** Logs an unexpected error; the message line is left out: parser messages can quote request or runtime text. */
+function logInternal(log: FastifyBaseLogger, err: Error, reqId: string): void {
   const stack = err.stack?.split('\n').slice(1).join('\n');
-  req.log.error({ err: { name: err.name, code: fe.code, stack }, reqId: req.id }, 'unhandled error');
-  reply.code(500).send(errorBody('internal_error', 'Internal server error.'));
+  log.error({ err: { name: err.name, code: (err as Partial<FastifyError>).code, stack }, reqId }, 'unhandled error');
+}
+
+/** Fastify's error handler: the same answers as `sendError`, through the reply. */
+export function handleError(err: FastifyError | ApiError | Error, req: FastifyRequest, reply: FastifyReply): void {
+  const r = errorReply(err);
+  if (r.internal) logInternal(req.log, err, req.id);
+  reply.code(r.status).headers(r.headers).send(r.body);
+}
+
+/** Writes the answer to an error on a raw response (the chat routes); returns its status. */
+export function sendError(res: ServerResponse, err: unknown, log: FastifyBaseLogger, reqId: string): number {
+  const e = err instanceof Error ? err : new Error(String(err));
+  const r = errorReply(e);
+  if (r.internal) logInternal(log, e, reqId);
+  if (res.headersSent) {
+    // Only a bug gets here (streams end their own failures); close what was started.
+    if (!res.writableEnded) res.end();
+    return r.status;
+  }
+  const body = JSON.stringify(r.body);
+  for (const name in r.headers) res.setHeader(name, r.headers[name]!);
+  res.writeHead(r.status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+  return r.status;
 }

@@ -4,7 +4,7 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The caller's key, set by the auth hook of the inference routes. */
     apiKey: ResolvedKey | null;
-    /** Endpoint label for metrics ('' before routing); null once the forwarder counted the request. */
+    /** Endpoint label for metrics ('' before routing); null when the chat handler counts the request itself. */
     metricEndpoint: string | null;
   }
   interface FastifyContextConfig {

@@ -1,5 +1,5 @@
+import type { ServerResponse } from 'node:http';
 import { ApiError } from '@infer/shared';
-import type { FastifyReply } from 'fastify';
 import type { ConfigStore } from '../config/config-store.ts';
 import type { ConfigView, ResolvedKey, RouteTarget } from '../config/config-view.ts';
 import type { UsageSink } from '../usage/usage-reporter.ts';
@@ -38,9 +38,9 @@ export interface Admission {
 export interface Limits {
   /**
    * Context-length pre-check, RPM/TPM check-and-reserve and a replica slot, in that order; throws the
-   * caller's ApiError (400, 429, 503). Sets `x-ratelimit-*` on the reply when a rate limit applies.
+   * caller's ApiError (400, 429, 503). Sets `x-ratelimit-*` on the response when a rate limit applies.
    */
-  admit(requestId: string, key: ResolvedKey, target: RouteTarget, body: Record<string, unknown>, reply: FastifyReply): Admission | Promise<Admission>;
+  admit(requestId: string, key: ResolvedKey, target: RouteTarget, body: Record<string, unknown>, res: ServerResponse): Admission | Promise<Admission>;
   /** A usage sink that settles each request's token reservation from its usage record, then passes it on. */
   wrapUsage(sink: UsageSink): UsageSink;
   /** In flight and queued on a target (tests, metrics). */
@@ -110,17 +110,17 @@ export function createLimits(opts: LimitsOptions, store: ConfigStore, warn: (mes
       null, { ...rateLimitHeaders(d), 'retry-after': retryAfterSeconds(d.retryAfterMs) });
   };
 
-  const afterRate = (requestId: string, keyId: string, d: RateDecision | null, reserved: number, target: RouteTarget, multiplier: number | null, reply: FastifyReply): Admission | Promise<Admission> => {
+  const afterRate = (requestId: string, keyId: string, d: RateDecision | null, reserved: number, target: RouteTarget, multiplier: number | null, res: ServerResponse): Admission | Promise<Admission> => {
     if (d !== null) {
       if (!d.admitted) throw rateLimited(d);
       const headers = rateLimitHeaders(d);
-      for (const name in headers) reply.raw.setHeader(name, headers[name]!);
+      for (const name in headers) res.setHeader(name, headers[name]!);
     }
     const gateId = target.deploymentId ?? target.endpointId;
     const capacity = Math.max(1, Math.floor(base * (multiplier ?? 1))) * Math.max(1, target.upstreams.length);
     const admission = createAdmission(requestId, keyId, d, reserved, gateId, capacity);
     if (d !== null && !pending.has(requestId)) pending.set(requestId, admission);
-    const wait = gate.acquire(gateId, capacity, reply.raw);
+    const wait = gate.acquire(gateId, capacity, res);
     if (wait === null) return admission;
     return wait.then(() => admission, (err: unknown) => {
       // Never served: give the request and its tokens back.
@@ -135,7 +135,7 @@ export function createLimits(opts: LimitsOptions, store: ConfigStore, warn: (mes
   };
 
   return {
-    admit(requestId, key, target, body, reply) {
+    admit(requestId, key, target, body, res) {
       const idx = currentIndex();
       const ep = idx.endpoints.get(target.endpointId);
       const contextLength = ep?.contextLength ?? null;
@@ -144,7 +144,7 @@ export function createLimits(opts: LimitsOptions, store: ConfigStore, warn: (mes
       checkContextLength(contextLength, prompt, maxTokens);
       const kl = idx.keys.get(key.id) ?? (defaults.rpm === null && defaults.tpm === null ? NO_LIMITS : defaults);
       const multiplier = ep?.concurrency ?? null;
-      if (kl.rpm === null && kl.tpm === null) return afterRate(requestId, key.id, null, 0, target, multiplier, reply);
+      if (kl.rpm === null && kl.tpm === null) return afterRate(requestId, key.id, null, 0, target, multiplier, res);
 
       let tokens = reservationTokens(body, prompt, maxTokens, contextLength, defaultCompletion);
       if (kl.tpm !== null && tokens > kl.tpm) {
@@ -156,8 +156,8 @@ export function createLimits(opts: LimitsOptions, store: ConfigStore, warn: (mes
         tokens = kl.tpm; // no max_tokens: reserve the whole minute; real usage settles it
       }
       const d = limiter.reserve(key.id, kl.rpm, kl.tpm, tokens);
-      if (d instanceof Promise) return d.then((dd) => afterRate(requestId, key.id, dd, tokens, target, multiplier, reply));
-      return afterRate(requestId, key.id, d, tokens, target, multiplier, reply);
+      if (d instanceof Promise) return d.then((dd) => afterRate(requestId, key.id, dd, tokens, target, multiplier, res));
+      return afterRate(requestId, key.id, d, tokens, target, multiplier, res);
     },
     wrapUsage(sink) {
       return {

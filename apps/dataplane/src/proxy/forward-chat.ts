@@ -1,7 +1,8 @@
 import { performance } from 'node:perf_hooks';
 import { ApiError } from '@infer/shared';
 import type { ChatUsage } from '@infer/shared';
-import type { FastifyReply } from 'fastify';
+import type { ServerResponse } from 'node:http';
+import type { FastifyBaseLogger } from 'fastify';
 import type { ResolvedKey, ResolvedUpstream, RouteTarget } from '../config/config-view.ts';
 import type { DataplaneMetrics, RuntimeFailure } from '../metrics.ts';
 import { logRequest } from '../logging.ts';
@@ -81,9 +82,10 @@ function retryable(o: AttemptOutcome): boolean {
  * Forwards a chat request to the least-loaded healthy replica and relays the answer (JSON, or SSE chunk by
  * chunk). Connect failures and 502/503 answers are retried on another replica while nothing was sent to the
  * client; timeouts end as a 504 before the first byte or as an error event after it. Exactly one usage
- * record is written per call.
+ * record is written per call, and the request is counted in the metrics here, with its real outcome; an
+ * ApiError it throws is for the caller to send (already counted).
  */
-export async function forwardChat(deps: ForwardDeps, call: ChatCall, reply: FastifyReply): Promise<void> {
+export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: ServerResponse, log: FastifyBaseLogger): Promise<void> {
   const { body, target } = call;
   const { metrics } = deps;
   const stream = body['stream'] === true;
@@ -116,13 +118,9 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, reply: Fast
     metrics.inFlightDec();
     // Counted here with the real outcome (a stream that failed after its 200 header, a client that left).
     metrics.countRequest('chat', call.mode, status, target.name);
-    if (deps.logInfo === true) logRequest(reply.log, call.requestId, 'chat', call.mode, target.name, status, latencyMs, { promptTokens, completionTokens, ttftMs });
+    if (deps.logInfo === true) logRequest(log, call.requestId, 'chat', call.mode, target.name, status, latencyMs, { promptTokens, completionTokens, ttftMs });
   };
   metrics.inFlightInc();
-  // This call counts and logs the request itself (in `record`), with its real outcome.
-  reply.request.metricEndpoint = null;
-
-  const res = reply.raw;
   let current: { abort(): void } | null = null;
   let clientGone = false;
   const onClose = (): void => {
@@ -145,7 +143,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, reply: Fast
       state.inFlight++;
       const run = createUpstreamAttempt({
         pool: state.pool, upstream, payload: JSON.stringify(body), requestId: call.requestId, timeouts: deps.timeouts,
-        stream, wantsUsage, clientModel: call.clientModel, reply,
+        stream, wantsUsage, clientModel: call.clientModel, res,
         onFirstByte: () => {
           ttftMs = performance.now() - call.startPerf;
         },
@@ -181,7 +179,8 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, reply: Fast
           return;
         case 'json':
           record(outcome.status, outcome.usage, outcome.completionEstimate);
-          reply.code(outcome.status).header('content-type', 'application/json').send(outcome.text);
+          res.writeHead(outcome.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(outcome.text) });
+          res.end(outcome.text);
           return;
         default: {
           const e = finalError(outcome, upstream, call.clientModel);

@@ -1,7 +1,6 @@
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { ApiError } from '@infer/shared';
 import type { ChatUsage } from '@infer/shared';
-import type { FastifyReply } from 'fastify';
 import type { Dispatcher, Pool } from 'undici';
 import type { ResolvedUpstream } from '../config/config-view.ts';
 import type { RuntimeFailure } from '../metrics.ts';
@@ -34,7 +33,8 @@ export interface AttemptOptions {
   readonly stream: boolean;
   readonly wantsUsage: boolean;
   readonly clientModel: string;
-  readonly reply: FastifyReply;
+  /** The client's response; headers set on it beforehand (request id, CORS, rate limits) go out with the stream's. */
+  readonly res: ServerResponse;
   readonly onFirstByte: () => void;
   readonly onStreamError?: ((err: unknown) => void) | undefined;
 }
@@ -88,7 +88,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
     if (this.idleTimer !== null) clearTimeout(this.idleTimer);
     this.firstByteTimer = null;
     this.idleTimer = null;
-    if (this.onDrain !== null) this.o.reply.raw.off('drain', this.onDrain);
+    if (this.onDrain !== null) this.o.res.off('drain', this.onDrain);
     this.resolve(outcome);
   }
 
@@ -126,7 +126,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
   failAfterStart(e: ApiError, failure: RuntimeFailure, err: unknown): void {
     if (this.settled) return;
     if (this.mode === 'sse' && (this.sentToClient || this.pending !== null)) {
-      const res = this.o.reply.raw;
+      const res = this.o.res;
       const tail = this.takePending(this.rw!.end());
       if (!this.sentToClient) this.startClientStream();
       if (tail !== null && !res.writableEnded) res.write(tail);
@@ -184,7 +184,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     if (this.mode === 'sse') {
       const rw = this.rw!;
-      const res = this.o.reply.raw;
+      const res = this.o.res;
       const tail = rw.end();
       if (rw.sawDone) {
         const out = this.takePending(tail);
@@ -234,7 +234,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
     if (this.settled || this.pending === null) return;
     const out = this.takePending(null)!;
     if (!this.sentToClient) this.startClientStream();
-    const res = this.o.reply.raw;
+    const res = this.o.res;
     if (!res.write(out)) {
       this.controller?.pause();
       if (this.onDrain === null) {
@@ -246,9 +246,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
 
   startClientStream(): void {
     this.sentToClient = true;
-    const reply = this.o.reply;
-    reply.hijack();
-    reply.raw.writeHead(200, { ...reply.getHeaders(), ...SSE_HEADERS } as Record<string, string>);
+    this.o.res.writeHead(200, SSE_HEADERS);
   }
 
   onResponseError(_c: Dispatcher.DispatchController, err: Error): void {

@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 
 // The console's playground calls the data plane from the browser with a bearer key (no cookies), so any
@@ -10,6 +11,12 @@ const EXPOSE_HEADERS = 'x-request-id, x-ratelimit-limit-requests, x-ratelimit-re
 export function setCorsHeaders(reply: FastifyReply): void {
   reply.header('access-control-allow-origin', '*');
   reply.header('access-control-expose-headers', EXPOSE_HEADERS);
+}
+
+/** The same headers, on a raw response (the chat fast path). */
+export function setRawCorsHeaders(res: ServerResponse): void {
+  res.setHeader('access-control-allow-origin', '*');
+  res.setHeader('access-control-expose-headers', EXPOSE_HEADERS);
 }
 
 /** Answers preflight `OPTIONS` on the inference routes (no auth: browsers send no credentials here). */

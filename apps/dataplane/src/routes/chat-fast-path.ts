@@ -1,0 +1,118 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { ApiError } from '@infer/shared';
+import type { FastifyBaseLogger } from 'fastify';
+import { authenticate } from '../auth.ts';
+import type { ConfigStore } from '../config/config-store.ts';
+import { genReqId } from '../request-id.ts';
+import type { ChatExchange, ChatHandler, DedicatedParams } from './chat-handler.ts';
+import { setRawCorsHeaders } from './cors-routes.ts';
+
+/** Fastify's own JSON body parser (`getDefaultJsonParser`), so bodies parse and fail exactly as on its routes. */
+export type JsonBodyParser = (body: string, done: (err: Error | null, value?: unknown) => void) => void;
+
+export interface ChatFastPathOptions {
+  readonly store: ConfigStore;
+  readonly chat: ChatHandler;
+  readonly bodyLimit: number;
+  readonly parseJson: JsonBodyParser;
+  readonly log: FastifyBaseLogger;
+  /** True once the app is closing: requests then go to Fastify, which refuses them with its 503. */
+  readonly closing: () => boolean;
+}
+
+/** Answers a request itself (true) or leaves it to Fastify (false). */
+export type FastPath = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+const SHARED_PATH = '/endpoints/v1/chat/completions';
+const DEDICATED_HEAD = '/funccall/';
+const DEDICATED_MIDDLE = '/endpoints/';
+const DEDICATED_TAIL = '/v1/chat/completions';
+/** A path segment the router would take as is: no encoding, no separators, within its 100-character limit. */
+const PLAIN_SEGMENT = /^[^%/?#;]{1,100}$/;
+
+/** `{ tenant, name }` of a plain dedicated chat URL, or null (anything else goes to the router). */
+function dedicatedParams(url: string): DedicatedParams | null {
+  if (!url.startsWith(DEDICATED_HEAD) || !url.endsWith(DEDICATED_TAIL)) return null;
+  const middle = url.slice(DEDICATED_HEAD.length, url.length - DEDICATED_TAIL.length);
+  const slash = middle.indexOf('/');
+  if (slash < 0 || !middle.startsWith(DEDICATED_MIDDLE, slash)) return null;
+  const tenant = middle.slice(0, slash);
+  const name = middle.slice(slash + DEDICATED_MIDDLE.length);
+  return PLAIN_SEGMENT.test(tenant) && PLAIN_SEGMENT.test(name) ? { tenant, name } : null;
+}
+
+/** The JSON content types the fast path takes; any other (or a charset to decode) goes through Fastify's parsers. */
+const isPlainJson = (ct: string | undefined): boolean => ct === 'application/json' || ct === 'application/json; charset=utf-8';
+
+/**
+ * Serves plain chat requests (POST, exact path, JSON with a Content-Length within the limit) straight from
+ * Node's request event, skipping Fastify's routing, hooks, reply objects and content-type machinery; what
+ * happens to them (auth, body errors, limits, forwarding, metrics, logs, headers) is what the Fastify routes
+ * do, through the same code. Every other request goes to Fastify.
+ */
+export function createChatFastPath(opts: ChatFastPathOptions): FastPath {
+  const { store, chat, bodyLimit, parseJson, log } = opts;
+
+  return (req, res) => {
+    if (req.method !== 'POST' || opts.closing()) return false;
+    const url = req.url ?? '';
+    let dedicated: DedicatedParams | null = null;
+    if (url !== SHARED_PATH) {
+      dedicated = dedicatedParams(url);
+      if (dedicated === null) return false;
+    }
+    const headers = req.headers;
+    if (!isPlainJson(headers['content-type']) || headers['transfer-encoding'] !== undefined) return false;
+    const length = Number(headers['content-length']);
+    if (!(length > 0 && length <= bodyLimit)) return false;
+
+    const startPerf = performance.now();
+    const startedAt = Date.now();
+    const requestId = genReqId(req);
+    res.setHeader('x-request-id', requestId);
+    if (headers.origin !== undefined) setRawCorsHeaders(res);
+    const x: ChatExchange = { requestId, res, startedAt, startPerf, mode: dedicated === null ? 'shared' : 'dedicated', log };
+    const key = authenticate(store.view, headers.authorization, startedAt);
+    if (key instanceof ApiError) {
+      chat.fail(x, key);
+      return true;
+    }
+
+    // Read the body as Fastify does: raw buffers, decoded once, length checked against Content-Length.
+    const chunks: Buffer[] = [];
+    let received = 0;
+    const onData = (chunk: Buffer): void => {
+      received += chunk.length;
+      chunks.push(chunk);
+    };
+    const onEnd = (err?: Error): void => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onEnd);
+      if (err !== undefined) {
+        bodyFailed(x, Object.assign(err, { statusCode: 400 }));
+        return;
+      }
+      if (received !== length) {
+        bodyFailed(x, Object.assign(new Error('Request body size did not match Content-Length'), { code: 'FST_ERR_CTP_INVALID_CONTENT_LENGTH' }));
+        return;
+      }
+      const text = chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks, received).toString('utf8');
+      parseJson(text, (parseErr, body) => {
+        if (parseErr !== null) bodyFailed(x, parseErr);
+        else void chat.serve(x, key, dedicated, body);
+      });
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onEnd);
+    return true;
+  };
+
+  function bodyFailed(x: ChatExchange, err: Error): void {
+    // As Fastify does after a body error: the client may still be sending, so the connection closes.
+    x.res.setHeader('connection', 'close');
+    chat.fail(x, err);
+  }
+}

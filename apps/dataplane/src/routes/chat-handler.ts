@@ -1,0 +1,128 @@
+import type { ServerResponse } from 'node:http';
+import { ApiError, chatRequestSchema } from '@infer/shared';
+import type { FastifyBaseLogger } from 'fastify';
+import type { ConfigStore } from '../config/config-store.ts';
+import { deploymentKey } from '../config/config-view.ts';
+import type { ConfigView, ResolvedKey, RouteTarget } from '../config/config-view.ts';
+import { sendError } from '../error-handler.ts';
+import type { Admission, Limits } from '../limits/limits.ts';
+import { logRequest } from '../logging.ts';
+import { fastChatBody } from '../proxy/fast-chat-body.ts';
+import { forwardChat } from '../proxy/forward-chat.ts';
+import type { ForwardDeps } from '../proxy/forward-chat.ts';
+import { validationError } from '../validation-error.ts';
+
+export interface DedicatedParams {
+  readonly tenant: string;
+  readonly name: string;
+}
+
+/** The client side of one chat request, whichever way it came in (raw fast path or Fastify route). */
+export interface ChatExchange {
+  readonly requestId: string;
+  /** Headers already set on it (request id, CORS) go out with the answer. */
+  readonly res: ServerResponse;
+  /** Arrival, as epoch ms and as `performance.now()`. */
+  readonly startedAt: number;
+  readonly startPerf: number;
+  readonly mode: 'shared' | 'dedicated';
+  readonly log: FastifyBaseLogger;
+}
+
+export interface ChatHandlerDeps extends ForwardDeps {
+  readonly store: ConfigStore;
+  readonly limits: Limits;
+}
+
+export interface ChatHandler {
+  /**
+   * Serves an authenticated chat request whose body was read (`dedicated`: the URL's tenant and name).
+   * Writes the answer, or the error, itself and counts the request once; never rejects.
+   */
+  serve(x: ChatExchange, key: ResolvedKey, dedicated: DedicatedParams | null, rawBody: unknown): Promise<void>;
+  /** Answers a chat request that failed before `serve` (auth, body), and counts it. */
+  fail(x: ChatExchange, err: unknown): void;
+}
+
+const NO_REPLICA = 'No replica of this model is ready. Try again shortly.';
+
+/** Resolves a dedicated URL for a key: 403 for another tenant's URL, 404 for no deployment. */
+export function findDeployment(view: ConfigView, key: ResolvedKey, params: DedicatedParams): RouteTarget {
+  if (key.tenantSlug !== params.tenant) {
+    throw new ApiError('permission_denied', `This API key does not belong to tenant '${params.tenant}'.`);
+  }
+  const target = view.deploymentByTenantAndName.get(deploymentKey(params.tenant, params.name));
+  if (target === undefined) {
+    throw new ApiError('model_not_found', `The dedicated endpoint '${params.name}' does not exist for tenant '${params.tenant}'.`, 'model');
+  }
+  return target;
+}
+
+/** Dedicated `model`: absent, the Name, or `<provider>/<Name>` (the provider label may differ). */
+function dedicatedModel(model: string | undefined, name: string): string {
+  if (model === undefined || model === name) return model ?? name;
+  const slash = model.lastIndexOf('/');
+  if (slash >= 0 && model.slice(slash + 1) === name) return model;
+  throw new ApiError('model_not_found', `The model '${model}' is not served here; this endpoint serves '${name}' (or '<provider>/${name}').`, 'model');
+}
+
+function parseBody(raw: unknown): Record<string, unknown> {
+  // Common, well-typed bodies skip zod; everything else gets the schema (and its error messages).
+  const fast = fastChatBody(raw);
+  if (fast !== null) return fast;
+  const parsed = chatRequestSchema.safeParse(raw);
+  if (!parsed.success) throw validationError(parsed.error);
+  return parsed.data;
+}
+
+/** The chat routes' logic after auth and body reading: model resolution, limits, forwarding, errors. */
+export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
+  const { store, limits, metrics } = deps;
+
+  const fail = (x: ChatExchange, err: unknown): void => {
+    const status = sendError(x.res, err, x.log, x.requestId);
+    metrics.countRequest('chat', x.mode, status, '');
+    if (deps.logInfo === true) logRequest(x.log, x.requestId, 'chat', x.mode, '', status, performance.now() - x.startPerf);
+  };
+
+  const serve = async (x: ChatExchange, key: ResolvedKey, dedicated: DedicatedParams | null, rawBody: unknown): Promise<void> => {
+    let forwarding = false;
+    try {
+      const view = store.view!; // auth passed, so a snapshot is loaded (and never unloaded)
+      let target: RouteTarget;
+      let clientModel: string;
+      let body: Record<string, unknown>;
+      if (dedicated === null) {
+        body = parseBody(rawBody);
+        const model = body['model'] as string | undefined;
+        if (model === undefined) throw new ApiError('invalid_request', "Missing required parameter: 'model'.", 'model');
+        const shared = view.endpointByName.get(model);
+        if (shared === undefined) throw new ApiError('model_not_found', `The model '${model}' does not exist or is not offered on the shared endpoint.`, 'model');
+        target = shared;
+        clientModel = model;
+      } else {
+        target = findDeployment(view, key, dedicated);
+        body = parseBody(rawBody);
+        clientModel = dedicatedModel(body['model'] as string | undefined, target.name);
+      }
+      if (!target.ready) throw new ApiError('no_healthy_upstream', NO_REPLICA);
+      // Context length, RPM/TPM reservation, replica slot (src/limits); the slot frees when the answer ends.
+      const admitted = limits.admit(x.requestId, key, target, body, x.res);
+      const admission: Admission = admitted instanceof Promise ? await admitted : admitted;
+      forwarding = true;
+      try {
+        await forwardChat(deps, {
+          requestId: x.requestId, startedAt: x.startedAt, startPerf: x.startPerf, key, target, mode: x.mode, clientModel, body,
+        }, x.res, x.log);
+      } finally {
+        admission.end();
+      }
+    } catch (err) {
+      // The forwarder counted (and logged) its own failures with their real outcome.
+      if (forwarding) sendError(x.res, err, x.log, x.requestId);
+      else fail(x, err);
+    }
+  };
+
+  return { serve, fail };
+}
