@@ -102,7 +102,7 @@ function benchSnapshot(upstreamUrl: string, servedModel: string, upstreamKey: st
         name: BENCH_MODEL,
         provider: 'bench',
         contextLength: 32768,
-        concurrency: null,
+        concurrency: 4, // "4x": 128 in flight per replica, so the gate (still on) is not what the bench measures
         coldStartSeconds: null,
         offeredShared: true,
         offeredDedicated: false,
