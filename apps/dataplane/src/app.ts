@@ -5,7 +5,7 @@ import { errorBody } from '@infer/shared';
 import Fastify, { LogController } from 'fastify';
 import type { FastifyBaseLogger, FastifyInstance, FastifyServerOptions } from 'fastify';
 import type { ConfigStore } from './config/config-store.ts';
-import { handleError } from './error-handler.ts';
+import { handleError, handleFrameworkError } from './error-handler.ts';
 import './fastify-types.ts';
 import { loggerOptions, logRequest } from './logging.ts';
 import { createMetrics } from './metrics.ts';
@@ -68,6 +68,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     logController: new LogController({ disableRequestLogging: true }),
     return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true },
+    frameworkErrors: handleFrameworkError,
   };
   const app = opts.loggerInstance
     ? Fastify({ ...base, loggerInstance: opts.loggerInstance })

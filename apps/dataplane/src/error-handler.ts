@@ -9,6 +9,8 @@ const FASTIFY_CODES: Readonly<Record<string, readonly [ErrorCode, string]>> = {
   FST_ERR_CTP_INVALID_JSON_BODY: ['invalid_json', 'The request body is not valid JSON.'],
   FST_ERR_CTP_EMPTY_JSON_BODY: ['invalid_json', 'The request body is empty; send a JSON object.'],
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: ['invalid_request', 'The Content-Length header does not match the body.'],
+  FST_ERR_BAD_URL: ['invalid_request', 'The request URL is not valid (bad percent-encoding).'],
+  FST_ERR_MAX_PARAM_LENGTH: ['not_found', 'Not found: a path segment of the URL is too long.'],
 };
 
 const BY_STATUS: Readonly<Record<number, readonly [ErrorCode, string]>> = {
@@ -53,6 +55,15 @@ export function handleError(err: FastifyError | ApiError | Error, req: FastifyRe
   const r = errorReply(err);
   if (r.internal) logInternal(req.log, err, req.id);
   reply.code(r.status).headers(r.headers).send(r.body);
+}
+
+/**
+ * Fastify's `frameworkErrors`: errors raised before routing (a malformed or over-long URL), where no hook runs.
+ * Same OpenAI body as every other error, with the request id.
+ */
+export function handleFrameworkError(err: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
+  reply.header('x-request-id', req.id);
+  handleError(err, req, reply);
 }
 
 /** Writes the answer to an error on a raw response (the chat routes); returns its status. */

@@ -43,8 +43,8 @@ describe('client disconnect', () => {
     expect(entry.abortedAt! - abortAt).toBeLessThan(100);
     expect(entry.completionTokens).toBeLessThan(1000);
 
-    await waitFor(() => sink.records.some((r) => r.requestId === 'dc-stream'));
-    const rec = sink.records.find((r) => r.requestId === 'dc-stream')!;
+    await waitFor(() => sink.records.some((r) => r.requestId.startsWith('dc-stream.')));
+    const rec = sink.records.find((r) => r.requestId.startsWith('dc-stream.'))!;
     expect(rec.status).toBe(499);
     expect(rec.estimated).toBe(true);
     // Every token the client could have seen is billed (the runtime may have produced one more in flight).
@@ -63,8 +63,8 @@ describe('client disconnect', () => {
     await pending;
     await waitFor(() => simEntry('dc-json')?.aborted === true);
     expect(simEntry('dc-json')!.abortedAt! - abortAt).toBeLessThan(100);
-    await waitFor(() => sink.records.some((r) => r.requestId === 'dc-json'));
-    expect(sink.records.find((r) => r.requestId === 'dc-json')).toMatchObject({ status: 499, estimated: true });
+    await waitFor(() => sink.records.some((r) => r.requestId.startsWith('dc-json.')));
+    expect(sink.records.find((r) => r.requestId.startsWith('dc-json.'))).toMatchObject({ status: 499, estimated: true });
   });
 
   it('leaves no request in flight', async () => {

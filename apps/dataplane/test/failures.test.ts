@@ -63,7 +63,7 @@ describe('runtime down', () => {
     const err = await errorOf(res);
     expect(err.code).toBe('no_healthy_upstream');
     expect(err.message).toMatch(/No replica/);
-    expect(sink.records.find((r) => r.requestId === 'none-up')).toMatchObject({ status: 503, promptTokens: 0, completionTokens: 0 });
+    expect(sink.records.find((r) => r.requestId.startsWith('none-up.'))).toMatchObject({ status: 503, promptTokens: 0, completionTokens: 0 });
   });
 });
 
@@ -119,8 +119,8 @@ describe('timeouts', () => {
     expect(data.at(-1)).toBe('[DONE]');
     const err = JSON.parse(data.at(-2)!) as { error: { code: string; type: string } };
     expect(err.error.code).toBe('upstream_timeout');
-    await waitFor(() => sink.records.some((r) => r.requestId === 'slow-1'));
-    const rec = sink.records.find((r) => r.requestId === 'slow-1')!;
+    await waitFor(() => sink.records.some((r) => r.requestId.startsWith('slow-1.')));
+    const rec = sink.records.find((r) => r.requestId.startsWith('slow-1.'))!;
     expect(rec.status).toBe(504);
     const contentChunks = data.filter((d) => d.includes('"content":"')).length;
     expect(rec.completionTokens).toBe(contentChunks);
@@ -137,8 +137,8 @@ describe('cut mid-stream', () => {
     const data = dataLines(await res.text());
     expect(data.at(-1)).toBe('[DONE]');
     expect((JSON.parse(data.at(-2)!) as { error: { code: string } }).error.code).toBe('upstream_error');
-    await waitFor(() => sink.records.some((r) => r.requestId === 'cut-9'));
-    expect(sink.records.find((r) => r.requestId === 'cut-9')).toMatchObject({ status: 502, completionTokens: 4, estimated: true });
+    await waitFor(() => sink.records.some((r) => r.requestId.startsWith('cut-9.')));
+    expect(sink.records.find((r) => r.requestId.startsWith('cut-9.'))).toMatchObject({ status: 502, completionTokens: 4, estimated: true });
   });
 });
 

@@ -49,8 +49,8 @@ describe('streams', () => {
     const err = JSON.parse(data.at(-2)!) as { error: { type: string; code: string } };
     expect(err.error.code).toBe('upstream_error');
     expect(data.filter((d) => d.includes('"content"')).length).toBeGreaterThanOrEqual(1);
-    await waitFor(() => sink.records.some((r) => r.requestId === 'cut-1'));
-    const rec = sink.records.find((r) => r.requestId === 'cut-1')!;
+    await waitFor(() => sink.records.some((r) => r.requestId.startsWith('cut-1.')));
+    const rec = sink.records.find((r) => r.requestId.startsWith('cut-1.'))!;
     expect(rec.status).toBe(502);
     expect(rec.estimated).toBe(true);
   });
@@ -65,8 +65,8 @@ describe('streams', () => {
     await waitFor(() => sim.sim.stats().requests.find((e) => e.id === 'chatcmpl-abort-1')?.aborted === true);
     const entry = sim.sim.stats().requests.find((e) => e.id === 'chatcmpl-abort-1')!;
     expect(entry.completionTokens).toBeLessThan(500);
-    await waitFor(() => sink.records.some((r) => r.requestId === 'abort-1'));
-    expect(sink.records.find((r) => r.requestId === 'abort-1')!.status).toBe(499);
+    await waitFor(() => sink.records.some((r) => r.requestId.startsWith('abort-1.')));
+    expect(sink.records.find((r) => r.requestId.startsWith('abort-1.'))!.status).toBe(499);
   });
 
   it('handles data lines split across TCP chunks and multi-byte characters', async () => {

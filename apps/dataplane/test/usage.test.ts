@@ -22,7 +22,8 @@ afterAll(async () => {
   await sim.sim.close();
 });
 
-const recordFor = (id: string) => sink.records.find((r) => r.requestId === id);
+// A caller's x-request-id is suffixed in its usage record (`<id>.<uuid>`): reused ids must not dedupe at the ingest.
+const recordFor = (id: string) => sink.records.find((r) => r.requestId.startsWith(`${id}.`));
 
 describe('usage records', () => {
   it('reports the runtime token counts of a JSON request', async () => {

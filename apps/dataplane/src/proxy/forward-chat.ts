@@ -16,6 +16,8 @@ import { firstByteTimeout, isConnectError, isResetBeforeAnswer, runtimeError, tr
 /** One authenticated, validated chat request on its way to a runtime. */
 export interface ChatCall {
   readonly requestId: string;
+  /** The usage record's id (unique per request; the ingest is idempotent on it). */
+  readonly usageId: string;
   readonly startedAt: number;
   readonly startPerf: number;
   readonly key: ResolvedKey;
@@ -99,7 +101,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
     const completionTokens = usage?.completion_tokens ?? completionEstimate;
     const latencyMs = performance.now() - call.startPerf;
     deps.usage.record({
-      requestId: call.requestId,
+      requestId: call.usageId,
       tenantId: call.key.tenantId,
       keyId: call.key.id,
       endpointId: target.endpointId,

@@ -9,6 +9,7 @@ import type { Admission, Limits } from '../limits/limits.ts';
 import { logRequest } from '../logging.ts';
 import { fastChatBody } from '../proxy/fast-chat-body.ts';
 import { forwardChat } from '../proxy/forward-chat.ts';
+import { meterId } from '../request-id.ts';
 import type { ForwardDeps } from '../proxy/forward-chat.ts';
 import { validationError } from '../validation-error.ts';
 
@@ -19,7 +20,10 @@ export interface DedicatedParams {
 
 /** The client side of one chat request, whichever way it came in (raw fast path or Fastify route). */
 export interface ChatExchange {
+  /** The id echoed in `x-request-id`, logged and sent to the runtime. */
   readonly requestId: string;
+  /** True when `requestId` is the caller's own `x-request-id` (not unique: see `meterId`). */
+  readonly callerId: boolean;
   /** Headers already set on it (request id, CORS) go out with the answer. */
   readonly res: ServerResponse;
   /** Arrival, as epoch ms and as `performance.now()`. */
@@ -61,15 +65,22 @@ export function findDeployment(view: ConfigView, key: ResolvedKey, params: Dedic
 /** Dedicated `model`: absent, the Name, or `<provider>/<Name>` (the provider label may differ). */
 function dedicatedModel(model: string | undefined, name: string): string {
   if (model === undefined || model === name) return model ?? name;
-  const slash = model.lastIndexOf('/');
-  if (slash >= 0 && model.slice(slash + 1) === name) return model;
+  // `<provider>/` before the whole Name (a Name may itself contain a slash, e.g. `meta/llama-slash`).
+  if (model.length > name.length + 1 && model.endsWith(name) && model.charCodeAt(model.length - name.length - 1) === 0x2f) return model;
   throw new ApiError('model_not_found', `The model '${model}' is not served here; this endpoint serves '${name}' (or '<provider>/${name}').`, 'model');
 }
+
+/** Optional fields that OpenAI's API (and clients that serialise unset options) send as `null`, meaning "not set". */
+const NULLABLE_OPTIONALS = ['model', 'stream', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'n', 'seed'] as const;
 
 function parseBody(raw: unknown): Record<string, unknown> {
   // Common, well-typed bodies skip zod; everything else gets the schema (and its error messages).
   const fast = fastChatBody(raw);
   if (fast !== null) return fast;
+  if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) {
+    const b = raw as Record<string, unknown>;
+    for (const f of NULLABLE_OPTIONALS) if (b[f] === null) delete b[f];
+  }
   const parsed = chatRequestSchema.safeParse(raw);
   if (!parsed.success) throw validationError(parsed.error);
   return parsed.data;
@@ -107,12 +118,13 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
       }
       if (!target.ready) throw new ApiError('no_healthy_upstream', NO_REPLICA);
       // Context length, RPM/TPM reservation, replica slot (src/limits); the slot frees when the answer ends.
-      const admitted = limits.admit(x.requestId, key, target, body, x.res);
+      const usageId = meterId(x.requestId, x.callerId);
+      const admitted = limits.admit(usageId, key, target, body, x.res);
       const admission: Admission = admitted instanceof Promise ? await admitted : admitted;
       forwarding = true;
       try {
         await forwardChat(deps, {
-          requestId: x.requestId, startedAt: x.startedAt, startPerf: x.startPerf, key, target, mode: x.mode, clientModel, body,
+          requestId: x.requestId, usageId, startedAt: x.startedAt, startPerf: x.startPerf, key, target, mode: x.mode, clientModel, body,
         }, x.res, x.log);
       } finally {
         admission.end();

@@ -36,6 +36,13 @@ export async function corsRoutes(app: FastifyInstance): Promise<void> {
     '/funccall/:tenant/endpoints/:name/v1/chat/completions',
     '/funccall/:tenant/endpoints/:name/v1/models',
   ]) {
-    app.options(url, { config: { metricRoute: 'preflight', metricMode: 'none' } }, preflight);
+    // Answered in onRequest, before body parsing: a preflight sent with a JSON content type and no body is still a 204.
+    app.options(url, {
+      config: { metricRoute: 'preflight', metricMode: 'none' },
+      onRequest: (req, reply, done) => {
+        preflight(req, reply);
+        done();
+      },
+    }, preflight);
   }
 }

@@ -42,7 +42,7 @@ export async function inferenceRoutes(app: FastifyInstance, opts: InferenceRoute
     req.metricEndpoint = null; // the chat handler counts and logs it
     const elapsed = reply.elapsedTime;
     return chat.serve(
-      { requestId: req.id, res, startedAt: Date.now() - elapsed, startPerf: performance.now() - elapsed, mode, log: req.log },
+      { requestId: req.id, callerId: req.headers['x-request-id'] === req.id, res, startedAt: Date.now() - elapsed, startPerf: performance.now() - elapsed, mode, log: req.log },
       req.apiKey!, dedicated, req.body,
     );
   };
@@ -68,6 +68,13 @@ export async function methodNotAllowedRoutes(app: FastifyInstance): Promise<void
     reply.code(405).header('allow', 'POST').send(errorBody('method_not_allowed', 'Method not allowed: use POST.'));
   };
   for (const url of ['/endpoints/v1/chat/completions', '/funccall/:tenant/endpoints/:name/v1/chat/completions']) {
-    app.route({ method: ['GET', 'PUT', 'PATCH', 'DELETE'], url, config: { metricRoute: 'chat', metricMode: 'none' }, handler });
+    // Answered in onRequest, before any body is read: a PUT with an empty or non-JSON body is a 405, not a 400/415/413.
+    app.route({
+      method: ['GET', 'PUT', 'PATCH', 'DELETE'], url, config: { metricRoute: 'chat', metricMode: 'none' }, handler,
+      onRequest: (req, reply, done) => {
+        handler(req, reply);
+        done();
+      },
+    });
   }
 }
