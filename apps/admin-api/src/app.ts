@@ -6,7 +6,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, 
 import type pg from 'pg';
 import { errorBody, type ErrorCode } from '@infer/shared';
 import type { Db, DbKind } from './db.ts';
-import { ServiceError } from './errors.ts';
+import { asServiceError } from './errors.ts';
 import type { GraphQLLimits } from './graphql/context.ts';
 import { createGraphQLServer } from './graphql/yoga.ts';
 import { requireNodeToken } from './http/node-auth.ts';
@@ -95,7 +95,8 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
   app.addHook('onClose', async () => deployments.reconciler.close());
 
   app.setErrorHandler((err: unknown, request, reply) => {
-    if (err instanceof ServiceError) return reply.code(err.status).send(err.toBody());
+    const domain = asServiceError(err);
+    if (domain) return reply.code(domain.status).send(domain.toBody());
     const e = err as { statusCode?: number; code?: string; message?: string; validation?: unknown };
     const status = typeof e.statusCode === 'number' ? e.statusCode : 500;
     if (status >= 500) {
@@ -141,9 +142,39 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     handler: async (req, reply) => {
       const response = await yoga.handleNodeRequestAndResponse(req, reply, { req, reply });
       response.headers.forEach((value, key) => void reply.header(key, value));
+      const type = response.headers.get('content-type') ?? '';
+      if (response.status >= 400 && response.body === null) {
+        // Yoga answers some refusals (e.g. 406 for an Accept it cannot serve) with no body.
+        return reply.code(response.status).type('application/json; charset=utf-8').send(errorBody(statusCode(response.status), `GraphQL request refused (HTTP ${response.status}).`));
+      }
+      if (response.status === 200 && /^application\/(graphql-response\+)?json/.test(type)) {
+        // A result with errors and no `data` never executed (syntax, validation, variables): a 400, whatever the Accept.
+        const text = await response.text();
+        const result = JSON.parse(text) as { data?: unknown; errors?: unknown };
+        return reply.code(!('data' in result) && Array.isArray(result.errors) ? 400 : 200).send(text);
+      }
       reply.status(response.status);
       return reply.send(response.body);
     },
+  });
+  app.route({
+    url: '/graphql',
+    method: ['PUT', 'PATCH', 'DELETE'],
+    handler: async (_req, reply) => reply.code(405).header('allow', 'GET, POST, OPTIONS').send(errorBody('method_not_allowed', 'GraphQL takes GET (queries) or POST.')),
+  });
+
+  // tRPC's own refusals (e.g. 415 for a content type it cannot read) carry a JSON body without saying so.
+  app.addHook('onSend', async (request, reply, payload) => {
+    // The adapter sends a fetch Response whose headers Fastify copies after this hook: fix them on the Response.
+    if (request.url.startsWith('/trpc/') && payload instanceof Response && payload.status >= 400) {
+      const type = payload.headers.get('content-type');
+      if (type === null || type.startsWith('text/plain')) {
+        const headers = new Headers(payload.headers);
+        headers.set('content-type', 'application/json; charset=utf-8');
+        return new Response(payload.body, { status: payload.status, statusText: payload.statusText, headers });
+      }
+    }
+    return payload;
   });
 
   await app.register(fastifyTRPCPlugin, {

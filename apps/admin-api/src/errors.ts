@@ -35,3 +35,25 @@ export const notFound = (what: string): ServiceError => new ServiceError('not_fo
 export function isUniqueViolation(err: unknown): boolean {
   return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '23505';
 }
+
+/**
+ * True for a Postgres data exception (SQLSTATE class 22: a value out of range, text with a NUL
+ * character, an impossible date): the caller sent a value the database cannot hold.
+ */
+export function isDataException(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && /^22[0-9A-Z]{3}$/.test(code);
+}
+
+/**
+ * The domain error an adapter should report for `err`: a ServiceError as is, a database data
+ * exception as `invalid` (bad input, never a 500); undefined for anything else (a masked 500).
+ */
+export function asServiceError(err: unknown): ServiceError | undefined {
+  if (err instanceof ServiceError) return err;
+  if (isDataException(err)) {
+    return new ServiceError('invalid', 'a value is out of range or not valid text (e.g. it contains a NUL character)');
+  }
+  return undefined;
+}

@@ -1,12 +1,12 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { createGraphQLError, createYoga, type Plugin } from 'graphql-yoga';
 import type { Db } from '../db.ts';
-import { ServiceError } from '../errors.ts';
+import { asServiceError, ServiceError } from '../errors.ts';
 import { isSameOrigin } from '../modules/auth/origin.ts';
 import { resolveCaller } from '../modules/auth/resolve-principal.ts';
 import { sessionCookie } from '../modules/auth/sessions.ts';
 import type { DeploymentsContext } from '../modules/deployments/deployments-context.ts';
-import type { PublicUrls } from '../trpc/context.ts';
+import { isHttps, type PublicUrls } from '../trpc/context.ts';
 import { useDepthLimit } from './depth-limit.ts';
 import { DEFAULT_GRAPHQL_LIMITS, type GraphQLContext, type GraphQLLimits } from './context.ts';
 import { schema } from './schema/index.ts';
@@ -39,6 +39,16 @@ function fromServiceError(err: ServiceError, path?: readonly (string | number)[]
     path,
     extensions: { code: err.code, param: err.param, ...(status ? { http: { status } } : {}) },
   });
+}
+
+const isGraphQLError = (e: unknown): e is Error & { originalError?: unknown; path?: readonly (string | number)[] } =>
+  e instanceof Error && e.name === 'GraphQLError';
+
+/** The innermost cause of a GraphQL error (variable coercion wraps a scalar's error twice), or undefined. */
+function rootCause(error: unknown): unknown {
+  let cause = isGraphQLError(error) ? error.originalError : undefined;
+  while (isGraphQLError(cause) && cause.originalError) cause = cause.originalError;
+  return cause;
 }
 
 /** Cookie-authenticated mutations must come from this host or an allowed console origin (CSRF). */
@@ -82,7 +92,7 @@ export function createGraphQLServer(opts: GraphQLServerOptions) {
         throw err instanceof ServiceError ? fromServiceError(err) : err;
       }
       if (caller.renewed) {
-        reply.header('set-cookie', sessionCookie(caller.renewed.token, caller.renewed.session.expiresAt, req.protocol === 'https'));
+        reply.header('set-cookie', sessionCookie(caller.renewed.token, caller.renewed.session.expiresAt, isHttps(req)));
       }
       const memo = new Map<string, Promise<unknown>>();
       return { db: opts.db, principal: caller.principal, via: caller.via, publicUrls: opts.publicUrls, deployments: opts.deployments, limits, memo };
@@ -90,11 +100,19 @@ export function createGraphQLServer(opts: GraphQLServerOptions) {
     maskedErrors: {
       maskError: (error, message) => {
         if (error instanceof ServiceError) return fromServiceError(error);
-        const original = (error as { originalError?: unknown }).originalError;
-        if (original instanceof ServiceError) return fromServiceError(original, (error as { path?: readonly (string | number)[] }).path);
-        // Parse / validation errors (and ones made here) carry no original error: safe to show.
-        if (error instanceof Error && error.name === 'GraphQLError' && !original) return error;
-        opts.onUnexpectedError?.(original ?? error);
+        const path = isGraphQLError(error) ? error.path : undefined;
+        const cause = rootCause(error);
+        if (cause instanceof ServiceError) {
+          // A scalar's ServiceError inside a variable error: graphql's message names the variable, keep it.
+          const variableError = !path && isGraphQLError(error) && error.originalError !== cause;
+          return fromServiceError(variableError ? new ServiceError(cause.code, (error as Error).message, cause.param) : cause, path);
+        }
+        // A database data exception (NUL in text, a number or date out of range) is bad input, not a 500.
+        const domain = asServiceError(cause);
+        if (domain) return fromServiceError(domain, path);
+        // Parse, validation and coercion errors are graphql's own (no foreign cause): safe to show.
+        if (isGraphQLError(error) && (cause === undefined || isGraphQLError(cause))) return error;
+        opts.onUnexpectedError?.(cause ?? error);
         return createGraphQLError(message, { extensions: { code: 'internal_error' } });
       },
     },

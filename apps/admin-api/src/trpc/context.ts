@@ -98,7 +98,8 @@ export interface ContextFactoryOptions {
 
 const firstHeader = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
 
-function isHttps(req: FastifyRequest): boolean {
+/** The request came over HTTPS, directly or through a TLS-terminating proxy (X-Forwarded-Proto). */
+export function isHttps(req: FastifyRequest): boolean {
   const forwarded = firstHeader(req.headers['x-forwarded-proto'])?.split(',')[0]?.trim().toLowerCase();
   return forwarded ? forwarded === 'https' : req.protocol === 'https';
 }

@@ -1,6 +1,6 @@
 import { initTRPC, TRPCError } from '@trpc/server';
 import { z } from 'zod';
-import { ServiceError, type ServiceErrorCode } from '../errors.ts';
+import { asServiceError, ServiceError, type ServiceErrorCode } from '../errors.ts';
 import { requireAuthenticated, requirePlatformAdmin, requireTenantRole, roleIn } from '../modules/access/access.ts';
 import type { Principal, TenantRole } from '../modules/access/principal.ts';
 import type { TrpcContext } from './context.ts';
@@ -15,7 +15,9 @@ const t = initTRPC.context<TrpcContext>().create({
       const path = (cause.issues[0] as { path?: readonly PropertyKey[] } | undefined)?.path ?? [];
       param = path.map((p) => (typeof p === 'object' && p !== null && 'key' in p ? String((p as { key: unknown }).key) : String(p))).join('.') || null;
     }
-    return { ...shape, data: { ...shape.data, param, stack: undefined } };
+    // Unexpected failures are logged (onError) and never described to the caller.
+    const message = error.code === 'INTERNAL_SERVER_ERROR' ? 'Internal server error.' : shape.message;
+    return { ...shape, message, data: { ...shape.data, param, stack: undefined } };
   },
 });
 
@@ -28,12 +30,15 @@ const TRPC_CODE: Readonly<Record<ServiceErrorCode, TRPCError['code']>> = Object.
   rate_limited: 'TOO_MANY_REQUESTS',
 });
 
-/** Domain errors become tRPC errors with their (safe) message; anything else stays a masked 500. */
+/**
+ * Domain errors (and database data exceptions, which are bad input) become tRPC errors with their
+ * (safe) message; anything else stays a masked 500.
+ */
 const serviceErrors = t.middleware(async ({ next }) => {
   const result = await next();
-  if (!result.ok && result.error.cause instanceof ServiceError) {
-    const cause = result.error.cause;
-    throw new TRPCError({ code: TRPC_CODE[cause.code], message: cause.message, cause });
+  if (!result.ok) {
+    const cause = asServiceError(result.error.cause);
+    if (cause) throw new TRPCError({ code: TRPC_CODE[cause.code], message: cause.message, cause });
   }
   return result;
 });

@@ -35,11 +35,20 @@ export interface CreateTenantInput {
   readonly actor?: Actor;
 }
 
+/** Rate limits are positive integers or null (no limit); both transports reach the service. */
+function validateLimits(limits: { rpmLimit?: number | null; tpmLimit?: number | null }): void {
+  for (const field of ['rpmLimit', 'tpmLimit'] as const) {
+    const v = limits[field];
+    if (v != null && (!Number.isSafeInteger(v) || v < 1)) throw new ServiceError('invalid', `${field} must be a positive integer or null`, field);
+  }
+}
+
 /** Creates a tenant; the slug is the <tenant> segment of its dedicated URLs. */
 export async function createTenant(db: Db, input: CreateTenantInput): Promise<Tenant> {
   if (!SLUG.test(input.slug)) {
     throw new ServiceError('invalid', 'slug must be lowercase letters, digits and dashes (max 63)', 'slug');
   }
+  validateLimits(input);
   try {
     return await withTransaction(db, async (trx) => {
       const tenant = await trx
@@ -88,10 +97,7 @@ export async function setTenantLimits(
   actor?: Actor,
 ): Promise<Tenant> {
   if (!isUuid(tenantId)) throw notFound('tenant');
-  for (const field of ['rpmLimit', 'tpmLimit'] as const) {
-    const v = limits[field];
-    if (v !== null && (!Number.isSafeInteger(v) || v < 1)) throw new ServiceError('invalid', `${field} must be a positive integer or null`, field);
-  }
+  validateLimits(limits);
   return withTransaction(db, async (trx) => {
     const tenant = await trx
       .updateTable('tenants')

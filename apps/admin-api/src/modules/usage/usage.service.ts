@@ -8,8 +8,25 @@ export interface IngestResult {
   accepted: number;
   /** Records already stored (same request id): a retried batch never bills twice. */
   duplicates: number;
-  /** Records dropped because they cannot be stored (tenant id not a uuid, unreadable time). */
+  /** Records dropped because they cannot be stored (tenant id not a uuid, unreadable time, out-of-range numbers, NUL in text). */
   rejected: number;
+}
+
+const INT4_MAX = 2_147_483_647;
+const INT4_MIN = -2_147_483_648;
+// Postgres timestamptz holds 4713 BC .. 294276 AD; a usage record is never outside 1970 .. 9999.
+const MIN_STARTED_AT = Date.UTC(1970, 0, 1);
+const MAX_STARTED_AT = Date.UTC(10000, 0, 1);
+
+/** True when every column of the record fits its Postgres type (int4 counts, text without NUL, a real time). */
+function storable(r: UsageRecord): boolean {
+  if (!isUuid(r.tenantId)) return false;
+  const started = Date.parse(r.startedAt);
+  if (!Number.isFinite(started) || started < MIN_STARTED_AT || started >= MAX_STARTED_AT) return false;
+  const int4 = (n: number): boolean => Number.isInteger(n) && n >= INT4_MIN && n <= INT4_MAX;
+  if (!int4(r.promptTokens) || !int4(r.completionTokens) || !int4(r.status)) return false;
+  if (!Number.isFinite(r.latencyMs) || (r.ttftMs !== null && !Number.isFinite(r.ttftMs))) return false;
+  return !r.requestId.includes('\u0000') && !r.model.includes('\u0000');
 }
 
 /**
@@ -19,7 +36,7 @@ export interface IngestResult {
 export async function ingestUsage(db: Db, records: readonly UsageRecord[]): Promise<IngestResult> {
   const orNull = (id: string | null): string | null => (id !== null && isUuid(id) ? id : null);
   const rows = records
-    .filter((r) => isUuid(r.tenantId) && Number.isFinite(Date.parse(r.startedAt)))
+    .filter(storable)
     .map((r) => ({
       request_id: r.requestId,
       tenant_id: r.tenantId,

@@ -1,0 +1,254 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testBackends } from '@infer/db/testing';
+import { hashSecret } from '@infer/shared';
+import { SESSION_TTL_MS } from '../src/modules/auth/sessions.ts';
+import { NODE_TOKEN, startTestApp, type TestApp } from './helpers.ts';
+import { buildWorld, type World } from './trpc-fixtures.ts';
+
+
+interface Raw {
+  status: number;
+  contentType: string;
+  text: string;
+  json: any;
+}
+
+async function raw(url: string, init: RequestInit = {}): Promise<Raw> {
+  const res = await fetch(url, init);
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, contentType: res.headers.get('content-type') ?? '', text, json };
+}
+
+/** A clear 4xx: JSON body, no stack trace, no HTML. */
+function expectClient4xx(r: Raw, status?: number): void {
+  if (status !== undefined) expect(r.status, r.text).toBe(status);
+  expect(r.status, r.text).toBeGreaterThanOrEqual(400);
+  expect(r.status, r.text).toBeLessThan(500);
+  expect(r.contentType).toMatch(/json/);
+  expect(r.json, r.text).toBeDefined();
+  expect(r.text).not.toMatch(/<html|\n\s+at |node_modules|\.ts:\d+/i);
+}
+
+describe.each(testBackends())('hardening (%s)', (kind) => {
+  let t: TestApp;
+  let w: World;
+  const nodeHeaders = { authorization: `Bearer ${NODE_TOKEN}`, 'content-type': 'application/json' };
+
+  beforeAll(async () => {
+    t = await startTestApp(kind);
+    w = await buildWorld(t.database.db);
+  }, 60_000);
+  afterAll(async () => t?.close());
+
+  const gql = (body: unknown, headers: Record<string, string> = {}) =>
+    raw(`${t.baseUrl}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: typeof body === 'string' ? body : JSON.stringify(body),
+    });
+  const usage = (body: unknown) =>
+    raw(`${t.baseUrl}/internal/v1/usage`, { method: 'POST', headers: nodeHeaders, body: typeof body === 'string' ? body : JSON.stringify(body) });
+
+  const record = (over: Record<string, unknown> = {}) => ({
+    requestId: `req-${randomUUID()}`, tenantId: w.tenantA.id, keyId: randomUUID(), endpointId: randomUUID(), deploymentId: null,
+    mode: 'shared', model: 'm', promptTokens: 1, completionTokens: 1, estimated: false, status: 200, ttftMs: 1, latencyMs: 2,
+    startedAt: new Date().toISOString(), ...over,
+  });
+
+  describe('bad input to /internal/v1/usage is a 4xx', () => {
+    const cases: [string, () => unknown][] = [
+      ['bad JSON', () => ('{"records": [')],
+      ['not an object', () => ('[]')],
+      ['tokens past int4', () => ({ records: [record({ promptTokens: 3_000_000_000 })] })],
+      ['status past int4', () => ({ records: [record({ status: 99_999_999_999 })] })],
+      ['NUL in request id', () => ({ records: [record({ requestId: 'a\u0000b' })] })],
+      ['NUL in model', () => ({ records: [record({ model: 'a\u0000b' })] })],
+      ['date out of range', () => ({ records: [record({ startedAt: '-271821-04-20T00:00:00.000Z' })] })],
+      ['wrong types', () => ({ records: [record({ promptTokens: '1' })] })],
+    ];
+    for (const [name, body] of cases) {
+      it(name, async () => {
+        const r = await usage(body());
+        if (r.status === 200) {
+          expect(r.json.accepted, r.text).toBe(0);
+        } else expectClient4xx(r);
+      });
+    }
+  });
+
+  describe('bad input to /trpc is a 4xx', () => {
+    const post = (path: string, body: string, headers: Record<string, string> = {}) =>
+      raw(`${t.baseUrl}/trpc/${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+    it('bad JSON', async () => expectClient4xx(await post('auth.login', '{"email":')));
+    it('wrong types', async () => expectClient4xx(await post('auth.login', JSON.stringify({ email: 5, password: [] }))));
+    it('NUL in login email', async () => expectClient4xx(await post('auth.login', JSON.stringify({ email: 'a\u0000@b.c', password: 'xxxxxxxxxxxx' }))));
+    it('NUL in catalog.byName', async () => expectClient4xx(await raw(`${t.baseUrl}/trpc/catalog.byName?input=${encodeURIComponent(JSON.stringify({ name: 'a\u0000' }))}`)));
+    it('NUL in catalog.list filter', async () => expectClient4xx(await raw(`${t.baseUrl}/trpc/catalog.list?input=${encodeURIComponent(JSON.stringify({ search: 'a\u0000' }))}`)));
+    it('huge string', async () => expectClient4xx(await post('auth.login', JSON.stringify({ email: 'x'.repeat(2_000_000), password: 'y' }))));
+    it('wrong content type', async () => expectClient4xx(await post('auth.login', 'email=a', { 'content-type': 'text/plain' })));
+    it('GET a mutation', async () => expectClient4xx(await raw(`${t.baseUrl}/trpc/auth.login`)));
+    it('POST a query', async () => expectClient4xx(await post('catalog.list', '{}')));
+    it('unknown procedure', async () => expectClient4xx(await raw(`${t.baseUrl}/trpc/nope.nothing`)));
+    it('junk batch', async () => {
+      const r = await post('auth.login,auth.login?batch=1', '{"0": 5, "1": "x"}');
+      expectClient4xx(r, 400);
+      expect(r.json.map((e: { error: { data: { code: string } } }) => e.error.data.code)).toEqual(['BAD_REQUEST', 'BAD_REQUEST']);
+    });
+    it('batch with non-object', async () => expectClient4xx(await post('auth.login?batch=1', '"junk"')));
+    it('batch query with junk input', async () => expectClient4xx(await raw(`${t.baseUrl}/trpc/catalog.list,catalog.byName?batch=1&input=junk`)));
+    it('PUT', async () => expectClient4xx(await raw(`${t.baseUrl}/trpc/auth.login`, { method: 'PUT', body: '{}', headers: { 'content-type': 'application/json' } })));
+    it('bad uuid', async () => expectClient4xx(await raw(`${t.baseUrl}/trpc/keys.list?input=${encodeURIComponent(JSON.stringify({ tenantId: 'x' }))}`, { headers: { authorization: w.parties.platformToken.authorization! } })));
+    it('NUL in members.add email', async () => {
+      const r = await post('tenants.members.add', JSON.stringify({ tenantId: w.tenantA.id, email: 'a\u0000@b.c' }), { authorization: w.parties.platformToken.authorization! });
+      expectClient4xx(r);
+    });
+    it('NUL in keys.create name', async () => {
+      const r = await post('keys.create', JSON.stringify({ tenantId: w.tenantA.id, name: 'a\u0000' }), { authorization: w.parties.platformToken.authorization! });
+      expectClient4xx(r);
+    });
+    it('NUL in deployments.create entry', async () => {
+      const r = await post('deployments.create', JSON.stringify({ tenantId: w.tenantA.id, entryName: 'a\u0000' }), { authorization: w.parties.platformToken.authorization! });
+      expectClient4xx(r);
+    });
+    it('NUL in audit action', async () => {
+      const r = await raw(`${t.baseUrl}/trpc/audit.list?input=${encodeURIComponent(JSON.stringify({ action: 'a\u0000' }))}`, { headers: { authorization: w.parties.platformToken.authorization! } });
+      expectClient4xx(r);
+    });
+    it('huge audit before', async () => {
+      const r = await raw(`${t.baseUrl}/trpc/audit.list?input=${encodeURIComponent(JSON.stringify({ before: 2 ** 60 }))}`, { headers: { authorization: w.parties.platformToken.authorization! } });
+      expect(r.status, r.text).toBeLessThan(500);
+    });
+    it('huge usage range dates', async () => {
+      const r = await raw(`${t.baseUrl}/trpc/usage.summary?input=${encodeURIComponent(JSON.stringify({ tenantId: w.tenantA.id, from: '0000-01-01', to: '0000-06-01' }))}`, { headers: { authorization: w.parties.platformToken.authorization! } });
+      expect(r.status, r.text).toBeLessThan(500);
+    });
+  });
+
+
+  describe('odd HTTP on /graphql is a JSON 4xx', () => {
+    it('GET without a query is a 400', async () => expectClient4xx(await raw(`${t.baseUrl}/graphql`), 400));
+    it('an Accept it cannot serve is a 406 with a JSON body', async () =>
+      expectClient4xx(await gql({ query: '{ viewer { kind } }' }, { accept: 'text/html' }), 406));
+    it('DELETE is a 405', async () => expectClient4xx(await raw(`${t.baseUrl}/graphql`, { method: 'DELETE' }), 405));
+    it('a syntax error is a 400 whatever the Accept', async () => {
+      const r = await gql({ query: '{ viewer { ' }, { accept: 'application/json' });
+      expectClient4xx(r, 400);
+      expect(r.json.errors[0].message).toMatch(/Syntax Error/);
+    });
+    it('a bad variable names the variable (not "Unexpected error.")', async () => {
+      const r = await gql({ query: 'query($id: ID) { tenant(id: $id) { id } }', variables: { id: { a: 1 } } });
+      expectClient4xx(r, 400);
+      expect(r.json.errors[0].message).toMatch(/\$id/);
+    });
+    it('executed results keep 200 (errors beside data)', async () => {
+      const r = await gql({ query: 'query($s: String!) { endpoint(name: $s) { name } }', variables: { s: 'a\u0000' } });
+      expect(r.status).toBe(200);
+      expect(r.json.data).toEqual({ endpoint: null });
+      expect(r.json.errors[0].extensions.code).toBe('invalid');
+    });
+  });
+
+  describe('sessions', () => {
+    it('a renewed session cookie keeps Secure behind a TLS proxy (GraphQL as tRPC)', async () => {
+      const token = w.parties.memberA.cookie!.slice('session='.length);
+      const soon = new Date(Date.now() + SESSION_TTL_MS / 4);
+      await t.database.db.updateTable('sessions').set({ expiresAt: soon }).where('id', '=', hashSecret(token)).execute();
+      const res = await fetch(`${t.baseUrl}/graphql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', cookie: w.parties.memberA.cookie!, 'x-forwarded-proto': 'https' },
+        body: JSON.stringify({ query: '{ viewer { kind } }' }),
+      });
+      expect(res.status).toBe(200);
+      const cookie = res.headers.getSetCookie().find((c) => c.startsWith('session='));
+      expect(cookie).toBeDefined();
+      expect(cookie).toMatch(/; Secure/);
+    });
+
+    it('cookie mutations without a matching Origin are refused on both transports; logout ends the session', async () => {
+      const cookie = w.parties.ownerA.cookie!;
+      const t1 = await raw(`${t.baseUrl}/trpc/keys.create`, { method: 'POST', headers: { 'content-type': 'application/json', cookie }, body: JSON.stringify({ tenantId: w.tenantA.id, name: 'csrf' }) });
+      expectClient4xx(t1, 403);
+      const g1 = await gql({ query: 'mutation($t: ID!) { createApiKey(tenantId: $t, name: "csrf") { secret } }', variables: { t: w.tenantA.id } }, { cookie, origin: 'https://evil.example' });
+      expect(g1.json.errors[0].extensions.code).toBe('forbidden');
+      expect(JSON.stringify(g1.json)).not.toMatch(/inf_/);
+      const keys = await t.database.db.selectFrom('apiKeys').select('name').where('tenantId', '=', w.tenantA.id).where('name', '=', 'csrf').execute();
+      expect(keys).toEqual([]);
+
+      const out = await raw(`${t.baseUrl}/trpc/auth.logout`, { method: 'POST', headers: { 'content-type': 'application/json', cookie, origin: t.baseUrl }, body: '{}' });
+      expect(out.status).toBe(200);
+      const after = await raw(`${t.baseUrl}/trpc/auth.me`, { headers: { cookie } });
+      expect(after.json.result.data).toBeNull();
+      const g2 = await gql({ query: '{ viewer { kind } }' }, { cookie });
+      expect(g2.json.data.viewer).toBeNull();
+    });
+  });
+
+  describe('bad input to /graphql is a 4xx', () => {
+    it('syntax error', async () => expectClient4xx(await gql({ query: '{ viewer { ' })));
+    it('bad JSON', async () => expectClient4xx(await gql('{"query":')));
+    it('no query', async () => expectClient4xx(await gql({})));
+    it('query not a string', async () => expectClient4xx(await gql({ query: 5 })));
+    it('variables not an object', async () => expectClient4xx(await gql({ query: '{ viewer { kind } }', variables: 'x' })));
+    it('wrong variable type', async () => expectClient4xx(await gql({ query: 'query($id: ID) { tenant(id: $id) { id } }', variables: { id: { a: 1 } } })));
+    it('unknown field', async () => expectClient4xx(await gql({ query: '{ nope }' })));
+    it('bad DateTime variable', async () => {
+      const r = await gql({ query: 'query($id: ID, $f: DateTime) { tenant(id: $id) { usage(from: $f) { from } } }', variables: { id: w.tenantA.id, f: 'yesterday' } }, { authorization: w.parties.platformToken.authorization! });
+      expectClient4xx(r);
+    });
+    it('NUL in slug', async () => {
+      const r = await gql({ query: 'query($s: String) { tenant(slug: $s) { id } }', variables: { s: 'a\u0000' } }, { authorization: w.parties.platformToken.authorization! });
+      expect(r.status, r.text).toBeLessThan(500);
+      expect(r.json.errors?.[0]?.extensions?.code, r.text).not.toBe('internal_error');
+    });
+    it('NUL in endpoint name', async () => {
+      const r = await gql({ query: 'query($s: String!) { endpoint(name: $s) { name } }', variables: { s: 'a\u0000' } });
+      expect(r.json.errors?.[0]?.extensions?.code, r.text).not.toBe('internal_error');
+    });
+    it('NUL in createTenant name', async () => {
+      const r = await gql({ query: 'mutation { createTenant(slug: "nul-name", name: "a\\u0000") { id } }' }, { authorization: w.parties.platformToken.authorization! });
+      expect(r.json.errors?.[0]?.extensions?.code, r.text).not.toBe('internal_error');
+    });
+    it('createTenant with negative limit', async () => {
+      const r = await gql({ query: 'mutation { createTenant(slug: "neg-limit", name: "x", rpmLimit: -5) { id } }' }, { authorization: w.parties.platformToken.authorization! });
+      expect(r.json.errors?.[0]?.extensions?.code, r.text).toBe('invalid');
+    });
+    it('GET mutation', async () => {
+      const r = await raw(`${t.baseUrl}/graphql?query=${encodeURIComponent('mutation { createTenant(slug: "x", name: "y") { id } }')}`, { headers: { authorization: w.parties.platformToken.authorization! } });
+      expectClient4xx(r);
+    });
+    it('wrong content type', async () => expectClient4xx(await gql('query=x', { 'content-type': 'text/plain' })));
+    it('PUT', async () => expectClient4xx(await raw(`${t.baseUrl}/graphql`, { method: 'PUT', body: '{}', headers: { 'content-type': 'application/json' } })));
+    it('huge body', async () => expectClient4xx(await gql({ query: `{ viewer { kind } } # ${'x'.repeat(3_000_000)}` })));
+    it('batched array', async () => expectClient4xx(await gql([{ query: '{ viewer { kind } }' }, 5])));
+  });
+});
+
+describe.each(testBackends())('unexpected failures are masked (%s)', (kind) => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp(kind);
+    await t.database.close(); // every query now fails with a driver error the caller must not see
+  }, 60_000);
+  afterAll(async () => t?.app.close());
+
+  it('tRPC answers a 500 without the underlying error message', async () => {
+    const r = await raw(`${t.baseUrl}/trpc/catalog.list`);
+    expect(r.status).toBe(500);
+    expect(r.contentType).toMatch(/json/);
+    expect(r.json.error.message).toBe('Internal server error.');
+    expect(r.text).not.toMatch(/closed|pool|PGlite|\n\s+at /i);
+  });
+
+  it('GraphQL masks it as "Unexpected error."', async () => {
+    const r = await raw(`${t.baseUrl}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ catalogFacets { tags { value } } }' }) });
+    expect(r.json.errors[0]).toMatchObject({ message: 'Unexpected error.', extensions: { code: 'internal_error' } });
+    expect(r.text).not.toMatch(/closed|pool|PGlite/i);
+  });
+});
