@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { estimatePromptTokens } from '../src/limits/token-budget.ts';
 import { NAME, SECRET_A, chatBody, deadUrl, makeSnapshot, memorySink, startDataplane, startSim, waitFor } from './helpers.ts';
 import type { StartedApp, StartedSim } from './helpers.ts';
 
@@ -65,6 +66,23 @@ describe('client disconnect', () => {
     expect(simEntry('dc-json')!.abortedAt! - abortAt).toBeLessThan(100);
     await waitFor(() => sink.records.some((r) => r.requestId.startsWith('dc-json.')));
     expect(sink.records.find((r) => r.requestId.startsWith('dc-json.'))).toMatchObject({ status: 499, estimated: true });
+  });
+
+  it('before the answer of a JSON request: the prefill is billed as the estimated prompt, nothing produced is 0', async () => {
+    const body = chatBody({ model: NAME, max_tokens: 1000 });
+    const ac = new AbortController();
+    const pending = open('dc-json-prefill', body, ac.signal).catch(() => null);
+    // The runtime has the request (prefill done, decoding under way) when the client leaves.
+    await waitFor(() => simEntry('dc-json-prefill') !== undefined);
+    await new Promise((r) => setTimeout(r, 50));
+    ac.abort();
+    await pending;
+    await waitFor(() => sink.records.some((r) => r.requestId.startsWith('dc-json-prefill.')));
+    const rec = sink.records.find((r) => r.requestId.startsWith('dc-json-prefill.'))!;
+    expect(rec).toMatchObject({ status: 499, estimated: true, completionTokens: 0 });
+    // The same estimate the limiter reserved for this body.
+    expect(rec.promptTokens).toBe(estimatePromptTokens(body));
+    expect(rec.promptTokens).toBeGreaterThan(0);
   });
 
   it('leaves no request in flight', async () => {

@@ -29,8 +29,8 @@ export interface RouteTarget {
 export interface ResolvedKey {
   readonly id: string;
   readonly tenantId: string;
-  /** The owning tenant's slug, or null when the tenant is unknown to the snapshot. */
-  readonly tenantSlug: string | null;
+  /** The owning tenant's slug (a key whose tenant is not in the snapshot is not indexed at all). */
+  readonly tenantSlug: string;
   /** Epoch ms, or Infinity for no expiry. */
   readonly expiresAtMs: number;
 }
@@ -100,9 +100,13 @@ export function buildConfigView(s: ConfigSnapshot): ConfigView {
   const tenants = new Map(s.tenants.map((t) => [t.id, t] as const));
   const keyByHash = new Map<string, ResolvedKey>();
   for (const k of s.keys) {
+    // A key whose tenant is missing (deleted, or a snapshot out of step) fails closed: it is not indexed,
+    // so it answers 401 invalid_api_key like an unknown key.
+    const tenant = tenants.get(k.tenantId);
+    if (tenant === undefined) continue;
     const expires = k.expiresAt === null ? Number.POSITIVE_INFINITY : Date.parse(k.expiresAt);
     keyByHash.set(k.hash, Object.freeze({
-      id: k.id, tenantId: k.tenantId, tenantSlug: tenants.get(k.tenantId)?.slug ?? null,
+      id: k.id, tenantId: k.tenantId, tenantSlug: tenant.slug,
       // An unparsable expiry fails closed.
       expiresAtMs: Number.isNaN(expires) ? 0 : expires,
     }));

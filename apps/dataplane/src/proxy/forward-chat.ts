@@ -5,6 +5,7 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ResolvedKey, ResolvedUpstream, RouteTarget } from '../config/config-view.ts';
 import type { DataplaneMetrics, RuntimeFailure } from '../metrics.ts';
+import { estimatePromptTokens } from '../limits/token-budget.ts';
 import { logRequest } from '../logging.ts';
 import { adapterFor } from '../runtimes/runtime-registry.ts';
 import type { OriginState, UpstreamPools, UpstreamTimeouts } from '../upstream/upstream-pools.ts';
@@ -44,18 +45,6 @@ export interface ForwardDeps {
 /** Status recorded when the client went away before the answer was complete. */
 export const CLIENT_CLOSED = 499;
 
-function estimatePrompt(body: Record<string, unknown>): number {
-  let chars = 0;
-  const messages = body['messages'];
-  if (Array.isArray(messages)) {
-    for (const m of messages) {
-      const c = (m as { content?: unknown }).content;
-      chars += typeof c === 'string' ? c.length : c == null ? 0 : JSON.stringify(c).length;
-    }
-  }
-  return Math.ceil(chars / 4);
-}
-
 /** Why an attempt counts against the replica's health, or null when the runtime did its job. */
 function failureOf(o: AttemptOutcome): RuntimeFailure | null {
   switch (o.kind) {
@@ -72,6 +61,12 @@ function failureOf(o: AttemptOutcome): RuntimeFailure | null {
     default:
       return null;
   }
+}
+
+/** True when the runtime may have taken the prompt (it was not refused, nor left unreached). */
+function reachedRuntime(o: AttemptOutcome): boolean {
+  if (o.kind === 'error') return !isConnectError(o.err);
+  return o.kind !== 'status';
 }
 
 /** True when nothing reached the runtime or it refused outright, and nothing reached the client. */
@@ -96,8 +91,13 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
   if (stream) body['stream_options'] = { ...clientOptions, include_usage: true }; // always meter streams
 
   let ttftMs: number | null = null;
-  const record = (status: number, usage: ChatUsage | null, completionEstimate: number): void => {
-    const promptTokens = usage?.prompt_tokens ?? (status < 400 || completionEstimate > 0 ? estimatePrompt(body) : 0);
+  /**
+   * Writes the one usage record. Without the runtime's `usage`, the prompt is estimated (the limiter's estimate)
+   * when the runtime worked on it: a success, anything produced, or `prefilled` (the client left while the
+   * runtime had the request); a refusal or an unreachable runtime bills no prompt.
+   */
+  const record = (status: number, usage: ChatUsage | null, completionEstimate: number, prefilled = false): void => {
+    const promptTokens = usage?.prompt_tokens ?? (status < 400 || completionEstimate > 0 || prefilled ? estimatePromptTokens(body) : 0);
     const completionTokens = usage?.completion_tokens ?? completionEstimate;
     const latencyMs = performance.now() - call.startPerf;
     deps.usage.record({
@@ -165,8 +165,11 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       }
 
       if (outcome.kind === 'client_gone' || clientGone) {
-        if (outcome.kind !== 'streamed') record(CLIENT_CLOSED, null, 0);
-        else record(CLIENT_CLOSED, outcome.usage, outcome.usage === null ? outcome.contentChunks : 0);
+        // Streams bill what was produced; a whole JSON answer that the client left before getting bills its usage;
+        // otherwise the runtime had (and prefilled) the prompt, but nothing produced is known: completion 0.
+        if (outcome.kind === 'streamed') record(CLIENT_CLOSED, outcome.usage, outcome.usage === null ? outcome.contentChunks : 0);
+        else if (outcome.kind === 'json') record(CLIENT_CLOSED, outcome.usage, outcome.completionEstimate, true);
+        else record(CLIENT_CLOSED, null, 0, reachedRuntime(outcome));
         return;
       }
       if (retryable(outcome) && attempt + 1 < maxAttempts) {
