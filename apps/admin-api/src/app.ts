@@ -13,6 +13,7 @@ import { requireNodeToken } from './http/node-auth.ts';
 import { createDefaultProvisioners, createDeploymentsContext, type DeploymentsContext } from './modules/deployments/deployments-context.ts';
 import type { Provisioners } from './modules/deployments/provisioners/provisioner.ts';
 import { createChangeHub, type ChangeHub } from './modules/snapshots/change-hub.ts';
+import { startOutboxPruner, type OutboxPruner, type OutboxPrunerOptions } from './modules/snapshots/outbox-prune.ts';
 import { postgresWakeSource } from './modules/snapshots/pg-listen.ts';
 import { snapshotRoutes } from './modules/snapshots/snapshots.routes.ts';
 import { usageRoutes } from './modules/usage/usage.routes.ts';
@@ -43,6 +44,11 @@ export interface AdminAppOptions {
   readonly consoleOrigins?: readonly string[];
   /** GraphQL depth and cost budget per operation (default depth 10, cost 5000). */
   readonly graphqlLimits?: Partial<GraphQLLimits>;
+  /**
+   * Config-outbox pruning (default: every 10 minutes, keep the newest 10,000 rows and none older than
+   * 24 hours, the newest row always); `false` turns it off.
+   */
+  readonly outboxPrune?: Pick<OutboxPrunerOptions, 'intervalMs' | 'retainRows' | 'retainHours'> | false;
 }
 
 declare module 'fastify' {
@@ -51,6 +57,8 @@ declare module 'fastify' {
     configHub: ChangeHub;
     /** Dedicated deployments: the service's context (provisioners, reconciler). */
     deployments: DeploymentsContext;
+    /** The periodic config-outbox pruner (undefined when turned off). */
+    outboxPruner: OutboxPruner | undefined;
   }
 }
 
@@ -86,6 +94,16 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
   });
   app.decorate('configHub', hub);
   app.addHook('onClose', async () => hub.close());
+
+  const pruner = opts.outboxPrune === false ? undefined : startOutboxPruner(db, {
+    ...opts.outboxPrune,
+    onPruned: (r) => {
+      if (r.deleted > 0) app.log.info({ deleted: r.deleted, oldestSeq: r.oldestSeq, version: r.newestSeq }, 'config outbox pruned');
+    },
+    onError: (err) => app.log.warn({ err }, 'config outbox prune failed'),
+  });
+  app.decorate('outboxPruner', pruner);
+  app.addHook('onClose', async () => pruner?.stop());
 
   const deployments = createDeploymentsContext({
     db, provisioners: opts.provisioners ?? createDefaultProvisioners(), log: app.log, allowPrivateExternalUrls: opts.allowPrivateExternalUrls,

@@ -35,6 +35,9 @@ const schema = z.object({
   LOCAL_SIM_ITL_MS: z.coerce.number().min(0).default(15),
   LOCAL_COLD_START_CAP_MS: z.coerce.number().int().min(0).default(10_000),
   EXTERNAL_ALLOW_PRIVATE_URLS: z.enum(['true', 'false', '1', '0']).default('false').transform((v) => v === 'true' || v === '1'),
+  OUTBOX_RETAIN_ROWS: z.coerce.number({ error: 'OUTBOX_RETAIN_ROWS must be a whole number of rows (at least 1)' }).int('OUTBOX_RETAIN_ROWS must be a whole number of rows (at least 1)').min(1, 'OUTBOX_RETAIN_ROWS must be at least 1 (the newest row is the config version)').default(10_000),
+  OUTBOX_RETAIN_HOURS: z.coerce.number({ error: 'OUTBOX_RETAIN_HOURS must be a number of hours (0: no age limit)' }).min(0, 'OUTBOX_RETAIN_HOURS must be 0 (no age limit) or more').default(24),
+  OUTBOX_PRUNE_INTERVAL_S: z.coerce.number({ error: 'OUTBOX_PRUNE_INTERVAL_S must be a number of seconds (0: never prune)' }).min(0, 'OUTBOX_PRUNE_INTERVAL_S must be 0 (never prune) or more').default(600),
 });
 
 export interface AdminEnv {
@@ -56,6 +59,12 @@ export interface AdminEnv {
   readonly LOCAL_COLD_START_CAP_MS: number;
   /** Let tenants register external runtimes on loopback/private addresses. */
   readonly EXTERNAL_ALLOW_PRIVATE_URLS: boolean;
+  /** Config outbox: keep at most this many newest rows (the newest is always kept). */
+  readonly OUTBOX_RETAIN_ROWS: number;
+  /** Config outbox: drop rows older than this (0: no age limit). */
+  readonly OUTBOX_RETAIN_HOURS: number;
+  /** Seconds between outbox prunes (0: never prune). */
+  readonly OUTBOX_PRUNE_INTERVAL_S: number;
 }
 
 /** Reads and validates the environment once; throws one message naming every bad variable. */

@@ -52,6 +52,11 @@ if (!closing) {
     }),
     allowPrivateExternalUrls: env.EXTERNAL_ALLOW_PRIVATE_URLS,
     consoleOrigins: env.CONSOLE_ORIGINS,
+    outboxPrune: env.OUTBOX_PRUNE_INTERVAL_S === 0 ? false : {
+      intervalMs: env.OUTBOX_PRUNE_INTERVAL_S * 1000,
+      retainRows: env.OUTBOX_RETAIN_ROWS,
+      retainHours: env.OUTBOX_RETAIN_HOURS,
+    },
   });
   await app.listen({ host: env.ADMIN_HOST, port: env.ADMIN_PORT });
   const address = app.server.address();

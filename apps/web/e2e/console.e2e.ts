@@ -125,6 +125,37 @@ describe('web console', () => {
     expect(refused.status, refused.body).toBe(401);
   });
 
+  test('an owner creates an admin token shown once, its curl calls GraphQL, and a revoked token is refused', async () => {
+    await login(page);
+    await page.getByRole('link', { name: 'Admin tokens' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Admin tokens' }).waitFor();
+    const tokenName = `e2e token ${Date.now()}`;
+    await page.getByLabel('Token name').fill(tokenName);
+    await page.getByRole('radio', { name: /This tenant/ }).check();
+    await page.getByRole('button', { name: 'Create token' }).click();
+    const secret = (await page.getByTestId('new-admin-token-secret').textContent()) ?? '';
+    expect(secret).toMatch(/^infa_/);
+    await page.getByText('This is the only time it is shown').waitFor();
+    const curl = (await page.getByTestId('admin-token-curl').textContent()) ?? '';
+    expect(curl).toContain(`Bearer ${secret}`);
+    await screenshot(page, 'admin token shown once');
+    const ok = await runCurl(curl);
+    expect(ok.status, ok.body).toBe(200);
+    const viewer = (JSON.parse(ok.body) as { data: { viewer: { kind: string; tenants: { slug: string }[] } } }).data.viewer;
+    expect(viewer.kind).toBe('ADMIN_TOKEN');
+    expect(viewer.tenants.map((t) => t.slug)).toEqual([platform.env['DEMO_TENANT']]);
+
+    await page.getByRole('button', { name: 'I have copied it' }).click();
+    const row = page.locator('tr', { hasText: tokenName });
+    await row.waitFor();
+    expect(await page.content()).not.toContain(secret);
+    await row.getByRole('button', { name: `Revoke ${tokenName}` }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Revoke token' }).click();
+    await row.getByText('revoked').waitFor();
+    const refused = await runCurl(curl);
+    expect(refused.status, refused.body).toBe(401);
+  });
+
   test('the playground streams a reply and the stop button ends it', async () => {
     await login(page);
     const model = platform.env['SHARED_MODEL'] ?? '';

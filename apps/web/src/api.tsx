@@ -7,6 +7,8 @@ export type PlatformUrls = RouterOutputs['platform']['urls'];
 export type Me = NonNullable<RouterOutputs['auth']['me']>;
 export type ApiKey = RouterOutputs['keys']['list'][number];
 export type CreatedKey = RouterOutputs['keys']['create'];
+export type AdminToken = RouterOutputs['adminTokens']['list'][number];
+export type CreatedAdminToken = RouterOutputs['adminTokens']['create'];
 export type Deployment = RouterOutputs['deployments']['list'][number];
 export type UsageSummary = RouterOutputs['usage']['summary'];
 export type Tenant = RouterOutputs['tenants']['all'][number];
@@ -36,6 +38,14 @@ export const api = {
     create: (tenantId: string, name: string, expiresAt: string | null) =>
       trpc.keys.create.mutate({ tenantId, name, ...(expiresAt ? { expiresAt } : {}) }),
     revoke: (tenantId: string, keyId: string) => trpc.keys.revoke.mutate({ tenantId, keyId }),
+  },
+  adminTokens: {
+    /** With a tenant: that tenant's tokens (owners); without: every token (platform admins). */
+    list: (tenantId?: string) => trpc.adminTokens.list.query(tenantId ? { tenantId } : {}),
+    /** `tenantId` null: a platform-wide token (platform admins only). */
+    create: (name: string, tenantId: string | null, expiresAt: string | null) =>
+      trpc.adminTokens.create.mutate({ name, tenantId, ...(expiresAt ? { expiresAt } : {}) }),
+    revoke: (tokenId: string, tenantId?: string) => trpc.adminTokens.revoke.mutate({ tokenId, ...(tenantId ? { tenantId } : {}) }),
   },
   deployments: {
     list: (tenantId: string) => trpc.deployments.list.query({ tenantId }),

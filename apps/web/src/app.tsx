@@ -2,6 +2,7 @@ import { useMutation } from '@tanstack/react-query';
 import { useEffect, type ReactNode } from 'react';
 import { api } from './api.tsx';
 import { Loading } from './components/states.tsx';
+import { AdminTokensPage } from './pages/admin-tokens.tsx';
 import { AdminPage } from './pages/admin.tsx';
 import { CatalogPage } from './pages/catalog.tsx';
 import { DeploymentsPage } from './pages/deployments.tsx';
@@ -16,7 +17,7 @@ import { queryClient } from './trpc.tsx';
 
 function NavLink({ to, children }: { to: string; children: ReactNode }) {
   const { location } = useRouter();
-  const active = to === '/' ? location.path === '/' || location.path.startsWith('/endpoints/') : location.path.startsWith(to);
+  const active = to === '/' ? location.path === '/' || location.path.startsWith('/endpoints/') : location.path === to || location.path.startsWith(`${to}/`);
   return (
     <Link to={to} className="nav-link" aria-current={active ? 'page' : undefined}>
       {children}
@@ -48,6 +49,7 @@ function Header() {
         {me && <NavLink to="/keys">API keys</NavLink>}
         {me && <NavLink to="/deployments">Deployments</NavLink>}
         {me && <NavLink to="/usage">Usage</NavLink>}
+        {(me?.isPlatformAdmin || session.tenant?.role === 'owner') && <NavLink to="/admin-tokens">Admin tokens</NavLink>}
         {me?.isPlatformAdmin && <NavLink to="/admin">Admin</NavLink>}
       </nav>
       <div className="account">
@@ -82,7 +84,7 @@ function Header() {
 }
 
 /** Pages that need a session send the visitor to the login page and back. */
-function RequireLogin({ children, admin = false }: { children: ReactNode; admin?: boolean }) {
+function RequireLogin({ children, admin = false, tenantOptional = false }: { children: ReactNode; admin?: boolean; tenantOptional?: boolean }) {
   const session = useSession();
   const { location, navigate } = useRouter();
   const missing = !session.loading && !session.me;
@@ -92,7 +94,7 @@ function RequireLogin({ children, admin = false }: { children: ReactNode; admin?
   if (session.loading) return <Loading what="Checking your session" />;
   if (!session.me) return null;
   if (admin && !session.me.isPlatformAdmin) return <p className="state error" role="alert">This page is for platform admins.</p>;
-  if (!admin && !session.tenant) return <p className="state empty">Your account does not belong to a tenant yet. Ask a platform admin to add you.</p>;
+  if (!admin && !session.tenant && !(tenantOptional && session.me.isPlatformAdmin)) return <p className="state empty">Your account does not belong to a tenant yet. Ask a platform admin to add you.</p>;
   return <>{children}</>;
 }
 
@@ -107,7 +109,8 @@ function Routes() {
   if (path === '/deployments') return <RequireLogin><DeploymentsPage /></RequireLogin>;
   if (path === '/usage') return <RequireLogin><UsagePage /></RequireLogin>;
   if (path === '/playground') return <RequireLogin><PlaygroundPage /></RequireLogin>;
-  if (path.startsWith('/admin')) return <RequireLogin admin><AdminPage /></RequireLogin>;
+  if (path === '/admin-tokens') return <RequireLogin tenantOptional><AdminTokensPage /></RequireLogin>;
+  if (path === '/admin' || path.startsWith('/admin/')) return <RequireLogin admin><AdminPage /></RequireLogin>;
   return (
     <section>
       <h1>Page not found</h1>
