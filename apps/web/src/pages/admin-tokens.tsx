@@ -3,18 +3,12 @@ import { useId, useState, type FormEvent } from 'react';
 import { api, type AdminToken, type CreatedAdminToken } from '../api.tsx';
 import { ConfirmDialog } from '../components/confirm.tsx';
 import { CopyButton } from '../components/copy-button.tsx';
+import { CredentialCells } from '../components/credential-cells.tsx';
 import { Empty, ErrorBox, QueryView } from '../components/states.tsx';
-import { formatDate } from '../lib/format.ts';
 import { useSession } from '../session.tsx';
 
 type Scope = 'tenant' | 'platform';
 type View = 'tenant' | 'all';
-
-function tokenStatus(t: AdminToken): 'revoked' | 'expired' | 'active' {
-  if (t.revokedAt) return 'revoked';
-  if (t.expiresAt && new Date(t.expiresAt).getTime() <= Date.now()) return 'expired';
-  return 'active';
-}
 
 /** A one-line curl that asks GraphQL who the token is. */
 export function graphqlCurl(origin: string, secret: string): string {
@@ -213,23 +207,12 @@ export function AdminTokensPage() {
                 </thead>
                 <tbody>
                   {list.map((t) => {
-                    const status = tokenStatus(t);
                     return (
                       <tr key={t.id} data-token-id={t.id}>
                         <td data-label="Name">{t.name}</td>
                         <td data-label="Scope">{tenantName(t.tenantId)}</td>
                         <td data-label="Prefix">{t.prefix ? <code>{t.prefix}…</code> : '—'}</td>
-                        <td data-label="Created">{formatDate(t.createdAt)}</td>
-                        <td data-label="Last used">{t.lastUsedAt ? formatDate(t.lastUsedAt) : 'Never'}</td>
-                        <td data-label="Expires">{t.expiresAt ? formatDate(t.expiresAt) : 'Never'}</td>
-                        <td data-label="Status"><span className={`state-badge s-${status}`}>{status}</span></td>
-                        <td>
-                          {status !== 'revoked' && (
-                            <button type="button" className="danger" onClick={() => setRevoking(t)} aria-label={`Revoke ${t.name}`}>
-                              Revoke
-                            </button>
-                          )}
-                        </td>
+                        <CredentialCells credential={t} onRevoke={() => setRevoking(t)} />
                       </tr>
                     );
                   })}

@@ -3,15 +3,9 @@ import { useState } from 'react';
 import { api, type ApiKey, type CreatedKey } from '../api.tsx';
 import { ConfirmDialog } from '../components/confirm.tsx';
 import { CreateKeyForm, NewKeyNotice } from '../components/create-key.tsx';
+import { CredentialCells } from '../components/credential-cells.tsx';
 import { Empty, ErrorBox, QueryView } from '../components/states.tsx';
-import { formatDate } from '../lib/format.ts';
 import { useSession } from '../session.tsx';
-
-function keyStatus(k: ApiKey): 'revoked' | 'expired' | 'active' {
-  if (k.revokedAt) return 'revoked';
-  if (k.expiresAt && new Date(k.expiresAt).getTime() <= Date.now()) return 'expired';
-  return 'active';
-}
 
 export function KeysPage() {
   const session = useSession();
@@ -59,22 +53,11 @@ export function KeysPage() {
                 </thead>
                 <tbody>
                   {list.map((k) => {
-                    const status = keyStatus(k);
                     return (
                       <tr key={k.id} data-key-id={k.id}>
                         <td data-label="Name">{k.name}</td>
                         <td data-label="Prefix"><code>{k.prefix}…</code></td>
-                        <td data-label="Created">{formatDate(k.createdAt)}</td>
-                        <td data-label="Last used">{k.lastUsedAt ? formatDate(k.lastUsedAt) : 'Never'}</td>
-                        <td data-label="Expires">{k.expiresAt ? formatDate(k.expiresAt) : 'Never'}</td>
-                        <td data-label="Status"><span className={`state-badge s-${status}`}>{status}</span></td>
-                        <td>
-                          {status !== 'revoked' && (
-                            <button type="button" className="danger" onClick={() => setRevoking(k)} aria-label={`Revoke ${k.name}`}>
-                              Revoke
-                            </button>
-                          )}
-                        </td>
+                        <CredentialCells credential={k} onRevoke={() => setRevoking(k)} />
                       </tr>
                     );
                   })}
