@@ -4,6 +4,7 @@ import { isUuid, type Db } from '../../db.ts';
 import { notFound, ServiceError } from '../../errors.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
+import { checkCredentialInput } from '../access/credential-input.ts';
 
 /** An admin token as listed; never its secret or hash. */
 export interface AdminToken {
@@ -39,11 +40,7 @@ export interface CreatedAdminToken {
 
 /** Issues an admin token for GraphQL / tRPC automation. The caller has checked the scope. */
 export async function createAdminToken(db: Db, input: CreateAdminTokenInput): Promise<CreatedAdminToken> {
-  const name = input.name.trim();
-  if (name.length === 0 || name.length > 100) throw new ServiceError('invalid', 'name must be 1-100 characters', 'name');
-  if (input.expiresAt && input.expiresAt.getTime() <= Date.now()) {
-    throw new ServiceError('invalid', 'expiresAt must be in the future', 'expiresAt');
-  }
+  const name = checkCredentialInput(input.name, input.expiresAt);
   if (input.tenantId !== null && !isUuid(input.tenantId)) throw notFound('tenant');
   const secret = generateSecret(SECRET_PREFIX.admin);
   return withTransaction(db, async (trx) => {

@@ -5,6 +5,7 @@ import { notFound, ServiceError } from '../../errors.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import { recordChange } from '../snapshots/snapshots.service.ts';
+import { checkCredentialInput } from '../access/credential-input.ts';
 
 /** An inference API key as shown in lists; never its secret or hash. */
 export interface ApiKey {
@@ -44,11 +45,7 @@ export interface CreatedApiKey {
 
 /** Issues an inference key for a tenant (serves shared and dedicated modes). */
 export async function createApiKey(db: Db, input: CreateApiKeyInput): Promise<CreatedApiKey> {
-  const name = input.name.trim();
-  if (name.length === 0 || name.length > 100) throw new ServiceError('invalid', 'name must be 1-100 characters', 'name');
-  if (input.expiresAt && input.expiresAt.getTime() <= Date.now()) {
-    throw new ServiceError('invalid', 'expiresAt must be in the future', 'expiresAt');
-  }
+  const name = checkCredentialInput(input.name, input.expiresAt);
   if (!isUuid(input.tenantId)) throw notFound('tenant');
   const secret = generateSecret(SECRET_PREFIX.inference);
   return withTransaction(db, async (trx) => {
