@@ -32,7 +32,7 @@ function parseOptions(argv: readonly string[]): Options {
     args: [...argv],
     options: {
       duration: { type: 'string', default: '5' },
-      rates: { type: 'string', default: '500' },
+      rates: { type: 'string', default: '500,2000' },
       connections: { type: 'string', default: '64' },
       json: { type: 'boolean', default: false },
       upstream: { type: 'string' },
@@ -90,7 +90,11 @@ async function main(): Promise<void> {
   const stack = await startStack({ upstream: opts.upstream, servedModel: opts.model, upstreamKey: opts.upstreamKey, cpuProfDir: opts.cpuProf });
 
   const poolOpts = { connections: opts.connections, pipelining: 1, keepAliveTimeout: 30_000 };
-  const pools: Record<TargetName, Pool> = { direct: new Pool(stack.upstreamUrl, poolOpts), dataplane: new Pool(stack.dataplaneUrl, poolOpts) };
+  const pools: Record<TargetName, Pool> = {
+    direct: new Pool(stack.upstreamUrl, poolOpts),
+    dataplane: new Pool(stack.dataplaneUrl, poolOpts),
+    'bare-proxy': new Pool(stack.bareProxyUrl, poolOpts),
+  };
   const specs: Record<TargetName, Record<Mode, RequestSpec>> = {
     direct: {
       json: requestSpec('/v1/chat/completions', opts.model, opts.model, false, opts.upstreamKey),
@@ -101,6 +105,11 @@ async function main(): Promise<void> {
       json: requestSpec('/endpoints/v1/chat/completions', BENCH_MODEL, BENCH_MODEL, false, stack.apiKey),
       stream: requestSpec('/endpoints/v1/chat/completions', BENCH_MODEL, BENCH_MODEL, true, stack.apiKey),
     },
+    // The reference floor relays the runtime's bytes as they are (served name, upstream key passed on).
+    'bare-proxy': {
+      json: requestSpec('/v1/chat/completions', opts.model, opts.model, false, opts.upstreamKey),
+      stream: requestSpec('/v1/chat/completions', opts.model, opts.model, true, opts.upstreamKey),
+    },
   };
 
   const cases: CaseResult[] = [];
@@ -110,14 +119,25 @@ async function main(): Promise<void> {
     if (target === 'dataplane') dataplaneRequests += s.ok + s.non2xx + s.errors;
     return s;
   };
-  // CPU time the data plane (and the simulator) spent per request of a case, from /proc.
-  const measured = async (run: () => Promise<CaseStats>): Promise<{ stats: CaseStats; cpu: CaseCpu }> => {
-    const dp0 = cpuMs(stack.dataplane.pid);
+  // CPU time the proxy in front (data plane or bare proxy), the simulator and the load generator itself spent
+  // per request of a case (from /proc and process.cpuUsage).
+  const measured = async (target: TargetName, run: () => Promise<CaseStats>): Promise<{ stats: CaseStats; cpu: CaseCpu }> => {
+    const proxy = target === 'dataplane' ? stack.dataplane : target === 'bare-proxy' ? stack.bareProxy : null;
+    const proxy0 = proxy ? cpuMs(proxy.pid) : null;
     const sim0 = stack.sim ? cpuMs(stack.sim.pid) : null;
+    const gen0 = process.cpuUsage();
     const stats = await run();
+    const gen = process.cpuUsage(gen0);
     const n = stats.ok + stats.non2xx + stats.errors;
     const perReq = (a: number | null, b: number | null): number | null => (a === null || b === null || n === 0 ? null : ((b - a) * 1000) / n);
-    return { stats, cpu: { dataplaneUs: perReq(dp0, cpuMs(stack.dataplane.pid)), simUs: stack.sim ? perReq(sim0, cpuMs(stack.sim.pid)) : null } };
+    return {
+      stats,
+      cpu: {
+        proxyUs: proxy ? perReq(proxy0, cpuMs(proxy.pid)) : null,
+        simUs: stack.sim ? perReq(sim0, cpuMs(stack.sim.pid)) : null,
+        loadgenUs: n === 0 ? null : (gen.user + gen.system) / n,
+      },
+    };
   };
   const warmS = Math.min(1, opts.durationS / 5);
   for (const target of ['direct', 'dataplane'] as const) {
@@ -128,18 +148,28 @@ async function main(): Promise<void> {
       if (warm.ok === 0) throw new Error(`${target} ${mode}: no correct response while warming up: ${warm.firstFailure ?? 'nothing answered'}`);
       for (const rate of opts.rates) {
         log(`${target} ${mode} open loop ${rate}/s for ${opts.durationS}s`);
-        const r = await measured(() => runOpenLoop(pool, spec, rate, opts.durationS));
+        const r = await measured(target, () => runOpenLoop(pool, spec, rate, opts.durationS));
         cases.push({ target, mode, load: { kind: 'rate', rate }, stats: countSent(target, r.stats), cpu: r.cpu });
       }
       log(`${target} ${mode} closed loop ${opts.connections} connections for ${opts.durationS}s`);
-      const r = await measured(() => runClosedLoop(pool, spec, opts.connections, opts.durationS));
+      const r = await measured(target, () => runClosedLoop(pool, spec, opts.connections, opts.durationS));
       cases.push({ target, mode, load: { kind: 'saturation', connections: opts.connections }, stats: countSent(target, r.stats), cpu: r.cpu });
     }
+  }
+  // The reference floor, at saturation only: what a do-nothing Node proxy reaches on this machine now.
+  for (const mode of ['json', 'stream'] as const) {
+    const pool = pools['bare-proxy'];
+    const spec = specs['bare-proxy'][mode];
+    const warm = await runClosedLoop(pool, spec, Math.min(opts.connections, 16), warmS);
+    if (warm.ok === 0) throw new Error(`bare-proxy ${mode}: no correct response while warming up: ${warm.firstFailure ?? 'nothing answered'}`);
+    log(`bare-proxy ${mode} closed loop ${opts.connections} connections for ${opts.durationS}s`);
+    const r = await measured('bare-proxy', () => runClosedLoop(pool, spec, opts.connections, opts.durationS));
+    cases.push({ target: 'bare-proxy', mode, load: { kind: 'saturation', connections: opts.connections }, stats: r.stats, cpu: r.cpu });
   }
 
   const soak = opts.soak > 0 ? await runSoak(pools.dataplane, specs.dataplane, stack.dataplane, stack.dataplaneReadyRssKiB, opts) : null;
   if (soak) dataplaneRequests += soak.requests;
-  await Promise.all([pools.direct.close(), pools.dataplane.close()]);
+  await Promise.all(Object.values(pools).map((p) => p.close()));
   const { usageRecords: usage } = await stack.stop();
 
   const summary = summarize(cases, opts.rates, opts.connections);
@@ -157,7 +187,8 @@ async function main(): Promise<void> {
     `- machine: ${machine}`,
     `- ${upstreamLine}`,
     `- options: ${optionLine}${opts.soak > 0 ? `, soak ${opts.soak}` : ''}`,
-    '- the load generator shares the machine\'s cores with the servers it measures.',
+    '- the load generator shares the machine\'s cores with the servers it measures; the control-plane stub that counts usage runs in its own process.',
+    '- bare-proxy: a reference floor, not a product: node:http + undici relaying bytes with no auth, limits, metering, rewrite, metrics or timeouts (bench/bare-proxy.ts).',
     '',
     table,
     '',

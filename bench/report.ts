@@ -1,6 +1,6 @@
 import { requestsPerSecond, type CaseStats } from './load.ts';
 
-export type TargetName = 'direct' | 'dataplane';
+export type TargetName = 'direct' | 'dataplane' | 'bare-proxy';
 export type Mode = 'json' | 'stream';
 
 /** One measured case: where, what, how loaded, and what it saw. */
@@ -13,10 +13,12 @@ export interface CaseResult {
   readonly cpu?: CaseCpu;
 }
 
-/** CPU time (user + system) per request of the case, in µs, of each server process (null: not measured). */
+/** CPU time (user + system) per request of the case, in µs, of each process (null: not measured). */
 export interface CaseCpu {
-  readonly dataplaneUs: number | null;
+  /** The proxy in front of the runtime: the data plane, or the bare reference proxy. */
+  readonly proxyUs: number | null;
   readonly simUs: number | null;
+  readonly loadgenUs: number | null;
 }
 
 export interface SoakResult {
@@ -34,6 +36,8 @@ export interface Summary {
   readonly direct_rps: number;
   readonly dataplane_rps: number;
   readonly saturation_ratio: { readonly json: number; readonly stream: number };
+  /** The reference floor (bare Node proxy) over direct, at saturation. */
+  readonly bare_proxy_ratio: { readonly json: number; readonly stream: number };
   readonly added_ms: readonly { readonly mode: Mode; readonly rate: number; readonly p50: number; readonly p99: number }[];
   readonly cases: readonly {
     readonly target: TargetName;
@@ -47,8 +51,9 @@ export interface Summary {
     readonly ttfb_p99_ms: number | null;
     readonly non2xx: number;
     readonly errors: number;
-    readonly dataplane_cpu_us: number | null;
+    readonly proxy_cpu_us: number | null;
     readonly sim_cpu_us: number | null;
+    readonly loadgen_cpu_us: number | null;
   }[];
   readonly failures: readonly string[];
 }
@@ -90,6 +95,7 @@ export function summarize(cases: readonly CaseResult[], rates: readonly number[]
     direct_rps: round(satRps('direct', 'json'), 1),
     dataplane_rps: round(satRps('dataplane', 'json'), 1),
     saturation_ratio: { json: ratio(satRps('dataplane', 'json'), satRps('direct', 'json')), stream: ratio(satRps('dataplane', 'stream'), satRps('direct', 'stream')) },
+    bare_proxy_ratio: { json: ratio(satRps('bare-proxy', 'json'), satRps('direct', 'json')), stream: ratio(satRps('bare-proxy', 'stream'), satRps('direct', 'stream')) },
     added_ms: added,
     cases: cases.map((c) => ({
       target: c.target,
@@ -103,8 +109,9 @@ export function summarize(cases: readonly CaseResult[], rates: readonly number[]
       ttfb_p99_ms: c.mode === 'stream' ? round(c.stats.ttfb.percentile(99)) : null,
       non2xx: c.stats.non2xx,
       errors: c.stats.errors,
-      dataplane_cpu_us: c.cpu?.dataplaneUs == null ? null : round(c.cpu.dataplaneUs, 1),
+      proxy_cpu_us: c.cpu?.proxyUs == null ? null : round(c.cpu.proxyUs, 1),
       sim_cpu_us: c.cpu?.simUs == null ? null : round(c.cpu.simUs, 1),
+      loadgen_cpu_us: c.cpu?.loadgenUs == null ? null : round(c.cpu.loadgenUs, 1),
     })),
     failures: cases.filter((c) => c.stats.firstFailure !== null).map((c) => `${c.target} ${c.mode} ${loadLabel(c)}: ${c.stats.firstFailure}`),
   };
@@ -113,16 +120,19 @@ export function summarize(cases: readonly CaseResult[], rates: readonly number[]
 /** The results as markdown: one table of cases, then the data-plane overhead. */
 export function renderMarkdown(s: Summary, soak: SoakResult | null): string {
   const lines = [
-    '| target | mode | load | requests | req/s | p50 ms | p99 ms | TTFB p50 | TTFB p99 | non-2xx | errors | data-plane CPU µs/req | sim CPU µs/req |',
-    '|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+    '| target | mode | load | requests | req/s | p50 ms | p99 ms | TTFB p50 | TTFB p99 | non-2xx | errors | proxy CPU µs/req | sim CPU µs/req | load-gen CPU µs/req |',
+    '|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
   ];
   for (const c of s.cases) {
     lines.push(
-      `| ${c.target} | ${c.mode} | ${c.load} | ${c.requests} | ${c.rps.toFixed(1)} | ${ms(c.p50_ms)} | ${ms(c.p99_ms)} | ${ms(c.ttfb_p50_ms)} | ${ms(c.ttfb_p99_ms)} | ${c.non2xx} | ${c.errors} | ${us(c.dataplane_cpu_us)} | ${us(c.sim_cpu_us)} |`,
+      `| ${c.target} | ${c.mode} | ${c.load} | ${c.requests} | ${c.rps.toFixed(1)} | ${ms(c.p50_ms)} | ${ms(c.p99_ms)} | ${ms(c.ttfb_p50_ms)} | ${ms(c.ttfb_p99_ms)} | ${c.non2xx} | ${c.errors} | ${us(c.proxy_cpu_us)} | ${us(c.sim_cpu_us)} | ${us(c.loadgen_cpu_us)} |`,
     );
   }
   lines.push('', 'Data-plane overhead:', '');
   lines.push(`- saturation throughput, dataplane/direct: json ${s.saturation_ratio.json}, stream ${s.saturation_ratio.stream}`);
+  if (Number.isFinite(s.bare_proxy_ratio.json)) {
+    lines.push(`- reference floor, bare-proxy/direct: json ${s.bare_proxy_ratio.json}, stream ${s.bare_proxy_ratio.stream}`);
+  }
   for (const a of s.added_ms) lines.push(`- added latency at ${a.rate}/s, ${a.mode}: p50 +${ms(a.p50)} ms, p99 +${ms(a.p99)} ms`);
   if (soak) {
     const delta = soak.rssStartKiB !== null && soak.rssEndKiB !== null ? `${soak.rssEndKiB - soak.rssStartKiB >= 0 ? '+' : ''}${((soak.rssEndKiB - soak.rssStartKiB) / 1024).toFixed(1)} MiB` : 'n/a';

@@ -1,5 +1,4 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,65 +27,14 @@ export interface Stack {
   readonly dataplane: Child;
   /** The runtime-sim process, when the bench started one. */
   readonly sim: Child | null;
+  /** The reference floor (bench/bare-proxy.ts) in front of the same upstream. */
+  readonly bareProxyUrl: string;
+  readonly bareProxy: Child;
   readonly apiKey: string;
   /** Data-plane RSS (KiB) once ready, before any load. */
   readonly dataplaneReadyRssKiB: number | null;
   /** Stops the data plane gracefully (so it flushes usage), then everything else; resolves the usage records the sink got. */
   stop(): Promise<{ readonly usageRecords: number }>;
-}
-
-/**
- * A tiny stand-in for the control plane: serves the one snapshot on the config stream (SSE, then pings)
- * and counts the usage records the data plane posts, so metering runs as in production.
- */
-function startControlPlaneStub(port: number, snapshot: ConfigSnapshot): Promise<{ server: Server; count: () => number; stop: () => Promise<void> }> {
-  let records = 0;
-  const streams = new Set<ServerResponse>();
-  const snapshotEvent = `id: ${snapshot.version}\nevent: snapshot\ndata: ${JSON.stringify(snapshot)}\n\n`;
-  const server = createServer((req, res) => {
-    const url = req.url ?? '';
-    if (req.method === 'GET' && url.startsWith('/internal/v1/config/stream')) {
-      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-      res.write(snapshotEvent);
-      streams.add(res);
-      res.on('close', () => streams.delete(res));
-      return;
-    }
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      if (req.method === 'POST' && url.startsWith('/internal/v1/usage')) {
-        try {
-          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { records?: unknown };
-          if (Array.isArray(body.records)) records += body.records.length;
-        } catch {
-          res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":{"message":"bad usage batch"}}');
-          return;
-        }
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
-      } else {
-        res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"message":"bench control-plane stub"}}');
-      }
-    });
-  });
-  const ping = setInterval(() => {
-    for (const res of streams) res.write(': ping\n\n');
-  }, 10_000);
-  ping.unref();
-  return new Promise((resolve, reject) => {
-    server.on('error', reject);
-    server.listen(port, '127.0.0.1', () =>
-      resolve({
-        server,
-        count: () => records,
-        stop: () => {
-          clearInterval(ping);
-          server.closeAllConnections();
-          return new Promise<void>((done) => server.close(() => done()));
-        },
-      }),
-    );
-  });
 }
 
 function benchSnapshot(upstreamUrl: string, servedModel: string, upstreamKey: string | null, secret: string, kind: 'sim' | 'openai'): ConfigSnapshot {
@@ -138,27 +86,38 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   const snapshot = benchSnapshot(upstreamUrl, o.servedModel, o.upstreamKey, secret, sim ? 'sim' : 'openai');
   writeFileSync(configFile, JSON.stringify(snapshot), { mode: 0o600 });
 
+  // The control plane's stand-in runs in its own process, so that parsing usage batches never stalls the
+  // load generator's clock (in production the control plane is on another machine).
   const stubPort = await freePort();
-  const stub = await startControlPlaneStub(stubPort, snapshot);
+  const stub = startNode('control-plane-stub', root('bench/control-plane-stub.ts'), [String(stubPort), configFile]);
+  const stubUrl = `http://127.0.0.1:${stubPort}`;
+  await waitReady(stub, `${stubUrl}/healthz`);
   const dpPort = await freePort();
   const dataplane = startNode('dataplane', root('apps/dataplane/src/server.ts'), [], {
     PORT: String(dpPort),
     HOST: '127.0.0.1',
     CONFIG_FILE: configFile,
-    CONTROL_PLANE_URL: `http://127.0.0.1:${stubPort}`,
+    CONTROL_PLANE_URL: stubUrl,
     NODE_TOKEN: 'bench-node-token',
     LOG_LEVEL: 'warn',
   }, [...(o.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', o.cpuProfDir] : []), ...(o.dataplaneNodeArgs ?? [])]);
   const dataplaneUrl = `http://127.0.0.1:${dpPort}`;
 
+  const barePort = await freePort();
+  const bareProxy = startNode('bare-proxy', root('bench/bare-proxy.ts'), [String(barePort), upstreamUrl, o.servedModel]);
+  const bareProxyUrl = `http://127.0.0.1:${barePort}`;
+
   if (sim) await waitReady(sim, `${upstreamUrl}/health`);
   await waitReady(dataplane, `${dataplaneUrl}/readyz`);
+  await waitReady(bareProxy, `${bareProxyUrl}/healthz`);
 
   return {
     upstreamUrl,
     dataplaneUrl,
     dataplane,
     sim,
+    bareProxyUrl,
+    bareProxy,
     apiKey: secret,
     dataplaneReadyRssKiB: rssKiB(dataplane.pid),
     async stop() {
@@ -166,8 +125,11 @@ export async function startStack(o: StackOptions): Promise<Stack> {
       await exitOf(dataplane, 5000);
       sim?.proc.kill('SIGTERM');
       if (sim) await exitOf(sim, 2000);
-      const usageRecords = stub.count();
-      await stub.stop();
+      bareProxy.proc.kill('SIGTERM');
+      await exitOf(bareProxy, 2000);
+      const usageRecords = await usageCount(stubUrl);
+      stub.proc.kill('SIGTERM');
+      await exitOf(stub, 2000);
       cleanupDir();
       return { usageRecords };
     },
@@ -187,4 +149,12 @@ async function exitOf(child: Child, ms: number): Promise<void> {
       resolve();
     });
   });
+}
+
+/** The usage records the control-plane stub has counted. */
+async function usageCount(stubUrl: string): Promise<number> {
+  const res = await fetch(`${stubUrl}/count`, { signal: AbortSignal.timeout(5000) });
+  const body = (await res.json()) as { records?: unknown };
+  if (typeof body.records !== 'number') throw new Error('control-plane stub: no usage count');
+  return body.records;
 }
