@@ -31,6 +31,8 @@ export interface Stack {
   readonly bareProxyUrl: string;
   readonly bareProxy: Child;
   readonly apiKey: string;
+  /** The environment the data plane was started with (less PORT), to start another node beside it. */
+  readonly dataplaneEnv: Readonly<Record<string, string>>;
   /** Data-plane RSS (KiB) once ready, before any load. */
   readonly dataplaneReadyRssKiB: number | null;
   /** Stops the data plane gracefully (so it flushes usage), then everything else; resolves the usage records the sink got. */
@@ -93,14 +95,8 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   const stubUrl = `http://127.0.0.1:${stubPort}`;
   await waitReady(stub, `${stubUrl}/healthz`);
   const dpPort = await freePort();
-  const dataplane = startNode('dataplane', root('apps/dataplane/src/server.ts'), [], {
-    PORT: String(dpPort),
-    HOST: '127.0.0.1',
-    CONFIG_FILE: configFile,
-    CONTROL_PLANE_URL: stubUrl,
-    NODE_TOKEN: 'bench-node-token',
-    LOG_LEVEL: 'warn',
-  }, [...(o.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', o.cpuProfDir] : []), ...(o.dataplaneNodeArgs ?? [])]);
+  const dataplaneEnv = { HOST: '127.0.0.1', CONFIG_FILE: configFile, CONTROL_PLANE_URL: stubUrl, NODE_TOKEN: 'bench-node-token', LOG_LEVEL: 'warn' };
+  const dataplane = startNode('dataplane', root('apps/dataplane/src/server.ts'), [], { ...dataplaneEnv, PORT: String(dpPort) }, [...(o.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', o.cpuProfDir] : []), ...(o.dataplaneNodeArgs ?? [])]);
   const dataplaneUrl = `http://127.0.0.1:${dpPort}`;
 
   const barePort = await freePort();
@@ -119,6 +115,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     bareProxyUrl,
     bareProxy,
     apiKey: secret,
+    dataplaneEnv,
     dataplaneReadyRssKiB: rssKiB(dataplane.pid),
     async stop() {
       dataplane.proc.kill('SIGTERM');

@@ -41,4 +41,22 @@ describe('sse rewriter', () => {
     const { rw } = run(['data: {"choices":[{"delta":{"content":"data: [DONE]"}}]}\n\n'], { from: 'a', to: 'a', dropUsageChunk: true });
     expect(rw.sawDone).toBe(false);
   });
+
+  it('passes multi-byte text through byte for byte, however the bytes are split', () => {
+    const whole = Buffer.from('data: {"model":"served","choices":[{"delta":{"content":"héllo 🌍 ✓"}}]}\n\ndata: {"model":"served","choices":[{"delta":{"content":""}}]}\n\ndata: [DONE]\n\n');
+    const expected = whole.toString().replaceAll('"model":"served"', '"model":"ñame"');
+    for (let cut = 1; cut < whole.length; cut++) {
+      const rw = createSseRewriter({ from: 'served', to: 'ñame', dropUsageChunk: true });
+      const parts = [rw.push(whole.subarray(0, cut)), rw.push(whole.subarray(cut)), rw.end()].filter((b) => b !== null);
+      expect(Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : p))).toString()).toBe(expected);
+      expect(rw.contentChunks).toBe(1); // the empty content is not a token
+      expect(rw.sawDone).toBe(true);
+    }
+  });
+
+  it('drops the usage event together with the model inside it, keeping the events around it', () => {
+    const { out, rw } = run([`data: {"model":"served","choices":[{"delta":{"content":"a"}}]}\n\n${usageLine}data: {"model": "served","choices":[]}\n\n`], { from: 'served', to: 'x', dropUsageChunk: true });
+    expect(out).toBe('data: {"model":"x","choices":[{"delta":{"content":"a"}}]}\n\ndata: {"model": "x","choices":[]}\n\n');
+    expect(rw.usage?.prompt_tokens).toBe(4);
+  });
 });
