@@ -1,3 +1,5 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { memoryUsage } from 'node:process';
 import type { ConfigStore } from './config/config-store.ts';
 
 /** Why a runtime request failed or was retried (a closed set: label values stay bounded). */
@@ -60,6 +62,9 @@ const bump = (m: Map<string, number>, key: string, by = 1): void => {
 };
 
 const SEP = '\u0000';
+const LOOP_RESOLUTION_MS = 10;
+/** A sampled interval (ns, which includes the sampling period itself) as a delay in seconds. */
+const loopDelaySeconds = (ns: number): number => Math.max(0, ns / 1e6 - LOOP_RESOLUTION_MS) / 1000;
 
 /** Hand-rolled Prometheus registry for the data plane. */
 export function createMetrics(store: ConfigStore): DataplaneMetrics {
@@ -76,6 +81,9 @@ export function createMetrics(store: ConfigStore): DataplaneMetrics {
   store.onVersion(() => {
     configAppliedAt = Date.now();
   });
+  // Event-loop delay (GC pauses, long synchronous work): what every request on this node waited on top.
+  const loopDelay = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
+  loopDelay.enable();
 
   const histogram = (m: Map<string, Histogram>, key: string): Histogram => {
     let h = m.get(key);
@@ -149,6 +157,17 @@ export function createMetrics(store: ConfigStore): DataplaneMetrics {
       lines.push(`dataplane_config_version ${store.version ?? -1}`);
       family('dataplane_config_age_seconds', 'gauge', 'Seconds since the last config snapshot or delta was applied (-1 before the first).');
       lines.push(`dataplane_config_age_seconds ${configAppliedAt === 0 ? -1 : (Date.now() - configAppliedAt) / 1000}`);
+      family('dataplane_event_loop_delay_seconds', 'gauge', 'Event-loop delay since the previous scrape (10 ms sampling), by quantile; quantile="1" is the maximum.');
+      if (loopDelay.count > 0) {
+        for (const q of [0.5, 0.99]) lines.push(`dataplane_event_loop_delay_seconds{quantile="${q}"} ${loopDelaySeconds(loopDelay.percentile(q * 100))}`);
+        lines.push(`dataplane_event_loop_delay_seconds{quantile="1"} ${loopDelaySeconds(loopDelay.max)}`);
+      }
+      loopDelay.reset();
+      const mem = memoryUsage();
+      family('dataplane_resident_memory_bytes', 'gauge', 'Resident set size of the process.');
+      lines.push(`dataplane_resident_memory_bytes ${mem.rss}`);
+      family('dataplane_heap_used_bytes', 'gauge', 'V8 heap in use.');
+      lines.push(`dataplane_heap_used_bytes ${mem.heapUsed}`);
       return `${lines.join('\n')}\n`;
     },
   };

@@ -51,6 +51,25 @@ describe('/metrics after traffic', () => {
     // Histogram buckets are cumulative.
     const buckets = m.split('\n').filter((l) => l.startsWith('dataplane_request_duration_seconds_bucket')).map((l) => Number(l.split(' ')[1]));
     expect(buckets).toEqual([...buckets].sort((x, y) => x - y));
+    expect(value(m, 'dataplane_resident_memory_bytes')).toBeGreaterThan(10 * 1024 * 1024);
+    expect(value(m, 'dataplane_heap_used_bytes')).toBeGreaterThan(0);
+  });
+
+  it('reports the event-loop delay since the previous scrape, and sees a blocked loop', async () => {
+    await (await fetch(`${dp.url}/metrics`)).text(); // starts a new window
+    await new Promise((r) => setTimeout(r, 50));
+    const spin = Date.now() + 120;
+    while (Date.now() < spin); // the app runs in this process: block its loop for 120 ms
+    await new Promise((r) => setTimeout(r, 50));
+    const m = await (await fetch(`${dp.url}/metrics`)).text();
+    expect(m).toContain('# TYPE dataplane_event_loop_delay_seconds gauge');
+    const max = value(m, 'dataplane_event_loop_delay_seconds{quantile="1"}');
+    expect(max).toBeGreaterThan(0.1);
+    expect(value(m, 'dataplane_event_loop_delay_seconds{quantile="0.5"}')).toBeLessThanOrEqual(max);
+    // The next window no longer holds the stall.
+    await new Promise((r) => setTimeout(r, 100));
+    const next = await (await fetch(`${dp.url}/metrics`)).text();
+    expect(value(next, 'dataplane_event_loop_delay_seconds{quantile="1"}')).toBeLessThan(max);
   });
 });
 
