@@ -131,3 +131,97 @@ describe('rate limits shared through Redis', () => {
     expect(lines.join('')).toMatch(/redis rate-limit store unreachable; limiting per node in memory/);
   });
 });
+
+describe('replica concurrency shared through Redis', () => {
+  let slow: StartedSim;
+  let admin: Redis;
+  const slotNodes: LimitedNode[] = [];
+  const RUN_SLOTS = `${RUN}:slots`;
+  beforeAll(async () => {
+    slow = await startSim({ ttftMs: 50, itlMs: 100 });
+    admin = new Redis(REDIS_URL);
+  });
+  afterAll(async () => {
+    await Promise.all(slotNodes.map((n) => n.app.close()));
+    await slow.sim.close();
+    const found = await admin.keys(`${RUN_SLOTS}:*`);
+    if (found.length > 0) await admin.del(...found);
+    admin.disconnect();
+  });
+  /** Base 1 x Concurrency 2 on the one replica of e-llama: two requests at once, fleet-wide. */
+  const twoX = (s: Parameters<Parameters<typeof startLimitedNode>[1]>[0]): void => {
+    s.endpoints.find((e) => e.id === 'e-llama')!.concurrency = 2;
+  };
+  const slotNode = async (tag: string, limits: Record<string, unknown> = {}): Promise<LimitedNode> => {
+    const n = await startLimitedNode(slow.url, twoX, { redisUrl: REDIS_URL, redisPrefix: `${RUN_SLOTS}:${tag}`, replicaBaseConcurrency: 1, queueMax: 8, queueTimeoutMs: 10_000, ...limits });
+    await n.app.inject({ method: 'GET', url: '/readyz' }); // the Redis connection is up before traffic
+    slotNodes.push(n);
+    return n;
+  };
+  const leaseKey = (tag: string): string => `${RUN_SLOTS}:${tag}:slots:{e-llama}`;
+  const held = (n: LimitedNode, maxTokens = 4) => post(n.url + CHAT, smallBody({ max_tokens: maxTokens }));
+
+  it('two nodes hold one replica capacity together: never more than two at the runtime', async () => {
+    const a = await slotNode('pair');
+    const b = await slotNode('pair');
+    let peak = 0;
+    const probe = setInterval(() => {
+      peak = Math.max(peak, slow.sim.stats().running);
+    }, 5);
+    try {
+      const statuses = await Promise.all(Array.from({ length: 6 }, async (_, i) => {
+        const r = await held(i % 2 === 0 ? a : b);
+        await r.text();
+        return r.status;
+      }));
+      expect(statuses).toEqual([200, 200, 200, 200, 200, 200]);
+    } finally {
+      clearInterval(probe);
+    }
+    expect(peak).toBe(2); // per node, each would have let two in: four
+    expect(await admin.zcard(leaseKey('pair'))).toBe(0); // every lease given back
+  });
+
+  it('a node whose slots are taken elsewhere queues to its deadline (503), or answers 429 with no queue', async () => {
+    const a = await slotNode('busy');
+    const b = await slotNode('busy', { queueTimeoutMs: 300 });
+    const c = await slotNode('busy', { queueMax: 0 });
+    const running = [held(a, 10), held(a, 10)];
+    await new Promise((r) => setTimeout(r, 100));
+    expect(await admin.zcard(leaseKey('busy'))).toBe(2);
+    const [late, full] = await Promise.all([held(b), held(c)]);
+    expect(late.status).toBe(503);
+    expect((await errorOf(late)).message).toMatch(/waited 0\.3 s in the queue/);
+    expect(full.status).toBe(429);
+    expect(await errorOf(full)).toMatchObject({ code: 'concurrency_limit_exceeded' });
+    for (const r of await Promise.all(running)) {
+      expect(r.status).toBe(200);
+      await r.text();
+    }
+    // Refused requests hold nothing: the next one on b goes straight through.
+    const next = await held(b);
+    expect(next.status).toBe(200);
+    await next.text();
+  });
+
+  it('slots of a node that died lapse; a running request keeps its lease alive', async () => {
+    const n = await slotNode('lapse', { sharedSlotLeaseMs: 400 });
+    // A dead node's two leases, lapsing in 300 ms (Redis clock).
+    const [sec, usec] = await admin.time();
+    const now = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+    await admin.zadd(leaseKey('lapse'), now + 300, 'dead-1', now + 300, 'dead-2');
+    const started = Date.now();
+    const long = held(n, 10); // admitted once they lapse, then ~1 s at the runtime: past its 400 ms lease
+    await new Promise((r) => setTimeout(r, 1000));
+    const [sec2, usec2] = await admin.time();
+    const later = Number(sec2) * 1000 + Math.floor(Number(usec2) / 1000);
+    // Admitted ~700 ms ago with a 400 ms lease: alive only because its node renewed it.
+    expect(slow.sim.stats().running).toBe(1);
+    expect(await admin.zcount(leaseKey('lapse'), later, '+inf')).toBe(1);
+    const res = await long;
+    expect(res.status).toBe(200);
+    await res.text();
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1250); // waited ~300 ms for the dead leases, then ran ~1 s
+    expect(await admin.zcard(leaseKey('lapse'))).toBe(0);
+  });
+});

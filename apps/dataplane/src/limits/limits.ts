@@ -10,6 +10,7 @@ import { createMemoryRateLimiter } from './rate-limiter.ts';
 import type { RateDecision, RateLimiter } from './rate-limiter.ts';
 import { rateLimitHeaders, retryAfterSeconds } from './ratelimit-headers.ts';
 import { createRedisRateLimiter } from './redis-rate-limiter.ts';
+import { createSharedReplicaSlots } from './redis-replica-slots.ts';
 import { checkContextLength, estimatePromptTokens, requestedCompletion, reservationTokens } from './token-budget.ts';
 
 export interface LimitsOptions {
@@ -28,7 +29,12 @@ export interface LimitsOptions {
   readonly redisUrl?: string | null;
   /** Prefix of the Redis keys (default `infer:rl`). */
   readonly redisPrefix?: string;
+  /** With Redis: life of a replica-slot lease that its node stops renewing (a node died), ms (default 30 s). */
+  readonly sharedSlotLeaseMs?: number;
 }
+
+/** With Redis, how often a request waiting for a fleet-wide replica slot asks again, ms. */
+const SHARED_SLOT_POLL_MS = 20;
 
 /** A request past admission; `end()` once the request is over (frees its slot). */
 export interface Admission {
@@ -71,6 +77,10 @@ export function createLimits(opts: LimitsOptions, store: ConfigStore, warn: (mes
     ? createRedisRateLimiter({ url: opts.redisUrl, prefix: opts.redisPrefix ?? 'infer:rl', fallback: memory, onWarn: warn })
     : null;
   const limiter: RateLimiter = redis ?? memory;
+  // Replica concurrency: this node's gate (FIFO queue, deadline), then, with Redis, a fleet-wide slot.
+  const slots = redis
+    ? createSharedReplicaSlots({ redis: redis.client, prefix: opts.redisPrefix ?? 'infer:rl', leaseMs: opts.sharedSlotLeaseMs, onWarn: warn })
+    : null;
   /** Reservations waiting for their usage record, by request id. */
   const pending = new Map<string, ReservedAdmission>();
 
@@ -95,6 +105,7 @@ export function createLimits(opts: LimitsOptions, store: ConfigStore, warn: (mes
       },
       end() {
         gate.release(gateId, capacity);
+        slots?.give(gateId, requestId);
         // No usage record came: the reservation stands as charged.
         if (decision !== null && pending.get(requestId) === a) pending.delete(requestId);
       },
@@ -120,9 +131,7 @@ export function createLimits(opts: LimitsOptions, store: ConfigStore, warn: (mes
     const capacity = Math.max(1, Math.floor(base * (multiplier ?? 1))) * Math.max(1, target.upstreams.length);
     const admission = createAdmission(requestId, keyId, d, reserved, gateId, capacity);
     if (d !== null && !pending.has(requestId)) pending.set(requestId, admission);
-    const wait = gate.acquire(gateId, capacity, res);
-    if (wait === null) return admission;
-    return wait.then(() => admission, (err: unknown) => {
+    const refused = (err: unknown): never => {
       // Never served: give the request and its tokens back.
       if (d !== null) {
         admission.settled = true;
@@ -131,7 +140,38 @@ export function createLimits(opts: LimitsOptions, store: ConfigStore, warn: (mes
       }
       const outcome = err instanceof QueueRejection ? err.outcome : 'aborted';
       throw queueError(outcome, capacity, queueMax, queueTimeoutMs) ?? new ApiError('service_unavailable', 'The client went away while the request was queued.');
+    };
+    const wait = gate.acquire(gateId, capacity, res);
+    if (slots === null) return wait === null ? admission : wait.then(() => admission, refused);
+    const deadline = Date.now() + queueTimeoutMs;
+    const shared = (): Promise<Admission> => takeSharedSlot(gateId, capacity, requestId, res, deadline).then(() => admission, (err: unknown) => {
+      gate.release(gateId, capacity);
+      return refused(err);
     });
+    return wait === null ? shared() : wait.then(shared, refused);
+  };
+
+  /** Waits (polling, within the queue's deadline) for a fleet-wide slot; rejects with a QueueRejection. */
+  const takeSharedSlot = async (gateId: string, capacity: number, leaseId: string, res: ServerResponse, deadline: number): Promise<void> => {
+    let gone = false;
+    const onClose = (): void => {
+      gone = true;
+    };
+    res.once('close', onClose);
+    try {
+      for (;;) {
+        if (await slots!.take(gateId, capacity, leaseId)) {
+          if (!gone) return;
+          slots!.give(gateId, leaseId);
+        }
+        if (gone) throw new QueueRejection('aborted');
+        if (queueMax === 0) throw new QueueRejection('full');
+        if (Date.now() + SHARED_SLOT_POLL_MS > deadline) throw new QueueRejection('timeout');
+        await new Promise((r) => setTimeout(r, SHARED_SLOT_POLL_MS));
+      }
+    } finally {
+      res.off('close', onClose);
+    }
   };
 
   return {
@@ -175,6 +215,9 @@ export function createLimits(opts: LimitsOptions, store: ConfigStore, warn: (mes
       return gate.stats(target.deploymentId ?? target.endpointId);
     },
     ready: () => (redis ? redis.ready(2000) : Promise.resolve()),
-    close: () => limiter.close(),
+    close: () => {
+      slots?.close();
+      return limiter.close();
+    },
   };
 }

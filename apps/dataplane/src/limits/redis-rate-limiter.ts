@@ -143,6 +143,8 @@ export interface RedisRateLimiterOptions {
 }
 
 export interface RedisRateLimiter extends RateLimiter {
+  /** The connection, shared with the fleet-wide replica slots. */
+  readonly client: Redis;
   /** Resolves once connected, on the first connection error, or after `ms` (the fallback serves meanwhile). */
   ready(ms: number): Promise<void>;
 }
@@ -175,6 +177,7 @@ export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RedisRate
   const keysOf = (keyId: string): [string, string] => [`${opts.prefix}:{${keyId}}:r`, `${opts.prefix}:{${keyId}}:t`];
 
   return {
+    client: redis,
     reserve(keyId, rpm, tpm, tokens) {
       if (redis.status !== 'ready') return opts.fallback.reserve(keyId, rpm, tpm, tokens);
       const [kr, kt] = keysOf(keyId);
