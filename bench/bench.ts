@@ -140,13 +140,15 @@ async function main(): Promise<void> {
     };
   };
   const warmS = Math.min(1, opts.durationS / 5);
-  for (const target of ['direct', 'dataplane'] as const) {
+  for (const target of ['direct', 'dataplane', 'bare-proxy'] as const) {
+    // The reference floor is measured at saturation only: what a do-nothing Node proxy reaches here now.
+    const rates = target === 'bare-proxy' ? [] : opts.rates;
     for (const mode of ['json', 'stream'] as const) {
       const pool = pools[target];
       const spec = specs[target][mode];
       const warm = countSent(target, await runClosedLoop(pool, spec, Math.min(opts.connections, 16), warmS));
       if (warm.ok === 0) throw new Error(`${target} ${mode}: no correct response while warming up: ${warm.firstFailure ?? 'nothing answered'}`);
-      for (const rate of opts.rates) {
+      for (const rate of rates) {
         log(`${target} ${mode} open loop ${rate}/s for ${opts.durationS}s`);
         const r = await measured(target, () => runOpenLoop(pool, spec, rate, opts.durationS));
         cases.push({ target, mode, load: { kind: 'rate', rate }, stats: countSent(target, r.stats), cpu: r.cpu });
@@ -155,16 +157,6 @@ async function main(): Promise<void> {
       const r = await measured(target, () => runClosedLoop(pool, spec, opts.connections, opts.durationS));
       cases.push({ target, mode, load: { kind: 'saturation', connections: opts.connections }, stats: countSent(target, r.stats), cpu: r.cpu });
     }
-  }
-  // The reference floor, at saturation only: what a do-nothing Node proxy reaches on this machine now.
-  for (const mode of ['json', 'stream'] as const) {
-    const pool = pools['bare-proxy'];
-    const spec = specs['bare-proxy'][mode];
-    const warm = await runClosedLoop(pool, spec, Math.min(opts.connections, 16), warmS);
-    if (warm.ok === 0) throw new Error(`bare-proxy ${mode}: no correct response while warming up: ${warm.firstFailure ?? 'nothing answered'}`);
-    log(`bare-proxy ${mode} closed loop ${opts.connections} connections for ${opts.durationS}s`);
-    const r = await measured('bare-proxy', () => runClosedLoop(pool, spec, opts.connections, opts.durationS));
-    cases.push({ target: 'bare-proxy', mode, load: { kind: 'saturation', connections: opts.connections }, stats: r.stats, cpu: r.cpu });
   }
 
   const soak = opts.soak > 0 ? await runSoak(pools.dataplane, specs.dataplane, stack.dataplane, stack.dataplaneReadyRssKiB, opts) : null;

@@ -149,6 +149,17 @@ export interface RedisRateLimiter extends RateLimiter {
   ready(ms: number): Promise<void>;
 }
 
+/** Passes on at most one warning per 30 s (a Redis outage would otherwise log once per request). */
+export function throttledWarn(onWarn: (message: string, err: unknown) => void): (message: string, err: unknown) => void {
+  let last = 0;
+  return (message, err) => {
+    const now = Date.now();
+    if (now - last < 30_000) return;
+    last = now;
+    onWarn(message, err);
+  };
+}
+
 /**
  * RPM/TPM shared by every node through Redis: one atomic Lua round trip per admission, one
  * fire-and-forget per settlement. While Redis is unreachable it fails open to `fallback` (this node's
@@ -165,13 +176,7 @@ export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RedisRate
   redis.defineCommand('inferRateReserve', { numberOfKeys: 2, lua: RESERVE_LUA });
   redis.defineCommand('inferRateSettle', { numberOfKeys: 2, lua: SETTLE_LUA });
   const cmd = redis as unknown as LimitCommands;
-  let lastWarn = 0;
-  const warn = (message: string, err: unknown): void => {
-    const now = Date.now();
-    if (now - lastWarn < 30_000) return;
-    lastWarn = now;
-    opts.onWarn(message, err);
-  };
+  const warn = throttledWarn(opts.onWarn);
   redis.on('error', (err: unknown) => warn('redis rate-limit store unreachable; limiting per node in memory until it is back', err));
 
   const keysOf = (keyId: string): [string, string] => [`${opts.prefix}:{${keyId}}:r`, `${opts.prefix}:{${keyId}}:t`];

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { throttledWarn } from './redis-rate-limiter.ts';
 
 // One sorted set per endpoint or deployment: member = a request's lease id, score = when the lease lapses
 // (Redis's own clock, so every node agrees). Lapsed leases (a node that died mid-request) are swept on
@@ -39,8 +40,6 @@ export interface SharedReplicaSlots {
   take(gateId: string, capacity: number, leaseId: string): Promise<boolean>;
   /** Gives a slot back (a lease that was never taken is ignored). */
   give(gateId: string, leaseId: string): void;
-  /** Leases this node holds now (tests). */
-  held(): number;
   close(): void;
 }
 
@@ -60,14 +59,7 @@ export function createSharedReplicaSlots(opts: SharedReplicaSlotsOptions): Share
   const cmd = redis as unknown as SlotCommands;
   /** Leases taken in Redis and not yet given back, by gate. */
   const leases = new Map<string, Set<string>>();
-  let heldCount = 0;
-  let lastWarn = 0;
-  const warn = (message: string, err: unknown): void => {
-    const now = Date.now();
-    if (now - lastWarn < 30_000) return;
-    lastWarn = now;
-    opts.onWarn(message, err);
-  };
+  const warn = throttledWarn(opts.onWarn);
   const keyOf = (gateId: string): string => `${opts.prefix}:slots:{${gateId}}`;
 
   // Long requests (streams run for minutes) keep their leases: renewed at a third of their life.
@@ -89,7 +81,6 @@ export function createSharedReplicaSlots(opts: SharedReplicaSlotsOptions): Share
           let ids = leases.get(gateId);
           if (ids === undefined) leases.set(gateId, (ids = new Set()));
           ids.add(leaseId);
-          heldCount++;
           return true;
         },
         (err: unknown) => {
@@ -101,12 +92,10 @@ export function createSharedReplicaSlots(opts: SharedReplicaSlotsOptions): Share
     give(gateId, leaseId) {
       const ids = leases.get(gateId);
       if (ids === undefined || !ids.delete(leaseId)) return;
-      heldCount--;
       if (ids.size === 0) leases.delete(gateId);
       if (redis.status !== 'ready') return; // the lease lapses by itself
       redis.zrem(keyOf(gateId), leaseId).catch((err: unknown) => warn('redis replica-slot release failed', err));
     },
-    held: () => heldCount,
     close() {
       clearInterval(renew);
     },
