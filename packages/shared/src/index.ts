@@ -10,6 +10,11 @@ export type {
   RuntimeKind, DeploymentState, SnapshotUpstream, SnapshotTenant, SnapshotKey, SnapshotEndpoint,
   SnapshotDeployment, ConfigSnapshot, ConfigDelta, ConfigEntityKind,
 } from './snapshot.ts';
+export {
+  LOAD_REPORT_PATH, WAKE_PATH, deploymentLoadSchema, coldStartSampleSchema, loadReportSchema, wakeRequestSchema,
+  wakeResponseSchema,
+} from './node-channel.ts';
+export type { DeploymentLoad, ColdStartSample, LoadReport, WakeRequest, WakeResponse } from './node-channel.ts';
 export { usageRecordSchema, usageBatchSchema } from './usage.ts';
 export type { UsageRecord, UsageBatch } from './usage.ts';
 export {
