@@ -17,6 +17,8 @@ const NUMERIC = {
   'batch-slots': ['SIM_BATCH_SLOTS', 'batchSlots'],
   'max-queue': ['SIM_MAX_QUEUE', 'maxQueue'],
   'cold-start-ms': ['SIM_COLD_START_MS', 'coldStartMs'],
+  'cold-start-cap-ms': ['SIM_COLD_START_CAP_MS', 'coldStartCapMs'],
+  'kv-cache-tokens': ['SIM_KV_CACHE_TOKENS', 'kvCacheTokens'],
   'request-log-size': ['SIM_REQUEST_LOG_SIZE', 'requestLogSize'],
 } as const;
 const FAULTS = {

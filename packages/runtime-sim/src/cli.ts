@@ -18,6 +18,8 @@ if (config.help) {
 const sim = createRuntimeSim(config.options);
 const { url } = await sim.listen(config.port, config.host);
 process.stdout.write(`runtime-sim listening on ${url} models=${config.options.models.join(',')}\n`);
+// A second line marks readiness for supervisors that read stdout rather than poll /health.
+void sim.whenWarm().then(() => process.stdout.write(`runtime-sim ready on ${url}\n`));
 
 let stopping = false;
 const stop = (signal: string) => {

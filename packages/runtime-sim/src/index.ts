@@ -1,10 +1,10 @@
 export { createRuntimeSim } from './runtime-sim.ts';
 export type { RuntimeSim } from './runtime-sim.ts';
-export { resolveSimOptions, parseFaults } from './options.ts';
+export { effectiveColdStartMs, resolveSimOptions, parseFaults } from './options.ts';
 export type { RuntimeSimOptions, ResolvedSimOptions, SimFaults } from './options.ts';
 export { countTokens, countPromptTokens, MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS } from './tokenizer.ts';
 export { generateCompletion, promptSeed } from './generate-text.ts';
 export type { Completion, FinishReason, GenerateInput } from './generate-text.ts';
-export type { RequestLogEntry, SimStatsSnapshot } from './sim-stats.ts';
+export type { RequestLogEntry, SimGauges, SimStatsSnapshot } from './sim-stats.ts';
 export { parseCliOptions } from './cli-options.ts';
 export type { CliConfig } from './cli-options.ts';

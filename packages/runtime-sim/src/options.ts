@@ -28,8 +28,15 @@ export interface RuntimeSimOptions {
   readonly batchSlots?: number;
   /** Requests that may wait for a slot; beyond it the sim answers 503. */
   readonly maxQueue?: number;
-  /** After listen(), /health is 503 and requests wait this long. */
+  /** After listen(), /health is 503 and requests wait this long (a catalog entry's Cold Start TTFT). */
   readonly coldStartMs?: number;
+  /**
+   * Upper bound on the cold start actually simulated, ms (0: none). Local demos pass an entry's real
+   * Cold Start TTFT (often minutes) as coldStartMs and cap it here to stay quick.
+   */
+  readonly coldStartCapMs?: number;
+  /** KV cache capacity in tokens; `vllm:kv_cache_usage_perc` is the running requests' tokens over it. */
+  readonly kvCacheTokens?: number;
   /** When set, /v1/* requests need `Authorization: Bearer <apiKey>`. */
   readonly apiKey?: string | null;
   /** How many finished requests stats() remembers. */
@@ -51,6 +58,10 @@ function num(name: string, value: number | undefined, fallback: number, min: num
   return value;
 }
 
+/** The cold start a sim really waits: `coldStartMs`, capped by `coldStartCapMs` when that is set. */
+export const effectiveColdStartMs = (o: ResolvedSimOptions): number =>
+  o.coldStartCapMs > 0 ? Math.min(o.coldStartMs, o.coldStartCapMs) : o.coldStartMs;
+
 /** Validates options and fills defaults; throws a TypeError naming the bad option. */
 export function resolveSimOptions(o: RuntimeSimOptions = {}): ResolvedSimOptions {
   const models = o.models && o.models.length > 0 ? [...o.models] : ['sim-model'];
@@ -64,6 +75,8 @@ export function resolveSimOptions(o: RuntimeSimOptions = {}): ResolvedSimOptions
     batchSlots: num('batchSlots', o.batchSlots, 64, 1, true),
     maxQueue: num('maxQueue', o.maxQueue, 1024, 0, true),
     coldStartMs: num('coldStartMs', o.coldStartMs, 0, 0, false),
+    coldStartCapMs: num('coldStartCapMs', o.coldStartCapMs, 0, 0, false),
+    kvCacheTokens: num('kvCacheTokens', o.kvCacheTokens, 262_144, 1, true),
     requestLogSize: num('requestLogSize', o.requestLogSize, 1000, 1, true),
     maxBodyBytes: num('maxBodyBytes', o.maxBodyBytes, 16 * 1024 * 1024, 1, true),
     apiKey: o.apiKey ? o.apiKey : null,

@@ -3,9 +3,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { handleChat, type ChatContext } from './handle-chat.ts';
 import { readBody, sendError, sendJson } from './http-io.ts';
-import { parseFaults, resolveSimOptions, type RuntimeSimOptions, type SimFaults } from './options.ts';
+import { effectiveColdStartMs, parseFaults, resolveSimOptions, type RuntimeSimOptions, type SimFaults } from './options.ts';
 import { createScheduler } from './scheduler.ts';
-import { createSimStats, type SimStatsSnapshot } from './sim-stats.ts';
+import { createSimStats, type SimGauges, type SimStatsSnapshot } from './sim-stats.ts';
 
 export interface RuntimeSim {
   /** Listens (port 0 = ephemeral, host defaults to 127.0.0.1) and starts the cold-start clock. */
@@ -16,6 +16,10 @@ export interface RuntimeSim {
   setFaults(faults: SimFaults): void;
   getFaults(): SimFaults;
   stats(): SimStatsSnapshot;
+  /** True once the cold start is over (`/health` answers 200). */
+  readonly warm: boolean;
+  /** Resolves when the sim is warm (after listen() and its cold start). */
+  whenWarm(): Promise<void>;
   /** The underlying server (for tests that need socket-level access). */
   readonly server: Server;
 }
@@ -24,7 +28,18 @@ export interface RuntimeSim {
 export function createRuntimeSim(input: RuntimeSimOptions = {}): RuntimeSim {
   const options = resolveSimOptions(input);
   const scheduler = createScheduler(options.batchSlots, options.maxQueue);
-  const stats = createSimStats(options.models, options.requestLogSize);
+  const stats = createSimStats(options.models, options.requestLogSize, options.kvCacheTokens);
+  const coldStartMs = effectiveColdStartMs(options);
+  let listenedAt: number | null = null;
+  let warmAt: number | null = null;
+  let markWarm: () => void = () => {};
+  const warmPromise = new Promise<void>((resolve) => {
+    markWarm = resolve;
+  });
+  const gauges = (): SimGauges => ({
+    warm, running: scheduler.running, waiting: scheduler.waiting, peakRunning: scheduler.peakRunning,
+    peakInFlight: scheduler.peakInFlight, listenedAt, warmAt, coldStartMs,
+  });
   const idPrefix = `chatcmpl-${randomBytes(6).toString('hex')}`;
   let counter = 0;
   let warm = false;
@@ -63,7 +78,7 @@ export function createRuntimeSim(input: RuntimeSimOptions = {}): RuntimeSim {
         if (warm) return sendJson(res, 200, '{}');
         return sendError(res, 'service_unavailable', 'model is loading (cold start)');
       case '/metrics': {
-        const text = stats.renderMetrics(scheduler.running, scheduler.waiting);
+        const text = stats.renderMetrics(gauges());
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(text) });
         res.end(text);
         return;
@@ -103,11 +118,14 @@ export function createRuntimeSim(input: RuntimeSimOptions = {}): RuntimeSim {
           server.off('error', reject);
           const { port: bound } = server.address() as AddressInfo;
           const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+          listenedAt = Date.now();
           const becomeWarm = () => {
             warm = true;
+            warmAt = Date.now();
             scheduler.open();
+            markWarm();
           };
-          if (options.coldStartMs > 0) warmTimer = setTimeout(becomeWarm, options.coldStartMs);
+          if (coldStartMs > 0) warmTimer = setTimeout(becomeWarm, coldStartMs);
           else becomeWarm();
           resolve({ port: bound, url: `http://${shown}:${bound}` });
         });
@@ -125,7 +143,11 @@ export function createRuntimeSim(input: RuntimeSimOptions = {}): RuntimeSim {
       ctx.faults = parseFaults(faults);
     },
     getFaults: () => ctx.faults,
-    stats: () => stats.snapshot(warm, scheduler.running, scheduler.waiting),
+    stats: () => stats.snapshot(gauges()),
+    get warm() {
+      return warm;
+    },
+    whenWarm: () => warmPromise,
   };
   return sim;
 }

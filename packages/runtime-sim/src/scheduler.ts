@@ -12,6 +12,10 @@ export interface Scheduler {
   open(): void;
   readonly running: number;
   readonly waiting: number;
+  /** Most jobs ever running at once. */
+  readonly peakRunning: number;
+  /** Most jobs ever accepted and unfinished at once (running plus waiting). */
+  readonly peakInFlight: number;
 }
 
 /** Batch slots plus a bounded FIFO waiting queue; starts closed until `open()`. */
@@ -19,7 +23,13 @@ export function createScheduler(slots: number, maxQueue: number): Scheduler {
   let running = 0;
   let isOpen = false;
   let pumping = false;
+  let peakRunning = 0;
+  let peakInFlight = 0;
   const queue: Job[] = [];
+  const note = (): void => {
+    if (running > peakRunning) peakRunning = running;
+    if (running + queue.length > peakInFlight) peakInFlight = running + queue.length;
+  };
 
   function pump(): void {
     if (pumping) return;
@@ -28,6 +38,7 @@ export function createScheduler(slots: number, maxQueue: number): Scheduler {
       while (isOpen && running < slots && queue.length > 0) {
         const job = queue.shift()!;
         running++;
+        note();
         job();
       }
     } finally {
@@ -39,11 +50,13 @@ export function createScheduler(slots: number, maxQueue: number): Scheduler {
     submit(job) {
       if (isOpen && running < slots && queue.length === 0) {
         running++;
+        note();
         job();
         return true;
       }
       if (queue.length >= maxQueue) return false;
       queue.push(job);
+      note();
       return true;
     },
     cancel(job) {
@@ -63,6 +76,12 @@ export function createScheduler(slots: number, maxQueue: number): Scheduler {
     },
     get waiting() {
       return queue.length;
+    },
+    get peakRunning() {
+      return peakRunning;
+    },
+    get peakInFlight() {
+      return peakInFlight;
     },
   };
 }

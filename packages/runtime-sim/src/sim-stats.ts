@@ -17,10 +17,23 @@ export interface RequestLogEntry {
   finishedAt: number | null;
 }
 
-export interface SimStatsSnapshot {
+/** The scheduler's and lifecycle's live figures that a snapshot or a scrape reports. */
+export interface SimGauges {
   readonly warm: boolean;
   readonly running: number;
   readonly waiting: number;
+  readonly peakRunning: number;
+  readonly peakInFlight: number;
+  /** Epoch ms of listen() and of the end of the cold start (null while cold or not listening). */
+  readonly listenedAt: number | null;
+  readonly warmAt: number | null;
+  /** The cold start this sim waits after listen(), ms (after the cap). */
+  readonly coldStartMs: number;
+}
+
+export interface SimStatsSnapshot extends SimGauges {
+  /** Share (0..1) of the KV cache the running requests' tokens fill. */
+  readonly kvCacheUsage: number;
   readonly totals: {
     readonly requests: number;
     readonly completed: number;
@@ -53,12 +66,25 @@ export interface SimStats {
   abort(entry: RequestLogEntry): void;
   reject(entry: RequestLogEntry, status: number): void;
   fail(entry: RequestLogEntry, status: number, reason: 'cut' | 'error'): void;
-  snapshot(warm: boolean, running: number, waiting: number): SimStatsSnapshot;
-  renderMetrics(running: number, waiting: number): string;
+  snapshot(g: SimGauges): SimStatsSnapshot;
+  renderMetrics(g: SimGauges): string;
 }
 
+/** `vllm:time_to_first_token_seconds` buckets (vLLM's own). */
+const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560];
+
 /** Counters, per-model totals and a ring buffer of the last `logSize` requests. */
-export function createSimStats(models: readonly string[], logSize: number): SimStats {
+export function createSimStats(models: readonly string[], logSize: number, kvCacheTokens = 262_144): SimStats {
+  /** Requests holding a batch slot: their tokens are in the KV cache. */
+  const active = new Set<RequestLogEntry>();
+  const ttftCounts = new Array<number>(TTFT_BUCKETS.length).fill(0);
+  let ttftSum = 0;
+  let ttftCount = 0;
+  const kvUsage = (): number => {
+    let tokens = 0;
+    for (const e of active) tokens += e.promptTokens + e.completionTokens;
+    return Math.min(1, tokens / kvCacheTokens);
+  };
   const perModel = new Map<string, ModelCounters>(models.map((m) => [m, { prompt: 0, generation: 0, stop: 0, length: 0, abort: 0 }]));
   const log: RequestLogEntry[] = [];
   let next = 0;
@@ -78,15 +104,23 @@ export function createSimStats(models: readonly string[], logSize: number): SimS
       return entry;
     },
     prefill(entry) {
+      active.add(entry);
       t.promptTokens += entry.promptTokens;
       counters(entry.model).prompt += entry.promptTokens;
     },
     generated(entry, tokens) {
+      if (entry.completionTokens === 0 && tokens > 0) {
+        const seconds = (Date.now() - entry.startedAt) / 1000;
+        ttftSum += seconds;
+        ttftCount++;
+        for (let i = 0; i < TTFT_BUCKETS.length; i++) if (seconds <= TTFT_BUCKETS[i]!) ttftCounts[i]!++;
+      }
       entry.completionTokens += tokens;
       t.completionTokens += tokens;
       counters(entry.model).generation += tokens;
     },
     finish(entry, reason) {
+      active.delete(entry);
       entry.status = 200;
       entry.finishReason = reason;
       entry.finishedAt = Date.now();
@@ -94,6 +128,7 @@ export function createSimStats(models: readonly string[], logSize: number): SimS
       counters(entry.model)[reason]++;
     },
     abort(entry) {
+      active.delete(entry);
       entry.aborted = true;
       entry.finishReason = 'abort';
       entry.abortedAt = entry.finishedAt = Date.now();
@@ -101,22 +136,24 @@ export function createSimStats(models: readonly string[], logSize: number): SimS
       counters(entry.model).abort++;
     },
     reject(entry, status) {
+      active.delete(entry);
       entry.status = status;
       entry.finishReason = 'error';
       entry.finishedAt = Date.now();
       t.rejected++;
     },
     fail(entry, status, reason) {
+      active.delete(entry);
       entry.status = status;
       entry.finishReason = reason;
       entry.finishedAt = Date.now();
       t.failed++;
     },
-    snapshot(warm, running, waiting) {
+    snapshot(g) {
       const ordered = log.length < logSize ? log : [...log.slice(next), ...log.slice(0, next)];
-      return { warm, running, waiting, totals: { ...t }, requests: ordered.map((e) => ({ ...e })) };
+      return { ...g, kvCacheUsage: kvUsage(), totals: { ...t }, requests: ordered.map((e) => ({ ...e })) };
     },
-    renderMetrics(running, waiting) {
+    renderMetrics({ running, waiting }) {
       const first = JSON.stringify(models[0]);
       const lines: string[] = [
         '# HELP vllm:num_requests_running Number of requests in model execution batches.',
@@ -125,6 +162,15 @@ export function createSimStats(models: readonly string[], logSize: number): SimS
         '# HELP vllm:num_requests_waiting Number of requests waiting to be processed.',
         '# TYPE vllm:num_requests_waiting gauge',
         `vllm:num_requests_waiting{model_name=${first}} ${waiting}`,
+        '# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.',
+        '# TYPE vllm:kv_cache_usage_perc gauge',
+        `vllm:kv_cache_usage_perc{model_name=${first}} ${kvUsage()}`,
+        '# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.',
+        '# TYPE vllm:time_to_first_token_seconds histogram',
+        ...TTFT_BUCKETS.map((b, i) => `vllm:time_to_first_token_seconds_bucket{le="${b}",model_name=${first}} ${ttftCounts[i]}`),
+        `vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name=${first}} ${ttftCount}`,
+        `vllm:time_to_first_token_seconds_sum{model_name=${first}} ${ttftSum}`,
+        `vllm:time_to_first_token_seconds_count{model_name=${first}} ${ttftCount}`,
       ];
       const counter = (name: string, help: string, value: (c: ModelCounters) => number) => {
         lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`);
