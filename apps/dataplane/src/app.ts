@@ -9,12 +9,15 @@ import { handleError, handleFrameworkError } from './error-handler.ts';
 import './fastify-types.ts';
 import { loggerOptions, logRequest } from './logging.ts';
 import { createMetrics } from './metrics.ts';
+import { createMetricsServer } from './metrics-server.ts';
+import type { MetricsListenerOptions } from './metrics-server.ts';
 import { corsRoutes, setCorsHeaders } from './routes/cors-routes.ts';
 import { healthRoutes } from './routes/health-routes.ts';
 import { createChatFastPath } from './routes/chat-fast-path.ts';
 import type { FastPath } from './routes/chat-fast-path.ts';
 import { createChatHandler } from './routes/chat-handler.ts';
 import { inferenceRoutes, methodNotAllowedRoutes } from './routes/inference-routes.ts';
+import { exceedsJsonDepth, tooDeepError } from './proxy/json-depth.ts';
 import { genReqId } from './request-id.ts';
 import { createLimits } from './limits/limits.ts';
 import type { LimitsOptions } from './limits/limits.ts';
@@ -40,6 +43,8 @@ export interface DataplaneAppOptions {
   readonly maxRetries?: number;
   /** Rate limits (RPM/TPM, in memory or Redis), replica concurrency and queue (see src/limits). */
   readonly limits?: LimitsOptions;
+  /** The internal `/metrics` listener, bound when the app listens (absent: no metrics endpoint at all). */
+  readonly metricsListener?: MetricsListenerOptions | null;
 }
 
 /** Builds the data-plane Fastify app (never listens). */
@@ -78,13 +83,25 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     });
 
   const metrics = createMetrics(opts.store);
+  const metricsServer = opts.metricsListener ? createMetricsServer(metrics, opts.metricsListener) : null;
+  app.decorate('metricsUrl', () => metricsServer?.url() ?? null);
+  if (metricsServer !== null) {
+    // A metrics port that cannot bind must not take the inference surface down with it.
+    app.addHook('onReady', async () => {
+      try {
+        await metricsServer.listen();
+      } catch (err) {
+        app.log.error({ reason: err instanceof Error ? err.message : String(err) }, 'metrics listener could not bind; /metrics is unavailable');
+      }
+    });
+  }
   const pools = createUpstreamPools({
     timeouts,
     connections: opts.upstreamConnections,
     ejection: opts.ejection,
-    onEject: (origin) => {
-      metrics.ejection(origin);
-      app.log.warn({ origin }, 'replica ejected after consecutive failures');
+    onEject: (origin, upstreamId) => {
+      metrics.ejection(upstreamId);
+      app.log.warn({ origin, upstreamId }, 'replica ejected after consecutive failures');
     },
     onRestore: (origin) => app.log.warn({ origin }, 'replica back in rotation'),
   });
@@ -127,6 +144,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     unsubscribe();
     await pools.close();
     await limits.close();
+    await metricsServer?.close();
   });
 
   app.setErrorHandler(handleError);
@@ -134,7 +152,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     reply.code(404).send(errorBody('not_found', `Unknown route: ${req.method} ${req.url.split('?')[0]}`));
   });
 
-  app.register(healthRoutes, { store: opts.store, metrics });
+  app.register(healthRoutes, { store: opts.store });
   app.register(corsRoutes);
   app.register(methodNotAllowedRoutes);
   const chat = createChatHandler({
@@ -151,6 +169,13 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   app.register(inferenceRoutes, { store: opts.store, chat });
   // Fastify's default JSON parser with its default poisoning options; it never looks at the request.
   const jsonParser = app.getDefaultJsonParser('error', 'error');
+  // Same parser on Fastify's routes, behind the same nesting-depth check as the fast path.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    const text = body as string; // parseAs: 'string'
+    if (exceedsJsonDepth(text)) done(tooDeepError(), undefined);
+    else jsonParser(req, text, done);
+  });
   fastPath = createChatFastPath({
     store: opts.store, chat, bodyLimit, log: app.log, closing: () => closing,
     parseJson: (body, done) => jsonParser(null as never, body, done),

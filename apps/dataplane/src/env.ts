@@ -29,6 +29,10 @@ const envSchema = z.object({
   QUEUE_TIMEOUT_MS: ms(10_000),
   REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional(),
   REDIS_KEY_PREFIX: z.string().trim().min(1).default('infer:rl'),
+  // The internal /metrics listener (never on the public PORT); METRICS_PORT=0 picks a free port.
+  METRICS_PORT: port(9464),
+  METRICS_HOST: z.string().trim().min(1).default('127.0.0.1'),
+  METRICS_TOKEN: optionalString,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),
 }).superRefine((e, ctx) => {
   const controlPlane = e.CONTROL_PLANE_URL !== undefined && e.NODE_TOKEN !== undefined;

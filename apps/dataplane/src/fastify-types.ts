@@ -1,6 +1,10 @@
 import type { ResolvedKey } from './config/config-view.ts';
 
 declare module 'fastify' {
+  interface FastifyInstance {
+    /** URL of the internal metrics listener once bound (null: none configured, or not bound yet). */
+    metricsUrl(): string | null;
+  }
   interface FastifyRequest {
     /** The caller's key, set by the auth hook of the inference routes. */
     apiKey: ResolvedKey | null;

@@ -17,7 +17,8 @@ export interface DataplaneMetrics {
   inFlightDec(): void;
   runtimeError(reason: RuntimeFailure): void;
   retry(reason: RuntimeFailure): void;
-  ejection(origin: string): void;
+  /** A replica was ejected (labelled by its upstream/replica id, never its address). */
+  ejection(upstreamId: string): void;
   render(): string;
 }
 
@@ -117,8 +118,8 @@ export function createMetrics(store: ConfigStore): DataplaneMetrics {
     retry(reason) {
       bump(retries, reason);
     },
-    ejection(origin) {
-      bump(ejections, origin);
+    ejection(upstreamId) {
+      bump(ejections, upstreamId);
     },
     render() {
       const lines: string[] = [];
@@ -151,8 +152,8 @@ export function createMetrics(store: ConfigStore): DataplaneMetrics {
       for (const [reason, n] of errors) lines.push(`dataplane_runtime_errors_total{reason="${reason}"} ${n}`);
       family('dataplane_retries_total', 'counter', 'Requests retried on another replica, by reason.');
       for (const [reason, n] of retries) lines.push(`dataplane_retries_total{reason="${reason}"} ${n}`);
-      family('dataplane_replica_ejections_total', 'counter', 'Replicas taken out of rotation after consecutive failures, by origin.');
-      for (const [origin, n] of ejections) lines.push(`dataplane_replica_ejections_total{origin="${escapeLabel(origin)}"} ${n}`);
+      family('dataplane_replica_ejections_total', 'counter', 'Replicas taken out of rotation by outlier detection, by upstream/replica id.');
+      for (const [id, n] of ejections) lines.push(`dataplane_replica_ejections_total{upstream="${escapeLabel(id)}"} ${n}`);
       family('dataplane_config_version', 'gauge', 'Version of the config snapshot in use (-1 before the first).');
       lines.push(`dataplane_config_version ${store.version ?? -1}`);
       family('dataplane_config_age_seconds', 'gauge', 'Seconds since the last config snapshot or delta was applied (-1 before the first).');

@@ -87,7 +87,7 @@ describe('client disconnect', () => {
 
   it('leaves no request in flight', async () => {
     await waitFor(() => sim.sim.stats().running === 0);
-    const metrics = await (await fetch(`${dp.url}/metrics`)).text();
+    const metrics = await (await fetch(dp.metricsUrl)).text();
     expect(metrics).toContain('dataplane_in_flight_requests 0');
   });
 });

@@ -167,7 +167,7 @@ describe('health', () => {
     expect((await fetch(`${dp.url}/healthz`)).status).toBe(200);
     const ready = await fetch(`${dp.url}/readyz`);
     expect(ready.status).toBe(200);
-    const metrics = await (await fetch(`${dp.url}/metrics`)).text();
+    const metrics = await (await fetch(dp.metricsUrl)).text();
     expect(metrics).toMatch(/dataplane_requests_total\{route="chat",mode="shared",status="401"\} \d+/);
     expect(metrics).toContain('dataplane_config_version 1');
   });

@@ -87,14 +87,16 @@ export interface StartedApp {
   readonly app: FastifyInstance;
   readonly url: string;
   readonly store: ConfigStore;
+  /** The internal metrics listener's `/metrics` URL (a port of its own, apart from `url`). */
+  readonly metricsUrl: string;
 }
 
 export async function startDataplane(snapshot: ConfigSnapshot | null, usage: UsageSink, extra: Partial<DataplaneAppOptions> = {}): Promise<StartedApp> {
   const store = extra.store ?? createConfigStore(snapshot ?? undefined);
-  const app = buildDataplaneApp({ logger: false, ...extra, store, usage });
+  const app = buildDataplaneApp({ logger: false, metricsListener: { port: 0, host: '127.0.0.1' }, ...extra, store, usage });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const { port } = app.server.address() as AddressInfo;
-  return { app, url: `http://127.0.0.1:${port}`, store };
+  return { app, url: `http://127.0.0.1:${port}`, store, metricsUrl: app.metricsUrl() ?? '' };
 }
 
 /** A sink that keeps records in memory (for tests that look at the node's records directly). */

@@ -28,7 +28,7 @@ describe('/metrics after traffic', () => {
     await (await post(chat(), chatBody({ model: 'dead-model' }))).text();
     await (await post(chat(), chatBody({ model: NAME }), null)).text();
 
-    const res = await fetch(`${dp.url}/metrics`);
+    const res = await fetch(dp.metricsUrl);
     expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
     const m = await res.text();
     expect(value(m, `dataplane_requests_total{route="chat",mode="shared",endpoint="${NAME}",status="200"}`)).toBe(5);
@@ -56,19 +56,19 @@ describe('/metrics after traffic', () => {
   });
 
   it('reports the event-loop delay since the previous scrape, and sees a blocked loop', async () => {
-    await (await fetch(`${dp.url}/metrics`)).text(); // starts a new window
+    await (await fetch(dp.metricsUrl)).text(); // starts a new window
     await new Promise((r) => setTimeout(r, 50));
     const spin = Date.now() + 120;
     while (Date.now() < spin); // the app runs in this process: block its loop for 120 ms
     await new Promise((r) => setTimeout(r, 50));
-    const m = await (await fetch(`${dp.url}/metrics`)).text();
+    const m = await (await fetch(dp.metricsUrl)).text();
     expect(m).toContain('# TYPE dataplane_event_loop_delay_seconds gauge');
     const max = value(m, 'dataplane_event_loop_delay_seconds{quantile="1"}');
     expect(max).toBeGreaterThan(0.1);
     expect(value(m, 'dataplane_event_loop_delay_seconds{quantile="0.5"}')).toBeLessThanOrEqual(max);
     // The next window no longer holds the stall.
     await new Promise((r) => setTimeout(r, 100));
-    const next = await (await fetch(`${dp.url}/metrics`)).text();
+    const next = await (await fetch(dp.metricsUrl)).text();
     expect(value(next, 'dataplane_event_loop_delay_seconds{quantile="1"}')).toBeLessThan(max);
   });
 });
@@ -101,5 +101,37 @@ describe('CORS for the browser playground', () => {
     const unauth = await post(chat(), chatBody({ model: NAME }), null, origin);
     expect(unauth.status).toBe(401);
     expect(unauth.headers.get('access-control-allow-origin')).toBe('*');
+  });
+});
+
+describe('finding 11: metrics are internal', () => {
+  it('the public listener has no /metrics; the internal one is on its own port', async () => {
+    const pub = await fetch(`${dp.url}/metrics`);
+    expect(pub.status).toBe(404);
+    await pub.text();
+    expect(new URL(dp.metricsUrl).port).not.toBe(new URL(dp.url).port);
+    const m = await (await fetch(dp.metricsUrl)).text();
+    expect(m).toContain('dataplane_in_flight_requests');
+    // No label carries a runtime address (the sim listens on 127.0.0.1).
+    expect(m).not.toMatch(/"https?:\/\//);
+    expect(m).not.toContain(new URL(sim.url).host);
+  });
+
+  it('with a token, the metrics listener answers only a bearer that matches', async () => {
+    const other = await startDataplane(makeSnapshot({ sim: sim.url, faulty: sim.url, dead: await deadUrl() }), memorySink(), {
+      metricsListener: { port: 0, host: '127.0.0.1', token: 'scrape-secret-0123456789' },
+    });
+    try {
+      for (const auth of [undefined, 'Bearer wrong', 'Bearer scrape-secret-012345678', SECRET_A]) {
+        const res = await fetch(other.metricsUrl, auth === undefined ? {} : { headers: { authorization: auth } });
+        expect(res.status).toBe(401);
+        await res.text();
+      }
+      const ok = await fetch(other.metricsUrl, { headers: { authorization: 'Bearer scrape-secret-0123456789' } });
+      expect(ok.status).toBe(200);
+      expect(await ok.text()).toContain('dataplane_config_version 1');
+    } finally {
+      await other.app.close();
+    }
   });
 });

@@ -15,8 +15,12 @@ const boolLike = z.union([
   z.enum(['true', 'false']).transform((v) => v === 'true'),
 ]);
 
+/** Roles OpenAI-compatible runtimes understand; anything else is the caller's mistake (a 400, not a runtime 500). */
+export const CHAT_ROLES = ['system', 'user', 'assistant', 'tool', 'developer', 'function'] as const;
+export type ChatRole = (typeof CHAT_ROLES)[number];
+
 export const chatMessageSchema = z.looseObject({
-  role: z.string().min(1),
+  role: z.enum(CHAT_ROLES, { error: `must be one of ${CHAT_ROLES.join(', ')}` }),
   content: z.union([z.string(), z.array(z.unknown()), z.null()]).optional(),
 });
 export type ChatMessage = z.infer<typeof chatMessageSchema>;

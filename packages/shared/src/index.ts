@@ -1,7 +1,7 @@
 export { ERRORS, ApiError, errorBody } from './errors.ts';
 export type { ErrorCode, OpenAIErrorBody } from './errors.ts';
-export { chatRequestSchema, chatMessageSchema } from './chat.ts';
-export type { ChatRequest, ChatMessage, ChatUsage } from './chat.ts';
+export { CHAT_ROLES, chatRequestSchema, chatMessageSchema } from './chat.ts';
+export type { ChatRequest, ChatMessage, ChatRole, ChatUsage } from './chat.ts';
 export {
   runtimeKinds, deploymentStates, upstreamSchema, snapshotTenantSchema, snapshotKeySchema,
   snapshotEndpointSchema, snapshotDeploymentSchema, configSnapshotSchema, configDeltaSchema, applyDeltas,

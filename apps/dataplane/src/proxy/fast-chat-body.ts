@@ -1,3 +1,7 @@
+import { CHAT_ROLES } from '@infer/shared';
+
+const ROLES: ReadonlySet<unknown> = new Set(CHAT_ROLES);
+
 /**
  * A hand-written check for the common chat body shape (plain JSON types, no string-coded numbers).
  * It accepts only bodies the zod schema would accept unchanged and returns them as they are; anything
@@ -13,7 +17,7 @@ export function fastChatBody(raw: unknown): Record<string, unknown> | null {
   for (const m of messages) {
     if (typeof m !== 'object' || m === null || Array.isArray(m)) return null;
     const role = (m as Record<string, unknown>)['role'];
-    if (typeof role !== 'string' || role.length === 0) return null;
+    if (!ROLES.has(role)) return null;
     const content = (m as Record<string, unknown>)['content'];
     if (content !== undefined && content !== null && typeof content !== 'string' && !Array.isArray(content)) return null;
   }

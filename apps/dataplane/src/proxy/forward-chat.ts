@@ -91,12 +91,14 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
   if (stream) body['stream_options'] = { ...clientOptions, include_usage: true }; // always meter streams
 
   let ttftMs: number | null = null;
+  let recorded = false;
   /**
    * Writes the one usage record. Without the runtime's `usage`, the prompt is estimated (the limiter's estimate)
    * when the runtime worked on it: a success, anything produced, or `prefilled` (the client left while the
    * runtime had the request); a refusal or an unreachable runtime bills no prompt.
    */
   const record = (status: number, usage: ChatUsage | null, completionEstimate: number, prefilled = false): void => {
+    recorded = true;
     const promptTokens = usage?.prompt_tokens ?? (status < 400 || completionEstimate > 0 || prefilled ? estimatePromptTokens(body) : 0);
     const completionTokens = usage?.completion_tokens ?? completionEstimate;
     const latencyMs = performance.now() - call.startPerf;
@@ -117,7 +119,6 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       startedAt: new Date(call.startedAt).toISOString(),
     });
     metrics.observeChat(call.mode, target.name, ttftMs, latencyMs, promptTokens, completionTokens);
-    metrics.inFlightDec();
     // Counted here with the real outcome (a stream that failed after its 200 header, a client that left).
     metrics.countRequest('chat', call.mode, status, target.name);
     if (deps.logInfo === true) logRequest(log, call.requestId, 'chat', call.mode, target.name, status, latencyMs, { promptTokens, completionTokens, ttftMs });
@@ -143,19 +144,23 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       const state: OriginState = deps.pools.get(upstream.origin);
       if (body['model'] !== upstream.servedModel) body['model'] = upstream.servedModel;
       state.inFlight++;
-      const run = createUpstreamAttempt({
-        pool: state.pool, upstream, payload: JSON.stringify(body), requestId: call.requestId, timeouts: deps.timeouts,
-        stream, wantsUsage, clientModel: call.clientModel, res,
-        onFirstByte: () => {
-          ttftMs = performance.now() - call.startPerf;
-        },
-        onStreamError: deps.onStreamError,
-      });
-      current = run;
-      if (clientGone) run.abort();
-      const outcome = await run.done;
-      current = null;
-      state.inFlight--;
+      let outcome: AttemptOutcome;
+      try {
+        const run = createUpstreamAttempt({
+          pool: state.pool, upstream, payload: JSON.stringify(body), requestId: call.requestId, timeouts: deps.timeouts,
+          stream, wantsUsage, clientModel: call.clientModel, res,
+          onFirstByte: () => {
+            ttftMs = performance.now() - call.startPerf;
+          },
+          onStreamError: deps.onStreamError,
+        });
+        current = run;
+        if (clientGone) run.abort();
+        outcome = await run.done;
+      } finally {
+        current = null;
+        state.inFlight--;
+      }
 
       const failure = failureOf(outcome);
       if (failure === null) deps.pools.succeeded(state);
@@ -202,6 +207,9 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
     throw e;
   } finally {
     res.off('close', onClose);
+    // Whatever threw, the gauge comes back down and the request is counted (and billed as a failure) once.
+    metrics.inFlightDec();
+    if (!recorded) record(500, null, 0);
   }
 }
 

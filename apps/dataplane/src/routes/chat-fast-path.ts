@@ -4,6 +4,7 @@ import { ApiError } from '@infer/shared';
 import type { FastifyBaseLogger } from 'fastify';
 import { authenticate } from '../auth.ts';
 import type { ConfigStore } from '../config/config-store.ts';
+import { exceedsJsonDepth, tooDeepError } from '../proxy/json-depth.ts';
 import { genReqId } from '../request-id.ts';
 import type { ChatExchange, ChatHandler, DedicatedParams } from './chat-handler.ts';
 import { setRawCorsHeaders } from './cors-routes.ts';
@@ -99,6 +100,11 @@ export function createChatFastPath(opts: ChatFastPathOptions): FastPath {
         return;
       }
       const text = chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks, received).toString('utf8');
+      // Refused before anything is parsed or counted: deep nesting would blow the stack further on.
+      if (exceedsJsonDepth(text)) {
+        chat.fail(x, tooDeepError());
+        return;
+      }
       parseJson(text, (parseErr, body) => {
         if (parseErr !== null) bodyFailed(x, parseErr);
         else void chat.serve(x, key, dedicated, body);

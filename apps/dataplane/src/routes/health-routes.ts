@@ -1,13 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { ConfigStore } from '../config/config-store.ts';
-import type { DataplaneMetrics } from '../metrics.ts';
 
 export interface HealthRoutesOptions {
   readonly store: ConfigStore;
-  readonly metrics: DataplaneMetrics;
 }
 
-/** Liveness, readiness (a snapshot is loaded) and Prometheus metrics. */
+/** Liveness and readiness (a snapshot is loaded); metrics live on their own listener (metrics-server.ts). */
 export async function healthRoutes(app: FastifyInstance, opts: HealthRoutesOptions): Promise<void> {
   app.get('/healthz', { config: { metricRoute: 'healthz', metricMode: 'none' } }, () => ({ status: 'ok' }));
   app.get('/readyz', { config: { metricRoute: 'readyz', metricMode: 'none' } }, (_req, reply) => {
@@ -17,8 +15,5 @@ export async function healthRoutes(app: FastifyInstance, opts: HealthRoutesOptio
       return;
     }
     reply.send({ status: 'ready', configVersion: version });
-  });
-  app.get('/metrics', { config: { metricRoute: 'metrics', metricMode: 'none' } }, (_req, reply) => {
-    reply.type('text/plain; version=0.0.4; charset=utf-8').send(opts.metrics.render());
   });
 }

@@ -42,7 +42,7 @@ export interface UpstreamPoolsOptions {
   readonly connections?: number;
   readonly ejection?: Partial<EjectionPolicy>;
   /** Called when a replica is ejected (metrics, logs). */
-  readonly onEject?: (origin: string) => void;
+  readonly onEject?: (origin: string, upstreamId: string) => void;
   readonly onRestore?: (origin: string) => void;
 }
 
@@ -165,7 +165,7 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
       if (s.ejected || s.failures < policy.failures) return;
       s.ejected = true;
       s.healthPath = healthPathOf(upstream);
-      opts.onEject?.(s.origin);
+      opts.onEject?.(s.origin, upstream.id);
       scheduleProbe(s);
     },
     retain(origins) {

@@ -1,0 +1,110 @@
+import { request } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exceedsJsonDepth } from '../src/proxy/json-depth.ts';
+import { NAME, SECRET_A, chatBody, deadUrl, makeSnapshot, memorySink, startDataplane, startSim } from './helpers.ts';
+import type { StartedApp, StartedSim } from './helpers.ts';
+
+let sim: StartedSim;
+let dp: StartedApp;
+const sink = memorySink();
+
+beforeAll(async () => {
+  sim = await startSim();
+  dp = await startDataplane(makeSnapshot({ sim: sim.url, faulty: sim.url, dead: await deadUrl() }), sink);
+});
+afterAll(async () => {
+  await dp.app.close();
+  await sim.sim.close();
+});
+
+const SHARED = '/endpoints/v1/chat/completions';
+const DEDICATED = `/funccall/acme/endpoints/${NAME}/v1/chat/completions`;
+
+/** POSTs a raw body: with Content-Length (the raw fast path) or chunked (Fastify's route). */
+function send(path: string, body: string, chunked: boolean): Promise<{ status: number; text: string }> {
+  const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${SECRET_A}` };
+  if (!chunked) headers['content-length'] = String(Buffer.byteLength(body));
+  return new Promise((resolve, reject) => {
+    const req = request(`${dp.url}${path}`, { method: 'POST', headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    if (chunked) {
+      const half = Math.floor(body.length / 2);
+      req.write(body.slice(0, half));
+      req.end(body.slice(half));
+    } else req.end(body);
+  });
+}
+
+const gauge = async (): Promise<number> => {
+  const m = await (await fetch(dp.metricsUrl)).text();
+  const line = m.split('\n').find((l) => l.startsWith('dataplane_in_flight_requests '));
+  if (line === undefined) throw new Error('no in-flight gauge');
+  return Number(line.split(' ')[1]);
+};
+
+const PATHS = [{ label: 'raw fast path', chunked: false }, { label: 'Fastify route (chunked)', chunked: true }] as const;
+
+describe.each(PATHS)('finding 10, deeply nested JSON, on the $label', ({ chunked }) => {
+  it('0.8 MB of nested arrays is a 400 and leaves nothing counted in flight', async () => {
+    const depth = 400_000; // 800,000 bytes of brackets
+    const attack = `{"model":"${NAME}","messages":[{"role":"user","content":${'['.repeat(depth)}${']'.repeat(depth)}}]}`;
+    expect(attack.length).toBeGreaterThan(800_000);
+    for (const path of [SHARED, DEDICATED]) {
+      const a = await send(path, attack, chunked);
+      expect(a.status).toBe(400);
+      const err = (JSON.parse(a.text) as { error: { message: string; type: string; code: string } }).error;
+      expect(err).toMatchObject({ type: 'invalid_request_error', code: 'invalid_json' });
+      expect(err.message).toContain('64 levels');
+    }
+    expect(await gauge()).toBe(0);
+    expect(dp.app.metricsUrl()).not.toBeNull();
+    // The node still serves, and its gauge still returns to zero after ordinary traffic.
+    const ok = await send(SHARED, JSON.stringify(chatBody({ model: NAME })), chunked);
+    expect(ok.status).toBe(200);
+    expect(await gauge()).toBe(0);
+  });
+
+  it('nesting up to the limit is not refused for its depth', async () => {
+    const content = `${'['.repeat(60)}"x"${']'.repeat(60)}`;
+    const body = `{"model":"${NAME}","max_tokens":4,"messages":[{"role":"user","content":"hi"}],"metadata":${content}}`;
+    const a = await send(SHARED, body, chunked);
+    expect(a.status).toBe(200);
+    expect(await gauge()).toBe(0);
+  });
+});
+
+describe.each(PATHS)('finding 12, message roles, on the $label', ({ chunked }) => {
+  it('an unknown role ("wizard") is a 400 naming messages[i].role', async () => {
+    const body = chatBody({ model: NAME, messages: [{ role: 'user', content: 'hi' }, { role: 'wizard', content: 'abracadabra' }] });
+    for (const path of [SHARED, DEDICATED]) {
+      const a = await send(path, JSON.stringify(body), chunked);
+      expect(a.status).toBe(400);
+      const err = (JSON.parse(a.text) as { error: { message: string; param: string; code: string } }).error;
+      expect(err.param).toBe('messages[1].role');
+      expect(err.message).toContain('messages[1].role');
+      expect(err.message).toContain('system, user, assistant, tool, developer, function');
+    }
+  });
+
+  it('every OpenAI role is accepted', async () => {
+    for (const role of ['system', 'developer', 'user']) {
+      const a = await send(SHARED, JSON.stringify(chatBody({ model: NAME, messages: [{ role, content: 'hi' }] })), chunked);
+      expect(a.status).toBe(200);
+    }
+  });
+});
+
+describe('exceedsJsonDepth', () => {
+  it('counts brackets outside strings only, without recursion', () => {
+    expect(exceedsJsonDepth(`${'['.repeat(65)}${']'.repeat(65)}`)).toBe(true);
+    expect(exceedsJsonDepth(`${'['.repeat(64)}${']'.repeat(64)}`)).toBe(false);
+    expect(exceedsJsonDepth(JSON.stringify({ s: '['.repeat(1000) }))).toBe(false);
+    expect(exceedsJsonDepth(JSON.stringify({ s: `\\"${'{'.repeat(1000)}` }))).toBe(false);
+    expect(exceedsJsonDepth(`${'{"a":'.repeat(70)}1${'}'.repeat(70)}`)).toBe(true);
+  });
+});
