@@ -9,6 +9,7 @@ import { handleError, handleFrameworkError } from './error-handler.ts';
 import './fastify-types.ts';
 import { loggerOptions, logRequest } from './logging.ts';
 import { createMetrics } from './metrics.ts';
+import { createAddressGuard } from '@infer/shared/address-guard';
 import { createMetricsServer } from './metrics-server.ts';
 import type { MetricsListenerOptions } from './metrics-server.ts';
 import { corsRoutes, setCorsHeaders } from './routes/cors-routes.ts';
@@ -43,6 +44,8 @@ export interface DataplaneAppOptions {
   readonly maxRetries?: number;
   /** Rate limits (RPM/TPM, in memory or Redis), replica concurrency and queue (see src/limits). */
   readonly limits?: LimitsOptions;
+  /** Non-public CIDRs that tenants' external runtimes may still be dialled at (operator allow-list). */
+  readonly allowedPrivateCidrs?: readonly string[];
   /** The internal `/metrics` listener, bound when the app listens (absent: no metrics endpoint at all). */
   readonly metricsListener?: MetricsListenerOptions | null;
 }
@@ -104,10 +107,14 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
       app.log.warn({ origin, upstreamId }, 'replica ejected after consecutive failures');
     },
     onRestore: (origin) => app.log.warn({ origin }, 'replica back in rotation'),
+    addressGuard: {
+      guard: createAddressGuard({ allowedCidrs: opts.allowedPrivateCidrs }),
+      isTenantOrigin: (origin) => opts.store.view?.tenantOrigins.has(origin) === true,
+    },
   });
   if (opts.store.view) pools.retain(opts.store.view.origins);
   const unsubscribe = opts.store.onVersion((_v, view) => pools.retain(view.origins));
-  const limits = createLimits(opts.limits ?? {}, opts.store, (message, err) => app.log.warn({ reason: err instanceof Error ? err.message : String(err) }, message));
+  const limits = createLimits(opts.limits ?? {}, (message, err) => app.log.warn({ reason: err instanceof Error ? err.message : String(err) }, message));
   app.addHook('onReady', () => limits.ready());
 
   app.decorateRequest('apiKey', null);

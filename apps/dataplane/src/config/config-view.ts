@@ -14,6 +14,19 @@ export interface ResolvedUpstream {
   readonly authorization: string | null;
 }
 
+/** A key's RPM/TPM from the snapshot: its own limit, else its tenant's; null: none set (the node's default applies). */
+export interface KeyRateLimits {
+  readonly rpm: number | null;
+  readonly tpm: number | null;
+}
+
+/** What the limits need from a target's catalog entry. */
+export interface TargetLimits {
+  readonly contextLength: number | null;
+  /** The Concurrency multiplier ("2x" -> 2), or null. */
+  readonly concurrency: number | null;
+}
+
 /** Where a chat request goes: a shared endpoint or a tenant's deployment. */
 export interface RouteTarget {
   readonly name: string;
@@ -24,6 +37,8 @@ export interface RouteTarget {
   /** False when a deployment has no ready replica (the route exists, but answers 503). */
   readonly ready: boolean;
   readonly upstreams: readonly ResolvedUpstream[];
+  /** The catalog entry's context length and Concurrency (a deployment takes its endpoint's). */
+  readonly limits: TargetLimits;
 }
 
 export interface ResolvedKey {
@@ -33,6 +48,7 @@ export interface ResolvedKey {
   readonly tenantSlug: string;
   /** Epoch ms, or Infinity for no expiry. */
   readonly expiresAtMs: number;
+  readonly limits: KeyRateLimits;
 }
 
 /** The immutable, indexed form of one snapshot; swapped as a whole. */
@@ -48,6 +64,8 @@ export interface ConfigView {
   readonly sharedModelsJson: string;
   /** Every upstream origin the snapshot references. */
   readonly origins: ReadonlySet<string>;
+  /** Origins a tenant gave (external deployments): dialled only through the address guard. */
+  readonly tenantOrigins: ReadonlySet<string>;
 }
 
 /** Key of `deploymentByTenantAndName`. */
@@ -73,20 +91,27 @@ function resolveUpstream(u: SnapshotUpstream): ResolvedUpstream | null {
 const resolveAll = (list: readonly SnapshotUpstream[]): ResolvedUpstream[] =>
   list.map(resolveUpstream).filter((u): u is ResolvedUpstream => u !== null);
 
-function sharedTarget(e: SnapshotEndpoint): RouteTarget {
+const positive = (n: number | null | undefined): number | null => (typeof n === 'number' && n > 0 ? n : null);
+
+const NO_TARGET_LIMITS: TargetLimits = Object.freeze({ contextLength: null, concurrency: null });
+
+const targetLimits = (e: SnapshotEndpoint): TargetLimits =>
+  Object.freeze({ contextLength: positive(e.contextLength), concurrency: positive(e.concurrency) });
+
+function sharedTarget(e: SnapshotEndpoint, limits: TargetLimits): RouteTarget {
   const upstreams = resolveAll(e.upstreams);
   return Object.freeze({
     name: e.name, endpointId: e.id, deploymentId: null, tenantId: null, provider: e.provider,
-    ready: upstreams.length > 0, upstreams: Object.freeze(upstreams),
+    ready: upstreams.length > 0, upstreams: Object.freeze(upstreams), limits,
   });
 }
 
-function deploymentTarget(d: SnapshotDeployment): RouteTarget {
+function deploymentTarget(d: SnapshotDeployment, limits: TargetLimits): RouteTarget {
   const usable = d.state !== 'stopped' && d.state !== 'failed';
   const upstreams = usable ? resolveAll(d.replicas) : [];
   return Object.freeze({
     name: d.endpointName, endpointId: d.endpointId, deploymentId: d.id, tenantId: d.tenantId, provider: d.provider,
-    ready: upstreams.length > 0, upstreams: Object.freeze(upstreams),
+    ready: upstreams.length > 0, upstreams: Object.freeze(upstreams), limits,
   });
 }
 
@@ -95,7 +120,10 @@ export const modelObject = (name: string, provider: string | null): Record<strin
   id: name, object: 'model', created: 0, owned_by: provider || 'infer',
 });
 
-/** Builds the indexed view of a snapshot (O(size); runs on config changes, never per request). */
+/**
+ * Builds the indexed view of a snapshot (O(size); runs on config changes, never per request). This is the one
+ * place a snapshot is applied: routing, keys and the effective limits of every key and target.
+ */
 export function buildConfigView(s: ConfigSnapshot): ConfigView {
   const tenants = new Map(s.tenants.map((t) => [t.id, t] as const));
   const keyByHash = new Map<string, ResolvedKey>();
@@ -109,26 +137,34 @@ export function buildConfigView(s: ConfigSnapshot): ConfigView {
       id: k.id, tenantId: k.tenantId, tenantSlug: tenant.slug,
       // An unparsable expiry fails closed.
       expiresAtMs: Number.isNaN(expires) ? 0 : expires,
+      limits: Object.freeze({
+        rpm: positive(k.rpmLimit) ?? positive(tenant.rpmLimit),
+        tpm: positive(k.tpmLimit) ?? positive(tenant.tpmLimit),
+      }),
     }));
   }
+  // Every entry's limits, published or not: a deployment takes its endpoint's.
+  const limitsByEndpoint = new Map(s.endpoints.map((e) => [e.id, targetLimits(e)] as const));
   const endpointByName = new Map<string, RouteTarget>();
   const origins = new Set<string>();
   const listed: Record<string, unknown>[] = [];
   for (const e of s.endpoints) {
     if (!e.published || !e.offeredShared) continue;
-    const target = sharedTarget(e);
+    const target = sharedTarget(e, limitsByEndpoint.get(e.id)!);
     endpointByName.set(e.name, target);
     listed.push(modelObject(e.name, e.provider));
     for (const u of target.upstreams) origins.add(u.origin);
   }
   const deploymentByTenantAndName = new Map<string, RouteTarget>();
+  const tenantOrigins = new Set<string>();
   for (const d of s.deployments) {
-    const target = deploymentTarget(d);
+    const target = deploymentTarget(d, limitsByEndpoint.get(d.endpointId) ?? NO_TARGET_LIMITS);
     deploymentByTenantAndName.set(deploymentKey(d.tenantSlug, d.endpointName), target);
     for (const u of target.upstreams) origins.add(u.origin);
+    for (const u of d.replicas) if (u.addressPolicy === 'public' && URL.canParse(u.url)) tenantOrigins.add(new URL(u.url).origin);
   }
   return Object.freeze({
     version: s.version, keyByHash, endpointByName, deploymentByTenantAndName, tenants,
-    sharedModelsJson: JSON.stringify({ object: 'list', data: listed }), origins,
+    sharedModelsJson: JSON.stringify({ object: 'list', data: listed }), origins, tenantOrigins,
   });
 }

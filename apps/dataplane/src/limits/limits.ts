@@ -1,11 +1,8 @@
 import type { ServerResponse } from 'node:http';
 import { ApiError } from '@infer/shared';
-import type { ConfigStore } from '../config/config-store.ts';
-import type { ConfigView, ResolvedKey, RouteTarget } from '../config/config-view.ts';
+import type { KeyRateLimits, ResolvedKey, RouteTarget } from '../config/config-view.ts';
 import type { UsageSink } from '../usage/usage-reporter.ts';
 import { QueueRejection, createConcurrencyGate, queueError } from './concurrency-gate.ts';
-import { buildLimitsIndex } from './limits-index.ts';
-import type { KeyRateLimits, LimitsIndex } from './limits-index.ts';
 import { createMemoryRateLimiter } from './rate-limiter.ts';
 import type { RateDecision, RateLimiter } from './rate-limiter.ts';
 import { rateLimitHeaders, retryAfterSeconds } from './ratelimit-headers.ts';
@@ -62,11 +59,16 @@ interface ReservedAdmission extends Admission {
   settle(actualTokens: number): void;
 }
 
-const NO_LIMITS: KeyRateLimits = Object.freeze({ rpm: null, tpm: null });
-
-/** Per-key RPM/TPM (in memory, or shared through Redis), per-target replica concurrency, context-length pre-check. */
-export function createLimits(opts: LimitsOptions, store: ConfigStore, warn: (message: string, err: unknown) => void): Limits {
-  const defaults = { rpm: opts.defaultRpm ?? null, tpm: opts.defaultTpm ?? null };
+/**
+ * Per-key RPM/TPM (in memory, or shared through Redis), per-target replica concurrency, context-length pre-check.
+ * The limits themselves come from the config view (`ResolvedKey.limits`, `RouteTarget.limits`); the node's
+ * defaults apply where the snapshot sets none.
+ */
+export function createLimits(opts: LimitsOptions, warn: (message: string, err: unknown) => void): Limits {
+  const defaultRpm = opts.defaultRpm ?? null;
+  const defaultTpm = opts.defaultTpm ?? null;
+  const rateLimitsOf = (k: KeyRateLimits): KeyRateLimits =>
+    (k.rpm !== null || defaultRpm === null) && (k.tpm !== null || defaultTpm === null) ? k : { rpm: k.rpm ?? defaultRpm, tpm: k.tpm ?? defaultTpm };
   const defaultCompletion = opts.defaultCompletionTokens ?? 4096;
   const base = opts.replicaBaseConcurrency ?? 32;
   const queueMax = opts.queueMax ?? 64;
@@ -83,17 +85,6 @@ export function createLimits(opts: LimitsOptions, store: ConfigStore, warn: (mes
     : null;
   /** Reservations waiting for their usage record, by request id. */
   const pending = new Map<string, ReservedAdmission>();
-
-  let indexedView: ConfigView | null = null;
-  let index: LimitsIndex = buildLimitsIndex({ version: 0, tenants: [], keys: [], endpoints: [], deployments: [] }, defaults);
-  const currentIndex = (): LimitsIndex => {
-    if (store.view !== indexedView) {
-      const snapshot = store.snapshot();
-      indexedView = store.view;
-      if (snapshot !== null) index = buildLimitsIndex(snapshot, defaults);
-    }
-    return index;
-  };
 
   const createAdmission = (requestId: string, keyId: string, decision: RateDecision | null, reserved: number, gateId: string, capacity: number): ReservedAdmission => {
     const a: ReservedAdmission = {
@@ -176,14 +167,11 @@ export function createLimits(opts: LimitsOptions, store: ConfigStore, warn: (mes
 
   return {
     admit(requestId, key, target, body, res) {
-      const idx = currentIndex();
-      const ep = idx.endpoints.get(target.endpointId);
-      const contextLength = ep?.contextLength ?? null;
+      const { contextLength, concurrency: multiplier } = target.limits;
       const prompt = estimatePromptTokens(body);
       const maxTokens = requestedCompletion(body);
       checkContextLength(contextLength, prompt, maxTokens);
-      const kl = idx.keys.get(key.id) ?? (defaults.rpm === null && defaults.tpm === null ? NO_LIMITS : defaults);
-      const multiplier = ep?.concurrency ?? null;
+      const kl = rateLimitsOf(key.limits);
       if (kl.rpm === null && kl.tpm === null) return afterRate(requestId, key.id, null, 0, target, multiplier, res);
 
       let tokens = reservationTokens(body, prompt, maxTokens, contextLength, defaultCompletion);
