@@ -9,12 +9,13 @@ import type { Db, DbKind } from './db.ts';
 import { asServiceError } from './errors.ts';
 import type { GraphQLLimits } from './graphql/context.ts';
 import { createGraphQLServer } from './graphql/yoga.ts';
+import { healthRoutes } from './http/health-routes.ts';
 import { requireNodeToken } from './http/node-auth.ts';
 import { createDefaultProvisioners, createDeploymentsContext, type DeploymentsContext } from './modules/deployments/deployments-context.ts';
 import type { Provisioners } from './modules/deployments/provisioners/provisioner.ts';
 import { createChangeHub, type ChangeHub } from './modules/snapshots/change-hub.ts';
 import { startOutboxPruner, type OutboxPruner, type OutboxPrunerOptions } from './modules/snapshots/outbox-prune.ts';
-import { postgresWakeSource } from './modules/snapshots/pg-listen.ts';
+import { postgresWakeSource, type PostgresWakeSourceOptions } from './modules/snapshots/pg-listen.ts';
 import { snapshotRoutes } from './modules/snapshots/snapshots.routes.ts';
 import { usageRoutes } from './modules/usage/usage.routes.ts';
 import { normaliseOrigins } from './modules/auth/origin.ts';
@@ -34,6 +35,10 @@ export interface AdminAppOptions {
   readonly pgPool?: pg.Pool;
   /** Outbox poll interval, the fallback wake-up (default 250 ms). */
   readonly pollMs?: number;
+  /** Bearer token for `GET /metrics` (LISTEN state); without one `/metrics` is not served. */
+  readonly metricsToken?: string;
+  /** Retry and heartbeat timing of the LISTEN connection (tests shorten them). */
+  readonly listen?: PostgresWakeSourceOptions;
   /** SSE keep-alive comment interval (default 15 s). */
   readonly pingMs?: number;
   /** Dedicated-deployment provisioners (default: local runtime-sim processes and external URLs). */
@@ -62,7 +67,7 @@ declare module 'fastify' {
   }
 }
 
-const API_PREFIXES = ['/internal/', '/graphql', '/trpc', '/healthz', '/api/'];
+const API_PREFIXES = ['/internal/', '/graphql', '/trpc', '/healthz', '/readyz', '/metrics', '/api/'];
 
 function statusCode(status: number): ErrorCode {
   switch (status) {
@@ -89,7 +94,11 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
 
   const hub = createChangeHub(db, {
     pollMs: opts.pollMs,
-    external: opts.dbKind === 'postgres' && opts.pgPool ? postgresWakeSource(opts.pgPool, (err) => app.log.warn({ err }, 'outbox LISTEN failed')) : undefined,
+    external: opts.dbKind === 'postgres' && opts.pgPool ? postgresWakeSource(opts.pgPool, {
+      ...opts.listen,
+      onError: (err) => app.log.warn({ err }, 'outbox LISTEN failed (retrying)'),
+      onStateChange: (s) => (s.connected ? app.log.info({ reconnects: s.reconnects }, 'outbox LISTEN connected') : app.log.warn('outbox LISTEN connection lost')),
+    }) : undefined,
     onError: (err) => app.log.warn({ err }, 'outbox poll failed'),
   });
   app.decorate('configHub', hub);
@@ -135,7 +144,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     return reply.code(404).send(errorBody('not_found', `Route ${request.method} ${path} not found.`));
   });
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
+  await app.register(healthRoutes, { db, hub, metricsToken: opts.metricsToken ?? null });
 
   await app.register(
     async (internal) => {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseCidrList } from '@infer/shared/address-guard';
 
 const optionalString = z
   .string()
@@ -35,9 +36,19 @@ const schema = z.object({
   LOCAL_SIM_ITL_MS: z.coerce.number().min(0).default(15),
   LOCAL_COLD_START_CAP_MS: z.coerce.number().int().min(0).default(10_000),
   EXTERNAL_ALLOW_PRIVATE_URLS: z.enum(['true', 'false', '1', '0']).default('false').transform((v) => v === 'true' || v === '1'),
+  ALLOWED_PRIVATE_CIDRS: z.string().optional().transform((v, ctx) => {
+    try {
+      return parseCidrList(v);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
+      return z.NEVER;
+    }
+  }),
   OUTBOX_RETAIN_ROWS: z.coerce.number({ error: 'OUTBOX_RETAIN_ROWS must be a whole number of rows (at least 1)' }).int('OUTBOX_RETAIN_ROWS must be a whole number of rows (at least 1)').min(1, 'OUTBOX_RETAIN_ROWS must be at least 1 (the newest row is the config version)').default(10_000),
   OUTBOX_RETAIN_HOURS: z.coerce.number({ error: 'OUTBOX_RETAIN_HOURS must be a number of hours (0: no age limit)' }).min(0, 'OUTBOX_RETAIN_HOURS must be 0 (no age limit) or more').default(24),
   OUTBOX_PRUNE_INTERVAL_S: z.coerce.number({ error: 'OUTBOX_PRUNE_INTERVAL_S must be a number of seconds (0: never prune)' }).min(0, 'OUTBOX_PRUNE_INTERVAL_S must be 0 (never prune) or more').default(600),
+  OUTBOX_POLL_MS: z.coerce.number({ error: 'OUTBOX_POLL_MS must be a number of milliseconds' }).int().min(10, 'OUTBOX_POLL_MS must be at least 10').default(250),
+  METRICS_TOKEN: optionalString.pipe(z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional()),
 });
 
 export interface AdminEnv {
@@ -59,12 +70,18 @@ export interface AdminEnv {
   readonly LOCAL_COLD_START_CAP_MS: number;
   /** Let tenants register external runtimes on loopback/private addresses. */
   readonly EXTERNAL_ALLOW_PRIVATE_URLS: boolean;
+  /** Non-public CIDRs tenants' external runtimes may use anyway (a peered network); empty: none. */
+  readonly ALLOWED_PRIVATE_CIDRS: readonly string[];
   /** Config outbox: keep at most this many newest rows (the newest is always kept). */
   readonly OUTBOX_RETAIN_ROWS: number;
   /** Config outbox: drop rows older than this (0: no age limit). */
   readonly OUTBOX_RETAIN_HOURS: number;
   /** Seconds between outbox prunes (0: never prune). */
   readonly OUTBOX_PRUNE_INTERVAL_S: number;
+  /** Outbox poll interval, the fallback when a NOTIFY is missed or the LISTEN connection is down. */
+  readonly OUTBOX_POLL_MS: number;
+  /** Bearer token for `GET /metrics`; unset: `/metrics` is not served. */
+  readonly METRICS_TOKEN: string | undefined;
 }
 
 /** Reads and validates the environment once; throws one message naming every bad variable. */
@@ -79,6 +96,7 @@ export function loadEnv(source: Readonly<Record<string, string | undefined>> = p
   return Object.freeze({
     ...e,
     DATABASE_URL: e.DATABASE_URL,
+    METRICS_TOKEN: e.METRICS_TOKEN,
     DATAPLANE_URL: dataplaneUrl,
     SHARED_BASE_URL: (e.SHARED_BASE_URL ?? `${dataplaneUrl}/endpoints/v1`).replace(/\/+$/, ''),
   });

@@ -4,6 +4,7 @@ import { createDb, migrateToLatest, type Database } from '@infer/db';
 import { buildAdminApp } from './app.ts';
 import { loadEnv, type AdminEnv } from './env.ts';
 import { createDefaultProvisioners } from './modules/deployments/deployments-context.ts';
+import { createAddressGuard } from '@infer/shared/address-guard';
 
 let env: AdminEnv;
 try {
@@ -49,9 +50,13 @@ if (!closing) {
     logger: { level: env.LOG_LEVEL, redact: ['req.headers.authorization', 'req.headers.cookie'] },
     provisioners: createDefaultProvisioners({
       local: { ttftMs: env.LOCAL_SIM_TTFT_MS, itlMs: env.LOCAL_SIM_ITL_MS, coldStartCapMs: env.LOCAL_COLD_START_CAP_MS },
+      external: { addressGuard: createAddressGuard({ allowAll: env.EXTERNAL_ALLOW_PRIVATE_URLS, allowedCidrs: env.ALLOWED_PRIVATE_CIDRS }) },
     }),
     allowPrivateExternalUrls: env.EXTERNAL_ALLOW_PRIVATE_URLS,
+    allowedPrivateCidrs: env.ALLOWED_PRIVATE_CIDRS,
     consoleOrigins: env.CONSOLE_ORIGINS,
+    pollMs: env.OUTBOX_POLL_MS,
+    metricsToken: env.METRICS_TOKEN,
     outboxPrune: env.OUTBOX_PRUNE_INTERVAL_S === 0 ? false : {
       intervalMs: env.OUTBOX_PRUNE_INTERVAL_S * 1000,
       retainRows: env.OUTBOX_RETAIN_ROWS,

@@ -4,8 +4,17 @@ import { outboxSignal } from './outbox.ts';
 import { currentVersion, readDeltasAfter } from './snapshots.service.ts';
 
 export type DeltaListener = (deltas: readonly ConfigDelta[]) => void;
-/** Starts a cross-process wake-up source (Postgres LISTEN); returns its stop function. */
-export type ExternalWakeSource = (wake: () => void) => Promise<() => Promise<void>>;
+/** Whether a cross-process wake-up source is connected now, and how often it re-established itself. */
+export interface ExternalWakeState {
+  readonly connected: boolean;
+  readonly reconnects: number;
+}
+/** A cross-process wake-up source (Postgres LISTEN). */
+export interface ExternalWakeSource {
+  /** Starts it (a lost connection is retried inside, never thrown); resolves the stop function. */
+  start(wake: () => void): Promise<() => Promise<void>>;
+  state(): ExternalWakeState;
+}
 
 export interface ChangeHub {
   /** Resolves once the hub knows the current version; subscribers get every later delta, in order. */
@@ -13,6 +22,8 @@ export interface ChangeHub {
   subscribe(listener: DeltaListener): () => void;
   /** Asks the hub to look for new outbox rows now. */
   wake(): void;
+  /** The cross-process source's state, or null when there is none (PGlite: one process). */
+  externalState(): ExternalWakeState | null;
   close(): Promise<void>;
 }
 
@@ -70,7 +81,7 @@ export function createChangeHub(db: Db, opts: ChangeHubOptions = {}): ChangeHub 
     initialised = true;
     if (opts.external) {
       try {
-        stopExternal = await opts.external(wake);
+        stopExternal = await opts.external.start(wake);
       } catch (err) {
         opts.onError?.(err); // the poll still covers us
       }
@@ -87,6 +98,7 @@ export function createChangeHub(db: Db, opts: ChangeHubOptions = {}): ChangeHub 
       return () => listeners.delete(listener);
     },
     wake,
+    externalState: () => opts.external?.state() ?? null,
     async close() {
       closed = true;
       clearInterval(timer);
