@@ -54,6 +54,7 @@ const app = buildDataplaneApp({
   timeouts: { connectMs: env.CONNECT_TIMEOUT_MS, firstByteMs: env.FIRST_BYTE_TIMEOUT_MS, idleMs: env.IDLE_TIMEOUT_MS },
   ejection: { failures: env.EJECT_AFTER_FAILURES, cooldownMs: env.EJECT_COOLDOWN_MS },
   maxRetries: env.UPSTREAM_MAX_RETRIES,
+  allowedPrivateCidrs: env.ALLOWED_PRIVATE_CIDRS,
   metricsListener: { port: env.METRICS_PORT, host: env.METRICS_HOST, token: env.METRICS_TOKEN ?? null },
 });
 

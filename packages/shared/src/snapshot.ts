@@ -13,6 +13,11 @@ export const upstreamSchema = z.object({
   servedModel: z.string(),
   /** Optional bearer the runtime expects (never logged). */
   apiKey: z.string().nullable(),
+  /**
+   * 'public': a tenant gave this address (external deployments), so nodes dial it only through the address
+   * guard (public addresses, or the node's ALLOWED_PRIVATE_CIDRS). Absent or 'any': platform-owned.
+   */
+  addressPolicy: z.enum(['any', 'public']).optional(),
 });
 export type SnapshotUpstream = z.infer<typeof upstreamSchema>;
 

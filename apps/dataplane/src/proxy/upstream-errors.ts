@@ -15,6 +15,10 @@ export const isConnectError = (err: unknown): boolean => CONNECT_CODES.has(errCo
 /** Maps a transport failure before the response started to the caller's error. */
 export function transportError(err: unknown): ApiError {
   const code = errCode(err);
+  // The address guard refused a tenant-given runtime address: nothing was sent, nothing internal is relayed.
+  if (code === 'ADDRESS_REFUSED') {
+    return new ApiError('upstream_error', "The deployment's runtime address is not allowed: it does not resolve to a public address.");
+  }
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
     return new ApiError('upstream_timeout', 'The model runtime did not answer in time.');
   }

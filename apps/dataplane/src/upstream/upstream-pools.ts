@@ -1,4 +1,5 @@
-import { Pool } from 'undici';
+import { buildConnector, Pool } from 'undici';
+import { guardConnector, type AddressGuard } from '@infer/shared/address-guard';
 import type { ResolvedUpstream } from '../config/config-view.ts';
 import { adapterFor } from '../runtimes/runtime-registry.ts';
 
@@ -44,6 +45,12 @@ export interface UpstreamPoolsOptions {
   /** Called when a replica is ejected (metrics, logs). */
   readonly onEject?: (origin: string, upstreamId: string) => void;
   readonly onRestore?: (origin: string) => void;
+  /**
+   * Origins a tenant gave (external deployments) connect only through this guard, which resolves the name,
+   * refuses loopback/private/link-local/metadata addresses and pins the socket to the checked address;
+   * decided per connection, so a snapshot that changes an origin's provenance applies to new sockets.
+   */
+  readonly addressGuard?: { readonly guard: AddressGuard; readonly isTenantOrigin: (origin: string) => boolean };
 }
 
 export interface UpstreamPools {
@@ -79,13 +86,25 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
   let rr = 0;
   let closed = false;
 
+  // undici never follows redirects unless asked (no maxRedirections, no redirect interceptor): an upstream's
+  // 3xx is relayed as an answer, never dialled.
+  const plainConnect = buildConnector({ timeout: timeouts.connectMs });
+  const addressGuard = opts.addressGuard;
+  const guardedConnect = addressGuard
+    ? guardConnector(addressGuard.guard, buildConnector({ timeout: timeouts.connectMs, lookup: addressGuard.guard.lookup }))
+    : null;
+  const connectorFor = (origin: string): buildConnector.connector =>
+    guardedConnect === null || addressGuard === undefined
+      ? plainConnect
+      : (options, callback) => (addressGuard.isTenantOrigin(origin) ? guardedConnect : plainConnect)(options, callback);
+
   const get = (origin: string): OriginState => {
     let s = states.get(origin);
     if (s === undefined) {
       const pool = new Pool(origin, {
         connections,
         pipelining: 1,
-        connectTimeout: timeouts.connectMs,
+        connect: connectorFor(origin),
         // The forwarder runs its own first-byte and idle timers; these are backstops.
         headersTimeout: 0,
         bodyTimeout: 0,
