@@ -19,6 +19,8 @@ export interface DataplaneMetrics {
   retry(reason: RuntimeFailure): void;
   /** A replica was ejected (labelled by its upstream/replica id, never its address). */
   ejection(upstreamId: string): void;
+  /** The Redis circuit breaker changed state (only nodes with Redis report it). */
+  redisBreaker(open: boolean): void;
   render(): string;
 }
 
@@ -78,6 +80,9 @@ export function createMetrics(store: ConfigStore): DataplaneMetrics {
   const retries = new Map<string, number>();
   const ejections = new Map<string, number>();
   let inFlight = 0;
+  /** -1: no Redis on this node (the family is left out). */
+  let breakerOpen = -1;
+  let breakerOpens = 0;
   let configAppliedAt = store.view !== null ? Date.now() : 0;
   store.onVersion(() => {
     configAppliedAt = Date.now();
@@ -118,6 +123,10 @@ export function createMetrics(store: ConfigStore): DataplaneMetrics {
     retry(reason) {
       bump(retries, reason);
     },
+    redisBreaker(open) {
+      if (open && breakerOpen !== 1) breakerOpens++;
+      breakerOpen = open ? 1 : 0;
+    },
     ejection(upstreamId) {
       bump(ejections, upstreamId);
     },
@@ -154,6 +163,12 @@ export function createMetrics(store: ConfigStore): DataplaneMetrics {
       for (const [reason, n] of retries) lines.push(`dataplane_retries_total{reason="${reason}"} ${n}`);
       family('dataplane_replica_ejections_total', 'counter', 'Replicas taken out of rotation by outlier detection, by upstream/replica id.');
       for (const [id, n] of ejections) lines.push(`dataplane_replica_ejections_total{upstream="${escapeLabel(id)}"} ${n}`);
+      if (breakerOpen >= 0) {
+        family('dataplane_redis_breaker_open', 'gauge', '1 while the Redis circuit breaker is open (limits fail open to this node), else 0.');
+        lines.push(`dataplane_redis_breaker_open ${breakerOpen}`);
+        family('dataplane_redis_breaker_opens_total', 'counter', 'Times the Redis circuit breaker opened.');
+        lines.push(`dataplane_redis_breaker_opens_total ${breakerOpens}`);
+      }
       family('dataplane_config_version', 'gauge', 'Version of the config snapshot in use (-1 before the first).');
       lines.push(`dataplane_config_version ${store.version ?? -1}`);
       family('dataplane_config_age_seconds', 'gauge', 'Seconds since the last config snapshot or delta was applied (-1 before the first).');

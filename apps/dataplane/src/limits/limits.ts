@@ -7,7 +7,9 @@ import { createMemoryRateLimiter } from './rate-limiter.ts';
 import type { RateDecision, RateLimiter } from './rate-limiter.ts';
 import { rateLimitHeaders, retryAfterSeconds } from './ratelimit-headers.ts';
 import { createRedisRateLimiter } from './redis-rate-limiter.ts';
+import type { RedisBreaker } from './redis-breaker.ts';
 import { createSharedReplicaSlots } from './redis-replica-slots.ts';
+import type { SharedReplicaSlots } from './redis-replica-slots.ts';
 import { checkContextLength, estimatePromptTokens, requestedCompletion, reservationTokens } from './token-budget.ts';
 
 export interface LimitsOptions {
@@ -48,6 +50,8 @@ export interface Limits {
   wrapUsage(sink: UsageSink): UsageSink;
   /** In flight and queued on a target (tests, metrics). */
   concurrency(target: RouteTarget): { active: number; queued: number };
+  /** With Redis: its circuit breaker and the fleet-wide replica slots (metrics, tests); null without. */
+  readonly redis: { readonly breaker: RedisBreaker; readonly slots: SharedReplicaSlots } | null;
   /** Waits (bounded) for the Redis connection, when there is one. */
   ready(): Promise<void>;
   close(): Promise<void>;
@@ -81,7 +85,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
   const limiter: RateLimiter = redis ?? memory;
   // Replica concurrency: this node's gate (FIFO queue, deadline), then, with Redis, a fleet-wide slot.
   const slots = redis
-    ? createSharedReplicaSlots({ redis: redis.client, prefix: opts.redisPrefix ?? 'infer:rl', leaseMs: opts.sharedSlotLeaseMs, onWarn: warn })
+    ? createSharedReplicaSlots({ redis: redis.client, breaker: redis.breaker, prefix: opts.redisPrefix ?? 'infer:rl', leaseMs: opts.sharedSlotLeaseMs, onWarn: warn })
     : null;
   /** Reservations waiting for their usage record, by request id. */
   const pending = new Map<string, ReservedAdmission>();
@@ -116,7 +120,8 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
     if (d !== null) {
       if (!d.admitted) throw rateLimited(d);
       const headers = rateLimitHeaders(d);
-      for (const name in headers) res.setHeader(name, headers[name]!);
+      // A stream held through a cold start (src/scale) already sent its headers.
+      if (!res.headersSent) for (const name in headers) res.setHeader(name, headers[name]!);
     }
     const gateId = target.deploymentId ?? target.endpointId;
     const capacity = Math.max(1, Math.floor(base * (multiplier ?? 1))) * Math.max(1, target.upstreams.length);
@@ -199,6 +204,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
         },
       };
     },
+    redis: redis && slots ? { breaker: redis.breaker, slots } : null,
     concurrency(target) {
       return gate.stats(target.deploymentId ?? target.endpointId);
     },

@@ -1,4 +1,6 @@
 import { Redis } from 'ioredis';
+import { BreakerOpenError, createRedisBreaker } from './redis-breaker.ts';
+import type { RedisBreaker } from './redis-breaker.ts';
 import { SLOT_MS, SLOTS } from './sliding-window.ts';
 import type { RateDecision, RateLimiter } from './rate-limiter.ts';
 
@@ -140,11 +142,15 @@ export interface RedisRateLimiterOptions {
   readonly onWarn: (message: string, err: unknown) => void;
   /** Per-command bound, ms (default 1000). */
   readonly commandTimeoutMs?: number;
+  /** Pause between the breaker's background probes while Redis is known to be slow, ms (default 200). */
+  readonly probeIntervalMs?: number;
 }
 
 export interface RedisRateLimiter extends RateLimiter {
   /** The connection, shared with the fleet-wide replica slots. */
   readonly client: Redis;
+  /** The circuit breaker in front of `client`, shared with the replica slots. */
+  readonly breaker: RedisBreaker;
   /** Resolves once connected, on the first connection error, or after `ms` (the fallback serves meanwhile). */
   ready(ms: number): Promise<void>;
 }
@@ -177,23 +183,26 @@ export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RedisRate
   redis.defineCommand('inferRateSettle', { numberOfKeys: 2, lua: SETTLE_LUA });
   const cmd = redis as unknown as LimitCommands;
   const warn = throttledWarn(opts.onWarn);
+  const breaker = createRedisBreaker({ probe: () => redis.ping(), probeIntervalMs: opts.probeIntervalMs });
   redis.on('error', (err: unknown) => warn('redis rate-limit store unreachable; limiting per node in memory until it is back', err));
 
   const keysOf = (keyId: string): [string, string] => [`${opts.prefix}:{${keyId}}:r`, `${opts.prefix}:{${keyId}}:t`];
 
   return {
     client: redis,
+    breaker,
     reserve(keyId, rpm, tpm, tokens) {
-      if (redis.status !== 'ready') return opts.fallback.reserve(keyId, rpm, tpm, tokens);
+      // Unreachable, or known to be slow (breaker open): this node's own counts, with no wait at all.
+      if (redis.status !== 'ready' || breaker.state === 'open') return opts.fallback.reserve(keyId, rpm, tpm, tokens);
       const [kr, kt] = keysOf(keyId);
-      return cmd.inferRateReserve(kr, kt, rpm ?? -1, tpm ?? -1, tokens).then(
+      return breaker.run(() => cmd.inferRateReserve(kr, kt, rpm ?? -1, tpm ?? -1, tokens)).then(
         (r): RateDecision => ({
           admitted: r[0] === 1, rpmLimit: rpm, tpmLimit: tpm, requestsUsed: r[1], tokensUsed: r[2],
           resetRequestsMs: r[3], resetTokensMs: r[4], retryAfterMs: Math.max(r[3], r[4]) * (r[0] === 1 ? 0 : 1),
           slot: r[5], store: 'redis',
         }),
         (err: unknown) => {
-          warn('redis rate-limit check failed; limiting per node in memory', err);
+          if (!(err instanceof BreakerOpenError)) warn('redis rate-limit check failed; limiting per node in memory', err);
           return opts.fallback.reserve(keyId, rpm, tpm, tokens);
         },
       );
@@ -204,10 +213,13 @@ export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RedisRate
         return;
       }
       if (!refundRequest && tokenDelta === 0) return;
-      if (redis.status !== 'ready') return; // the reservation simply stands until its window passes
+      // The reservation simply stands until its window passes.
+      if (redis.status !== 'ready' || breaker.state === 'open') return;
       const [kr, kt] = keysOf(keyId);
-      cmd.inferRateSettle(kr, kt, d.slot, refundRequest && d.rpmLimit !== null ? 1 : 0, d.tpmLimit === null ? 0 : tokenDelta)
-        .catch((err: unknown) => warn('redis rate-limit settlement failed', err));
+      breaker.run(() => cmd.inferRateSettle(kr, kt, d.slot, refundRequest && d.rpmLimit !== null ? 1 : 0, d.tpmLimit === null ? 0 : tokenDelta))
+        .catch((err: unknown) => {
+          if (!(err instanceof BreakerOpenError)) warn('redis rate-limit settlement failed', err);
+        });
     },
     ready(ms) {
       if (redis.status === 'ready') return Promise.resolve();
@@ -225,6 +237,7 @@ export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RedisRate
       });
     },
     async close() {
+      breaker.close();
       redis.disconnect();
       await opts.fallback.close();
     },
