@@ -25,8 +25,6 @@ import type { LimitsOptions } from './limits/limits.ts';
 import { createUpstreamPools, defaultTimeouts } from './upstream/upstream-pools.ts';
 import type { EjectionPolicy, UpstreamTimeouts } from './upstream/upstream-pools.ts';
 import type { UsageSink } from './usage/usage-reporter.ts';
-import { createScaleHolds } from './scale/scale-holds.ts';
-import type { ScaleOptions } from './scale/scale-holds.ts';
 
 export interface DataplaneAppOptions {
   readonly store: ConfigStore;
@@ -50,8 +48,6 @@ export interface DataplaneAppOptions {
   readonly allowedPrivateCidrs?: readonly string[];
   /** The internal `/metrics` listener, bound when the app listens (absent: no metrics endpoint at all). */
   readonly metricsListener?: MetricsListenerOptions | null;
-  /** Serverless deployments (src/scale): hold through cold starts, wake, load reports (absent: no holding). */
-  readonly scale?: ScaleOptions;
 }
 
 /** Builds the data-plane Fastify app (never listens). */
@@ -120,10 +116,6 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   const unsubscribe = opts.store.onVersion((_v, view) => pools.retain(view.origins));
   const limits = createLimits(opts.limits ?? {}, (message, err) => app.log.warn({ reason: err instanceof Error ? err.message : String(err) }, message));
   app.addHook('onReady', () => limits.ready());
-  const scale = createScaleHolds(opts.scale ?? { channel: null }, opts.store, (target) => {
-    const c = limits.concurrency(target);
-    return c.active + c.queued;
-  });
   if (limits.redis !== null) {
     metrics.redisBreaker(false);
     limits.redis.breaker.onChange((state) => {
@@ -167,7 +159,6 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     unsubscribe();
     await pools.close();
     await limits.close();
-    scale.close();
     await metricsServer?.close();
   });
 
@@ -181,9 +172,8 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   app.register(methodNotAllowedRoutes);
   const chat = createChatHandler({
     store: opts.store,
-    usage: scale.wrapUsage(limits.wrapUsage(opts.usage)),
+    usage: limits.wrapUsage(opts.usage),
     limits,
-    scale,
     pools,
     metrics,
     timeouts,
