@@ -25,6 +25,8 @@ import type { LimitsOptions } from './limits/limits.ts';
 import { createUpstreamPools, defaultTimeouts } from './upstream/upstream-pools.ts';
 import type { EjectionPolicy, UpstreamTimeouts } from './upstream/upstream-pools.ts';
 import type { UsageSink } from './usage/usage-reporter.ts';
+import { createScaleHolds } from './scale/scale-holds.ts';
+import type { ScaleOptions } from './scale/scale-holds.ts';
 
 export interface DataplaneAppOptions {
   readonly store: ConfigStore;
@@ -48,6 +50,8 @@ export interface DataplaneAppOptions {
   readonly allowedPrivateCidrs?: readonly string[];
   /** The internal `/metrics` listener, bound when the app listens (absent: no metrics endpoint at all). */
   readonly metricsListener?: MetricsListenerOptions | null;
+  /** Serverless deployments (src/scale): hold through cold starts, wake, load reports (absent: no holding). */
+  readonly scale?: ScaleOptions;
 }
 
 /** Builds the data-plane Fastify app (never listens). */
@@ -116,6 +120,10 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   const unsubscribe = opts.store.onVersion((_v, view) => pools.retain(view.origins));
   const limits = createLimits(opts.limits ?? {}, (message, err) => app.log.warn({ reason: err instanceof Error ? err.message : String(err) }, message));
   app.addHook('onReady', () => limits.ready());
+  const scale = createScaleHolds(opts.scale ?? { channel: null }, opts.store, (target) => {
+    const c = limits.concurrency(target);
+    return c.active + c.queued;
+  });
   if (limits.redis !== null) {
     metrics.redisBreaker(false);
     limits.redis.breaker.onChange((state) => {
@@ -159,6 +167,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     unsubscribe();
     await pools.close();
     await limits.close();
+    scale.close();
     await metricsServer?.close();
   });
 
@@ -172,8 +181,9 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   app.register(methodNotAllowedRoutes);
   const chat = createChatHandler({
     store: opts.store,
-    usage: limits.wrapUsage(opts.usage),
+    usage: scale.wrapUsage(limits.wrapUsage(opts.usage)),
     limits,
+    scale,
     pools,
     metrics,
     timeouts,

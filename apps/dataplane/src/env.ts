@@ -43,6 +43,14 @@ const envSchema = z.object({
   METRICS_PORT: port(9464),
   METRICS_HOST: z.string().trim().min(1).default('127.0.0.1'),
   METRICS_TOKEN: optionalString,
+  // Serverless deployments (src/scale): this node's id in wakes and load reports (default <hostname>-<PORT>),
+  // requests held per deployment, the hold deadline's bounds, and the load report / wake re-send periods.
+  NODE_ID: optionalString,
+  SCALE_HOLD_QUEUE_MAX: count('requests', 0).default(1000),
+  SCALE_HOLD_MIN_MS: ms(30_000),
+  SCALE_HOLD_MAX_MS: ms(600_000),
+  LOAD_REPORT_MS: ms(1000),
+  WAKE_RESEND_MS: ms(3000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),
 }).superRefine((e, ctx) => {
   const controlPlane = e.CONTROL_PLANE_URL !== undefined && e.NODE_TOKEN !== undefined;

@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { ApiError, ERRORS, errorBody } from '@infer/shared';
 import type { ErrorCode, OpenAIErrorBody } from '@infer/shared';
 import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { streamErrorEvent } from './proxy/upstream-errors.ts';
 
 const FASTIFY_CODES: Readonly<Record<string, readonly [ErrorCode, string]>> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: ['unsupported_media_type', "Unsupported Content-Type: send the body as 'application/json'."],
@@ -72,8 +73,10 @@ export function sendError(res: ServerResponse, err: unknown, log: FastifyBaseLog
   const r = errorReply(e);
   if (r.internal) logInternal(log, e, reqId);
   if (res.headersSent) {
-    // Only a bug gets here (streams end their own failures); close what was started.
-    if (!res.writableEnded) res.end();
+    // A stream held through a cold start (src/scale) has its SSE headers out: the answer is an error event.
+    // Otherwise only a bug gets here (streams end their own failures); close what was started.
+    const sse = String(res.getHeader('content-type') ?? '').startsWith('text/event-stream');
+    if (!res.writableEnded) res.end(sse ? streamErrorEvent(e instanceof ApiError ? e : new ApiError(r.body.error.code as ErrorCode, r.body.error.message)) : undefined);
     return r.status;
   }
   const body = JSON.stringify(r.body);

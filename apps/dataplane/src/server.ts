@@ -1,4 +1,6 @@
+import { hostname } from 'node:os';
 import { buildDataplaneApp } from './app.ts';
+import { createNodeChannel } from './scale/node-channel.ts';
 import { createConfigClient } from './config/config-client.ts';
 import { createConfigStore } from './config/config-store.ts';
 import { readSnapshotFile } from './config/snapshot-file.ts';
@@ -36,6 +38,14 @@ if (env.CONFIG_FILE !== undefined) {
 const reporter = controlPlane ? createUsageReporter({ ...controlPlane, flushMs: env.USAGE_FLUSH_MS }) : null;
 const usage: UsageSink = reporter ?? { record() {} };
 
+// Load reports go out every second: a control plane that is away is one warning a minute, not sixty.
+let lastScaleWarn = 0;
+const scaleProblem = (err: unknown): void => {
+  if (Date.now() - lastScaleWarn < 60_000) return;
+  lastScaleWarn = Date.now();
+  console.warn(JSON.stringify({ level: 'warn', msg: 'control plane did not take a load report or wake; requests are not blocked', reason: messageOf(err) }));
+};
+
 const app = buildDataplaneApp({
   store,
   usage,
@@ -56,6 +66,17 @@ const app = buildDataplaneApp({
   maxRetries: env.UPSTREAM_MAX_RETRIES,
   allowedPrivateCidrs: env.ALLOWED_PRIVATE_CIDRS,
   metricsListener: { port: env.METRICS_PORT, host: env.METRICS_HOST, token: env.METRICS_TOKEN ?? null },
+  // Serverless: hold through cold starts and report load (stopped with the app); standalone nodes hold nothing.
+  scale: {
+    channel: controlPlane
+      ? createNodeChannel({ ...controlPlane, nodeId: env.NODE_ID ?? `${hostname()}-${env.PORT}`, onError: (err) => scaleProblem(err) })
+      : null,
+    queueMax: env.SCALE_HOLD_QUEUE_MAX,
+    holdMinMs: env.SCALE_HOLD_MIN_MS,
+    holdMaxMs: env.SCALE_HOLD_MAX_MS,
+    tickMs: env.LOAD_REPORT_MS,
+    wakeResendMs: env.WAKE_RESEND_MS,
+  },
 });
 
 const client = controlPlane

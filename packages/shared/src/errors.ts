@@ -16,6 +16,8 @@ export const ERRORS = {
   upstream_error: { status: 502, type: 'api_error' },
   no_healthy_upstream: { status: 503, type: 'api_error' },
   service_unavailable: { status: 503, type: 'api_error' },
+  /** A serverless deployment's cold start outlasted the request's hold deadline (or would). */
+  deployment_scaling_up: { status: 503, type: 'api_error' },
   upstream_timeout: { status: 504, type: 'api_error' },
   internal_error: { status: 500, type: 'api_error' },
 } as const satisfies Record<string, { status: number; type: string }>;

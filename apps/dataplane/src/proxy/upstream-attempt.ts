@@ -246,7 +246,8 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
 
   startClientStream(): void {
     this.sentToClient = true;
-    this.o.res.writeHead(200, SSE_HEADERS);
+    // A stream held through a cold start (src/scale) already has its headers out.
+    if (!this.o.res.headersSent) this.o.res.writeHead(200, SSE_HEADERS);
   }
 
   onResponseError(_c: Dispatcher.DispatchController, err: Error): void {

@@ -10,6 +10,7 @@ import { logRequest } from '../logging.ts';
 import { fastChatBody } from '../proxy/fast-chat-body.ts';
 import { forwardChat } from '../proxy/forward-chat.ts';
 import { meterId } from '../request-id.ts';
+import type { HeldTicket, ScaleHolds } from '../scale/scale-holds.ts';
 import type { ForwardDeps } from '../proxy/forward-chat.ts';
 import { validationError } from '../validation-error.ts';
 
@@ -36,6 +37,8 @@ export interface ChatExchange {
 export interface ChatHandlerDeps extends ForwardDeps {
   readonly store: ConfigStore;
   readonly limits: Limits;
+  /** Holds dedicated requests through cold starts (absent: no ready replica is a 503 at once). */
+  readonly scale?: ScaleHolds;
 }
 
 export interface ChatHandler {
@@ -98,6 +101,7 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
 
   const serve = async (x: ChatExchange, key: ResolvedKey, dedicated: DedicatedParams | null, rawBody: unknown): Promise<void> => {
     let forwarding = false;
+    let held: HeldTicket | null = null;
     try {
       const view = store.view!; // auth passed, so a snapshot is loaded (and never unloaded)
       let target: RouteTarget;
@@ -116,11 +120,15 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
         body = parseBody(rawBody);
         clientModel = dedicatedModel(body['model'] as string | undefined, target.name);
       }
+      const usageId = meterId(x.requestId, x.callerId);
+      // Serverless (src/scale): no ready replica yet, or earlier requests still held: wait in arrival order.
+      held = deps.scale?.hold(x.res, target, usageId, body['stream'] === true) ?? null;
+      if (held !== null) target = await held.target;
       if (!target.ready) throw new ApiError('no_healthy_upstream', NO_REPLICA);
       // Context length, RPM/TPM reservation, replica slot (src/limits); the slot frees when the answer ends.
-      const usageId = meterId(x.requestId, x.callerId);
       const admitted = limits.admit(usageId, key, target, body, x.res);
       const admission: Admission = admitted instanceof Promise ? await admitted : admitted;
+      held?.admitted();
       forwarding = true;
       try {
         await forwardChat(deps, {
@@ -130,6 +138,7 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
         admission.end();
       }
     } catch (err) {
+      held?.admitted();
       // The forwarder counted (and logged) its own failures with their real outcome.
       if (forwarding) sendError(x.res, err, x.log, x.requestId);
       else fail(x, err);

@@ -1,0 +1,358 @@
+import type { ServerResponse } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { ApiError } from '@infer/shared';
+import type { ColdStartSample, DeploymentLoad, SnapshotDeployment } from '@infer/shared';
+import type { ConfigStore } from '../config/config-store.ts';
+import { deploymentKey } from '../config/config-view.ts';
+import type { RouteTarget } from '../config/config-view.ts';
+import { streamErrorEvent } from '../proxy/upstream-errors.ts';
+import type { UsageSink } from '../usage/usage-reporter.ts';
+import { coldStartComment, type ColdStartPhase } from './cold-start-progress.ts';
+import { SCALE_UP_TIMEOUT_HEADER, holdMs } from './hold-deadline.ts';
+import type { HoldBounds } from './hold-deadline.ts';
+import type { NodeChannel } from './node-channel.ts';
+
+export interface ScaleOptions {
+  /** Where wakes and load reports go; null (standalone node): nothing is held, as before. */
+  readonly channel: NodeChannel | null;
+  /** Requests held per deployment on this node (default 1000); beyond it: 429. */
+  readonly queueMax?: number;
+  /** Bounds of the hold deadline, ms (default 30 s and 600 s). */
+  readonly holdMinMs?: number;
+  readonly holdMaxMs?: number;
+  /** Period of load reports, progress comments and wake re-sends, ms (default 1000). */
+  readonly tickMs?: number;
+  /** Least time between two wakes of one deployment, ms (default 3000). */
+  readonly wakeResendMs?: number;
+  readonly onError?: (message: string, err: unknown) => void;
+}
+
+/** A request the node holds for a cold start. */
+export interface HeldTicket {
+  /** Resolves with the deployment's ready target when it is this request's turn; rejects with the answer to send. */
+  readonly target: Promise<RouteTarget>;
+  /** The request passed (or failed) admission: the next held request may go. Idempotent. */
+  admitted(): void;
+}
+
+export interface ScaleHolds {
+  /**
+   * Holds a dedicated request when its deployment has no ready replica, or when earlier requests are still
+   * held (arrival order), and wakes the deployment; null when the request may go on at once. Throws the
+   * answer to send now: 400 bad `x-scale-up-timeout`, 503 `deployment_scaling_up` when the cold start still
+   * expected outlasts the deadline, 429 when this deployment's hold queue is full.
+   */
+  hold(res: ServerResponse, target: RouteTarget, usageId: string, stream: boolean): HeldTicket | null;
+  /** Turns usage records of requests that waited into cold-start samples, then passes them on. */
+  wrapUsage(sink: UsageSink): UsageSink;
+  /** Requests held now on a deployment (tests, metrics). */
+  held(deploymentId: string): number;
+  /** Builds the current load report's deployments (what the next report will send). */
+  load(): DeploymentLoad[];
+  /** Sends one load report now (tests; the timer sends them every tick). */
+  report(): Promise<boolean>;
+  close(): void;
+}
+
+interface Held {
+  readonly res: ServerResponse;
+  readonly usageId: string;
+  readonly stream: boolean;
+  readonly since: number;
+  readonly resolve: (t: RouteTarget) => void;
+  readonly reject: (e: unknown) => void;
+  readonly onClose: () => void;
+  deadline: NodeJS.Timeout | null;
+  done: boolean;
+}
+
+interface Waking {
+  readonly id: string;
+  readonly queue: Held[];
+  /** The released request now going through admission (the concurrency gate keeps the order from there). */
+  admitting: Held | null;
+  /** Epoch ms when this node first saw the deployment start booting (wake sent or state), null when ready. */
+  bootSince: number | null;
+  wakeInFlight: boolean;
+  lastWakeAt: number;
+  /** The control plane accepted a wake for the current boot. */
+  acknowledged: boolean;
+}
+
+interface DeploymentInfo {
+  readonly d: SnapshotDeployment;
+  readonly routeKey: string;
+}
+
+const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no', 'x-cold-start': 'true' } as const;
+const SAMPLES_MAX = 1000;
+const WAITED_MAX = 10_000;
+const BOOTING: ReadonlySet<string> = new Set(['pending', 'provisioning', 'scaling']);
+
+/** The per-node serverless request path: hold through cold starts, wake, drain in order, report load. */
+export function createScaleHolds(opts: ScaleOptions, store: ConfigStore, inFlight: (target: RouteTarget) => number): ScaleHolds {
+  const { channel } = opts;
+  const bounds: HoldBounds = { minMs: opts.holdMinMs ?? 30_000, maxMs: opts.holdMaxMs ?? 600_000 };
+  const queueMax = opts.queueMax ?? 1000;
+  const wakeResendMs = opts.wakeResendMs ?? 3000;
+  const waking = new Map<string, Waking>();
+  let infos = new Map<string, DeploymentInfo>();
+  /** Requests that waited, by usage id, until their usage record gives the time to first token. */
+  const waited = new Map<string, { deploymentId: string; endpointId: string; waitMs: number }>();
+  let samples: ColdStartSample[] = [];
+  let reporting = false;
+
+  const index = (): void => {
+    const snap = store.snapshot();
+    const next = new Map<string, DeploymentInfo>();
+    for (const d of snap?.deployments ?? []) next.set(d.id, { d, routeKey: deploymentKey(d.tenantSlug, d.endpointName) });
+    infos = next;
+  };
+  const currentTarget = (id: string): RouteTarget | null => {
+    const info = infos.get(id);
+    const t = info === undefined ? undefined : store.view?.deploymentByTenantAndName.get(info.routeKey);
+    return t !== undefined && t.deploymentId === id ? t : null;
+  };
+
+  /** Cold start still expected, ms: the stated Cold Start TTFT less what has passed since the boot began. */
+  const etaMs = (w: Waking, ready: boolean): number => {
+    if (ready) return 0;
+    const stated = (infos.get(w.id)?.d.coldStartSeconds ?? 0) * 1000;
+    return Math.max(0, Math.round(stated - (Date.now() - (w.bootSince ?? Date.now()))));
+  };
+  const phaseOf = (w: Waking, ready: boolean): ColdStartPhase => {
+    if (ready) return 'loading';
+    const d = infos.get(w.id)?.d;
+    return w.acknowledged || (d !== undefined && BOOTING.has(d.state) && d.desiredReplicas > 0) ? 'starting' : 'queued';
+  };
+  const retryAfter = (w: Waking): string => String(Math.max(2, Math.ceil(etaMs(w, false) / 1000)));
+  const scalingUp = (w: Waking, message: string): ApiError =>
+    new ApiError('deployment_scaling_up', message, null, { 'retry-after': retryAfter(w) });
+
+  const wake = (w: Waking): void => {
+    if (channel === null || w.wakeInFlight || Date.now() - w.lastWakeAt < wakeResendMs) return;
+    w.wakeInFlight = true;
+    w.lastWakeAt = Date.now();
+    w.bootSince ??= w.lastWakeAt;
+    void channel.wake(w.id).then((ok) => {
+      w.wakeInFlight = false;
+      if (ok) w.acknowledged = true;
+    });
+  };
+
+  const settle = (w: Waking, h: Held): void => {
+    h.done = true;
+    if (h.deadline !== null) clearTimeout(h.deadline);
+    h.res.off('close', h.onClose);
+    const i = w.queue.indexOf(h);
+    if (i >= 0) w.queue.splice(i, 1);
+  };
+
+  const release = (w: Waking, h: Held, target: RouteTarget): void => {
+    settle(w, h);
+    const waitMs = Math.round(performance.now() - h.since);
+    if (h.stream) {
+      if (!h.res.writableEnded) h.res.write(`: cold-start phase=ready wait_ms=${waitMs}\n\n`);
+    } else {
+      h.res.setHeader('x-cold-start', 'true');
+      h.res.setHeader('x-cold-start-wait-ms', String(waitMs));
+    }
+    if (target.deploymentId !== null) {
+      waited.set(h.usageId, { deploymentId: target.deploymentId, endpointId: target.endpointId, waitMs });
+      if (waited.size > WAITED_MAX) waited.delete(waited.keys().next().value!);
+    }
+    w.admitting = h;
+    // A client that leaves between release and admission must not stall the queue.
+    h.res.once('close', () => admitted(w, h));
+    h.resolve(target);
+  };
+
+  const admitted = (w: Waking, h: Held): void => {
+    if (w.admitting !== h) return;
+    w.admitting = null;
+    drain(w);
+  };
+
+  /** Releases held requests one at a time, in arrival order, each once the one before passed admission. */
+  const drain = (w: Waking): void => {
+    const target = currentTarget(w.id);
+    if (target === null || !target.ready) return;
+    w.bootSince = null;
+    w.acknowledged = false;
+    if (w.admitting === null && w.queue.length > 0) release(w, w.queue[0]!, target);
+    if (w.queue.length === 0 && w.admitting === null) waking.delete(w.id);
+  };
+
+  const fail = (w: Waking, h: Held, err: ApiError): void => {
+    settle(w, h);
+    if (h.stream && !h.res.writableEnded) h.res.end(streamErrorEvent(err));
+    h.reject(err);
+  };
+
+  const newWaking = (id: string): Waking => {
+    const w: Waking = { id, queue: [], admitting: null, bootSince: null, wakeInFlight: false, lastWakeAt: 0, acknowledged: false };
+    waking.set(id, w);
+    return w;
+  };
+
+  const onSnapshot = (): void => {
+    index();
+    // A boot this node did not ask for (another node's wake, the autoscaler): its start dates the ETA.
+    for (const [id, { d }] of infos) {
+      if (!waking.has(id) && BOOTING.has(d.state) && d.desiredReplicas > 0 && currentTarget(id)?.ready !== true) newWaking(id).bootSince = Date.now();
+    }
+    for (const w of [...waking.values()]) {
+      const target = currentTarget(w.id);
+      const d = infos.get(w.id)?.d;
+      if (target?.ready === true) {
+        drain(w);
+        continue;
+      }
+      if (d === undefined || d.state === 'stopped' || d.state === 'failed') {
+        const why = d === undefined ? 'was deleted' : d.state === 'failed' ? 'failed to start' : 'was stopped';
+        for (const h of [...w.queue]) fail(w, h, new ApiError('no_healthy_upstream', `The deployment ${why} while this request waited for it.`));
+        waking.delete(w.id);
+        continue;
+      }
+      if (BOOTING.has(d.state) && d.desiredReplicas > 0) w.bootSince ??= Date.now();
+    }
+  };
+  onSnapshot();
+  const unsubscribe = store.onVersion(onSnapshot);
+
+  const load = (): DeploymentLoad[] => {
+    const out: DeploymentLoad[] = [];
+    for (const [id, { d }] of infos) {
+      if (d.state === 'stopped') continue;
+      const target = currentTarget(id);
+      const w = waking.get(id);
+      out.push({ deploymentId: id, inFlight: target === null ? 0 : inFlight(target), held: w === undefined ? 0 : w.queue.length });
+    }
+    return out;
+  };
+
+  const report = async (): Promise<boolean> => {
+    if (channel === null || reporting) return false; // a slow control plane: this tick's report is dropped
+    reporting = true;
+    const sent = samples;
+    samples = [];
+    try {
+      const ok = await channel.report({ nodeId: channel.nodeId, sentAt: new Date().toISOString(), deployments: load(), coldStarts: sent });
+      // Samples wait for the next report (bounded, newest kept); load figures are only worth sending fresh.
+      if (!ok) samples = [...sent, ...samples].slice(-SAMPLES_MAX);
+      return ok;
+    } finally {
+      reporting = false;
+    }
+  };
+
+  const tick = (): void => {
+    for (const w of [...waking.values()]) {
+      const target = currentTarget(w.id);
+      const ready = target?.ready === true;
+      // Kept while a boot is under way, for the ETA of the next request.
+      if (w.queue.length === 0 && w.admitting === null && (ready || w.bootSince === null)) {
+        waking.delete(w.id);
+        continue;
+      }
+      if (!ready && w.queue.length > 0) wake(w);
+      const now = performance.now();
+      const eta = etaMs(w, ready);
+      const phase = phaseOf(w, ready);
+      for (const h of w.queue) {
+        if (h.stream && !h.res.writableEnded) h.res.write(coldStartComment(phase, now - h.since, eta));
+      }
+    }
+    void report();
+  };
+  const timer = channel === null ? null : setInterval(tick, opts.tickMs ?? 1000);
+  timer?.unref();
+
+  return {
+    hold(res, target, usageId, stream) {
+      const id = target.deploymentId;
+      if (id === null || channel === null) return null;
+      const w = waking.get(id);
+      if (target.ready && (w === undefined || (w.queue.length === 0 && w.admitting === null))) return null;
+      const info = infos.get(id);
+      if (!target.ready && (info === undefined || info.d.state === 'stopped' || info.d.state === 'failed')) return null;
+      const deadlineMs = holdMs(res.req?.headers[SCALE_UP_TIMEOUT_HEADER], info?.d.coldStartSeconds ?? null, bounds);
+      if (target.ready && deadlineMs === 0) return null; // no cold start to wait for; the gate's own queue applies
+      const ww = w ?? newWaking(id);
+      if (!target.ready) wake(ww);
+      const eta = etaMs(ww, target.ready);
+      if (deadlineMs === 0 || deadlineMs < eta) {
+        if (ww.queue.length === 0 && ww.admitting === null && target.ready) waking.delete(id);
+        throw scalingUp(ww, deadlineMs === 0
+          ? 'The deployment is scaling up from zero and the request asked not to wait (x-scale-up-timeout: 0). It has been woken; retry shortly.'
+          : `The deployment is scaling up; its cold start is expected to take about ${Math.ceil(eta / 1000)} s more, longer than this request's hold deadline of ${deadlineMs / 1000} s. It has been woken; retry shortly.`);
+      }
+      if (ww.queue.length >= queueMax) {
+        throw new ApiError('concurrency_limit_exceeded',
+          `Too many requests are waiting for this deployment to scale up: ${queueMax} are already held on this node. Retry in a few seconds.`,
+          null, { 'retry-after': retryAfter(ww) });
+      }
+      let resolve!: (t: RouteTarget) => void;
+      let reject!: (e: unknown) => void;
+      const promise = new Promise<RouteTarget>((ok, no) => {
+        resolve = ok;
+        reject = no;
+      });
+      const h: Held = {
+        res, usageId, stream, since: performance.now(), resolve, reject, deadline: null, done: false,
+        onClose: () => {
+          if (h.done) return;
+          settle(ww, h);
+          reject(new ApiError('service_unavailable', 'The client went away while the request was held for a cold start.'));
+          if (ww.queue.length === 0 && ww.admitting === null && currentTarget(id)?.ready === true) waking.delete(id);
+        },
+      };
+      h.deadline = setTimeout(() => {
+        if (h.done) return;
+        fail(ww, h, scalingUp(ww, `The deployment did not finish scaling up within this request's hold deadline of ${Math.round(deadlineMs / 100) / 10} s. Retry shortly.`));
+      }, deadlineMs);
+      res.once('close', h.onClose);
+      ww.queue.push(h);
+      if (stream) {
+        res.writeHead(200, SSE_HEADERS);
+        res.write(coldStartComment(phaseOf(ww, target.ready), 0, eta));
+      }
+      if (target.ready) drain(ww);
+      let passed = false;
+      return {
+        target: promise,
+        admitted() {
+          if (passed) return;
+          passed = true;
+          admitted(ww, h);
+        },
+      };
+    },
+    wrapUsage(sink) {
+      return {
+        record(r) {
+          const w = waited.get(r.requestId);
+          if (w !== undefined) {
+            waited.delete(r.requestId);
+            if (r.status < 400 && r.ttftMs !== null) {
+              samples.push({ deploymentId: w.deploymentId, endpointId: w.endpointId, waitMs: w.waitMs, ttftMs: Math.round(r.ttftMs) });
+              if (samples.length > SAMPLES_MAX) samples.shift();
+            }
+          }
+          sink.record(r);
+        },
+      };
+    },
+    held: (id) => waking.get(id)?.queue.length ?? 0,
+    load,
+    report,
+    close() {
+      if (timer !== null) clearInterval(timer);
+      unsubscribe();
+      for (const w of waking.values()) {
+        for (const h of [...w.queue]) fail(w, h, new ApiError('service_unavailable', 'The node is shutting down.'));
+      }
+      waking.clear();
+    },
+  };
+}

@@ -1,0 +1,251 @@
+import type { AddressInfo } from 'node:net';
+import type { UsageRecord } from '@infer/shared';
+import type { FastifyInstance } from 'fastify';
+import OpenAI from 'openai';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { buildDataplaneApp, createConfigClient, createConfigStore } from '../src/index.ts';
+import type { ConfigClient, ConfigStore } from '../src/index.ts';
+import { createNodeChannel } from '../src/scale/node-channel.ts';
+import type { ScaleOptions } from '../src/scale/scale-holds.ts';
+import { NODE_TOKEN, SECRET, SECRET_LIMITED, scaleSnapshot, startStubControlPlane, zeroDeployment } from './scale-support.ts';
+import type { StubControlPlane } from './scale-support.ts';
+
+interface Node {
+  readonly url: string;
+  readonly app: FastifyInstance;
+  readonly store: ConfigStore;
+  readonly client: ConfigClient;
+  readonly records: UsageRecord[];
+  close(): Promise<void>;
+}
+
+const COLD_MS = 700;
+let cp: StubControlPlane;
+let node: Node;
+
+async function waitFor(check: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** A data-plane node following the stub's config stream, reporting to it, billing into memory. */
+async function startNode(scale: Partial<ScaleOptions> = {}, channelUrl = cp.url): Promise<Node> {
+  const store = createConfigStore();
+  const records: UsageRecord[] = [];
+  const channel = createNodeChannel({ url: channelUrl, nodeToken: NODE_TOKEN, nodeId: 'node-test' });
+  const app = buildDataplaneApp({
+    store, usage: { record: (r) => void records.push(r) }, logger: false,
+    limits: { replicaBaseConcurrency: 8 },
+    scale: { channel, holdMinMs: 500, tickMs: 100, ...scale },
+  });
+  const client = createConfigClient({ url: cp.url, nodeToken: NODE_TOKEN, store });
+  client.start();
+  await waitFor(() => store.view !== null, 'the first snapshot');
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  return { url, app, store, client, records, close: async () => {
+    await app.close();
+    await client.close();
+  } };
+}
+
+const chatUrl = (base: string, name: string): string => `${base}/funccall/scaly/endpoints/${name}/v1/chat/completions`;
+const body = (extra: Record<string, unknown> = {}) => JSON.stringify({ messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 6, ...extra });
+const post = (name: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}, signal?: AbortSignal, key = SECRET) =>
+  fetch(chatUrl(node.url, name), {
+    method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, ...headers }, body: body(extra), ...(signal ? { signal } : {}),
+  });
+const heldIn = (id: string): number => cp.reports.at(-1)?.deployments.find((d) => d.deploymentId === id)?.held ?? -1;
+
+beforeAll(async () => {
+  cp = await startStubControlPlane(scaleSnapshot([
+    zeroDeployment('d-json', 'zero-json', 1),
+    zeroDeployment('d-stream', 'zero-stream', 1),
+    zeroDeployment('d-slow', 'zero-slow', 60),
+    zeroDeployment('d-expire', 'zero-expire', 0.5),
+    zeroDeployment('d-full', 'zero-full', 1),
+    zeroDeployment('d-gone', 'zero-gone', 1),
+    zeroDeployment('d-burst', 'zero-burst', 1),
+  ]));
+  node = await startNode();
+});
+afterAll(async () => {
+  await node?.close();
+  await cp?.close();
+});
+afterEach(() => {
+  cp.autoWake = null;
+});
+
+describe('scale from zero: the first request waits for the cold start', () => {
+  it('a JSON request is held, wakes the deployment once, and answers with the cold-start headers', async () => {
+    cp.autoWake = { replicas: 1, sim: { coldStartMs: COLD_MS } };
+    const [a, b] = await Promise.all([post('zero-json'), post('zero-json')]);
+    expect(a.status).toBe(200);
+    expect(b.status).toBe(200);
+    for (const r of [a, b]) {
+      expect(r.headers.get('x-cold-start')).toBe('true');
+      expect(Number(r.headers.get('x-cold-start-wait-ms'))).toBeGreaterThan(0);
+      const json = (await r.json()) as { choices: { message: { content: string } }[] };
+      expect(json.choices[0]!.message.content.length).toBeGreaterThan(0);
+    }
+    // One wake for both held requests (deduplicated), sent with the node's credential.
+    expect(cp.wakes.filter((w) => w.deploymentId === 'd-json')).toEqual([{ nodeId: 'node-test', deploymentId: 'd-json' }]);
+    // Billed normally, and reported as cold-start samples (wait and time to first token).
+    await waitFor(() => node.records.filter((r) => r.deploymentId === 'd-json').length === 2, 'usage records');
+    await waitFor(() => cp.reports.some((r) => r.coldStarts.some((c) => c.deploymentId === 'd-json')), 'a cold-start sample');
+    const sample = cp.reports.flatMap((r) => r.coldStarts).find((c) => c.deploymentId === 'd-json')!;
+    expect(sample.endpointId).toBe('e-d-json');
+    expect(sample.ttftMs).toBeGreaterThanOrEqual(sample.waitMs);
+    // Warm now: the next request is not held.
+    const warm = await post('zero-json');
+    expect(warm.status).toBe(200);
+    expect(warm.headers.get('x-cold-start')).toBeNull();
+    await warm.text();
+  });
+
+  it('a held stream gets its headers at once, progress comments while it waits, and the openai client parses it', async () => {
+    cp.autoWake = { replicas: 1, sim: { coldStartMs: COLD_MS } };
+    let raw = '';
+    const client = new OpenAI({
+      apiKey: SECRET, baseURL: `${node.url}/funccall/scaly/endpoints/zero-stream/v1`, maxRetries: 0,
+      fetch: async (url: RequestInfo | URL, init?: RequestInit) => {
+        const res = await fetch(url, init);
+        const [mine, theirs] = res.body!.tee();
+        void (async () => {
+          const decoder = new TextDecoder();
+          for await (const chunk of theirs as unknown as AsyncIterable<Uint8Array>) raw += decoder.decode(chunk, { stream: true });
+        })();
+        return new Response(mine, { status: res.status, headers: res.headers });
+      },
+    });
+    const { data: stream, response } = await client.chat.completions.create({
+      model: 'zero-stream', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 6, stream: true,
+    }).withResponse();
+    expect(response.headers.get('x-cold-start')).toBe('true');
+    expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    let text = '';
+    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? '';
+    expect(text.length).toBeGreaterThan(0);
+    await waitFor(() => raw.includes('data: [DONE]'), 'the raw stream');
+    const comments = raw.split('\n').filter((l) => l.startsWith(': cold-start phase='));
+    expect(comments.length).toBeGreaterThanOrEqual(2);
+    expect(comments[0]).toMatch(/^: cold-start phase=(queued|starting) elapsed_ms=0 eta_ms=\d+$/);
+    for (const c of comments.slice(1, -1)) expect(c).toMatch(/^: cold-start phase=(queued|starting|loading) elapsed_ms=\d+ eta_ms=\d+$/);
+    expect(comments.at(-1)).toMatch(/^: cold-start phase=ready wait_ms=\d+$/);
+    // Every comment comes before the first data event.
+    expect(raw.indexOf('data: ')).toBeGreaterThan(raw.lastIndexOf(': cold-start'));
+  });
+
+  it('a burst of held requests drains in order without stampeding a replica past its concurrency', async () => {
+    cp.autoWake = { replicas: 2, sim: { coldStartMs: COLD_MS, batchSlots: 8, itlMs: 5 } };
+    const results = await Promise.all(Array.from({ length: 60 }, () => post('zero-burst')));
+    expect(results.map((r) => r.status)).toEqual(Array(60).fill(200));
+    await Promise.all(results.map((r) => r.text()));
+    const sims = cp.sims.get('d-burst')!;
+    expect(sims).toHaveLength(2);
+    for (const sim of sims) expect(sim.stats().peakInFlight).toBeLessThanOrEqual(8);
+    expect(sims.reduce((n, s) => n + s.stats().totals.completed, 0)).toBe(60);
+  });
+});
+
+describe('hold deadline', () => {
+  it('expires with 503 deployment_scaling_up and retry-after (JSON), and an error event then [DONE] (stream)', async () => {
+    // Nothing wakes the deployment; the deadline (x-scale-up-timeout: 1.5) outlasts the 0.5 s cold start expected.
+    const [json, stream] = await Promise.all([
+      post('zero-expire', {}, { 'x-scale-up-timeout': '1.5' }),
+      post('zero-expire', { stream: true }, { 'x-scale-up-timeout': '1.5' }),
+    ]);
+    expect(json.status).toBe(503);
+    expect(Number(json.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    const err = ((await json.json()) as { error: { code: string; type: string; message: string } }).error;
+    expect(err).toMatchObject({ code: 'deployment_scaling_up', type: 'api_error' });
+    expect(err.message).toContain('1.5 s');
+    expect(stream.status).toBe(200);
+    const text = await stream.text();
+    expect(text).toMatch(/^: cold-start phase=/);
+    expect(text).toContain('"code":"deployment_scaling_up"');
+    expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    expect(cp.wakes.some((w) => w.deploymentId === 'd-expire')).toBe(true);
+  });
+
+  it('answers at once when x-scale-up-timeout is shorter than the cold start still expected, and 0 means do not wait', async () => {
+    for (const timeout of ['5', '0']) {
+      const res = await post('zero-slow', {}, { 'x-scale-up-timeout': timeout });
+      expect(res.status).toBe(503);
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(2);
+      const err = ((await res.json()) as { error: { code: string; message: string } }).error;
+      expect(err.code).toBe('deployment_scaling_up');
+      expect(err.message).toMatch(timeout === '0' ? /x-scale-up-timeout: 0/ : /about \d+ s more/);
+    }
+    // Refused at once, but woken all the same, so that a retry finds it warmer.
+    expect(cp.wakes.some((w) => w.deploymentId === 'd-slow')).toBe(true);
+    const bad = await post('zero-slow', {}, { 'x-scale-up-timeout': 'soon' });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { param: string } }).error.param).toBe('x-scale-up-timeout');
+  });
+});
+
+describe('bounded hold queue and disconnects', () => {
+  it('a full hold queue answers 429 with a clear message', async () => {
+    const small = await startNode({ queueMax: 2 });
+    const aborts = [new AbortController(), new AbortController()];
+    try {
+      const held = aborts.map((a) => fetch(chatUrl(small.url, 'zero-full'), {
+        method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET}` }, body: body(), signal: a.signal,
+      }).catch(() => null));
+      await waitFor(() => cp.reports.some((r) => r.deployments.some((d) => d.deploymentId === 'd-full' && d.held === 2)), 'two held requests');
+      const third = await fetch(chatUrl(small.url, 'zero-full'), { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET}` }, body: body() });
+      expect(third.status).toBe(429);
+      expect(third.headers.get('retry-after')).not.toBeNull();
+      const err = ((await third.json()) as { error: { code: string; message: string } }).error;
+      expect(err.code).toBe('concurrency_limit_exceeded');
+      expect(err.message).toMatch(/waiting for this deployment to scale up: 2 are already held/);
+      for (const a of aborts) a.abort();
+      await Promise.all(held);
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('a client that disconnects while held leaves the queue at once and is not billed', async () => {
+    // The limited key allows one request a minute: a held request that left must not have used it.
+    const abort = new AbortController();
+    const gone = post('zero-gone', {}, {}, abort.signal, SECRET_LIMITED).catch(() => null);
+    await waitFor(() => heldIn('d-gone') === 1, 'the request to be held');
+    abort.abort();
+    await gone;
+    await waitFor(() => heldIn('d-gone') === 0, 'the held request to leave');
+    await cp.boot('d-gone', 1, { coldStartMs: 0 });
+    const res = await post('zero-gone', {}, {}, undefined, SECRET_LIMITED);
+    expect(res.status).toBe(200);
+    await res.text();
+    await waitFor(() => node.records.some((r) => r.deploymentId === 'd-gone'), 'the served request to be billed');
+    expect(node.records.filter((r) => r.deploymentId === 'd-gone')).toHaveLength(1);
+    expect(cp.sims.get('d-gone')![0]!.stats().totals.requests).toBe(1);
+  });
+});
+
+describe('load reports', () => {
+  it('reach the control plane about once a tick with in-flight and held per deployment, and survive its absence', async () => {
+    const before = cp.reports.length;
+    await waitFor(() => cp.reports.length >= before + 3, 'three more reports');
+    const last = cp.reports.at(-1)!;
+    expect(last.nodeId).toBe('node-test');
+    expect(last.deployments.map((d) => d.deploymentId).sort()).toEqual(['d-burst', 'd-expire', 'd-full', 'd-gone', 'd-json', 'd-slow', 'd-stream']);
+    expect(cp.authHeaders.has(`Bearer ${NODE_TOKEN}`)).toBe(true);
+    // A control plane that is away (a port nothing listens on): warm deployments are served, reports just fail.
+    const away = await startNode({}, 'http://127.0.0.1:9');
+    try {
+      const res = await fetch(chatUrl(away.url, 'zero-json'), { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET}` }, body: body() });
+      expect(res.status).toBe(200);
+      await res.text();
+      expect(away.records).toHaveLength(1);
+    } finally {
+      await away.close();
+    }
+  });
+});
