@@ -106,9 +106,9 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     timeouts,
     connections: opts.upstreamConnections,
     ejection: opts.ejection,
-    onEject: (origin, upstreamId) => {
+    onEject: (origin, upstreamId, ejectionMs) => {
       metrics.ejection(upstreamId);
-      app.log.warn({ origin, upstreamId }, 'replica ejected after consecutive failures');
+      app.log.warn({ origin, upstreamId, ejectionMs }, 'replica ejected by outlier detection');
     },
     onRestore: (origin) => app.log.warn({ origin }, 'replica back in rotation'),
     addressGuard: {

@@ -69,10 +69,14 @@ function reachedRuntime(o: AttemptOutcome): boolean {
   return o.kind !== 'status';
 }
 
-/** True when nothing reached the runtime or it refused outright, and nothing reached the client. */
+/**
+ * True when another replica may take the request: nothing reached the client, and the runtime was not reached,
+ * refused it, or failed it with a 5xx (a replica answering every request with 500 costs its clients nothing
+ * while outlier detection takes it out). Timeouts are not retried: they already cost the client their length.
+ */
 function retryable(o: AttemptOutcome): boolean {
   if (o.kind === 'error') return isConnectError(o.err) || (!o.answered && isResetBeforeAnswer(o.err));
-  return o.kind === 'status' && (o.status === 502 || o.status === 503);
+  return o.kind === 'status' && o.status >= 500;
 }
 
 /**
@@ -165,7 +169,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       const failure = failureOf(outcome);
       if (failure === null) deps.pools.succeeded(state);
       else {
-        deps.pools.failed(state, upstream);
+        deps.pools.failed(state, upstream, target.upstreams);
         metrics.runtimeError(failure);
       }
 

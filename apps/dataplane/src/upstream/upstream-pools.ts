@@ -2,6 +2,8 @@ import { buildConnector, Pool } from 'undici';
 import { guardConnector, type AddressGuard } from '@infer/shared/address-guard';
 import type { ResolvedUpstream } from '../config/config-view.ts';
 import { adapterFor } from '../runtimes/runtime-registry.ts';
+import { defaultOutlierPolicy, eject, mayEject, newOutlierState, recordFailure, recordSuccess } from './outlier-detector.ts';
+import type { OutlierPolicy, OutlierState } from './outlier-detector.ts';
 
 export interface UpstreamTimeouts {
   /** TCP/TLS connect, ms. */
@@ -14,23 +16,18 @@ export interface UpstreamTimeouts {
 
 export const defaultTimeouts: UpstreamTimeouts = Object.freeze({ connectMs: 5000, firstByteMs: 120_000, idleMs: 60_000 });
 
-/** When a replica is taken out of rotation, and for how long. */
-export interface EjectionPolicy {
-  /** Consecutive failures (connect errors, 5xx, timeouts) that eject a replica. */
-  readonly failures: number;
-  /** Cool-down before the replica is probed (`GET` on its runtime's health path). */
-  readonly cooldownMs: number;
-}
+/** When a replica is taken out of rotation, and for how long (outlier-detector.ts). */
+export type EjectionPolicy = OutlierPolicy;
 
-export const defaultEjection: EjectionPolicy = Object.freeze({ failures: 3, cooldownMs: 10_000 });
+export const defaultEjection: EjectionPolicy = defaultOutlierPolicy;
 
 /** One origin's pool, its in-flight count (the balancer's load signal) and its health. */
 export interface OriginState {
   readonly origin: string;
   readonly pool: Pool;
   inFlight: number;
-  /** Consecutive failures since the last success. */
-  failures: number;
+  /** Recent outcomes of real traffic and past ejections. */
+  readonly outlier: OutlierState;
   ejected: boolean;
   probeTimer: NodeJS.Timeout | null;
   /** The health URL path of the upstream that was last seen on this origin. */
@@ -42,8 +39,8 @@ export interface UpstreamPoolsOptions {
   /** Connections per origin (default 256). */
   readonly connections?: number;
   readonly ejection?: Partial<EjectionPolicy>;
-  /** Called when a replica is ejected (metrics, logs). */
-  readonly onEject?: (origin: string, upstreamId: string) => void;
+  /** Called when a replica is ejected (metrics, logs), with how long the ejection lasts. */
+  readonly onEject?: (origin: string, upstreamId: string, ejectionMs: number) => void;
   readonly onRestore?: (origin: string) => void;
   /**
    * Origins a tenant gave (external deployments) connect only through this guard, which resolves the name,
@@ -64,8 +61,11 @@ export interface UpstreamPools {
   pick(upstreams: readonly ResolvedUpstream[], skip: ReadonlySet<string> | null): ResolvedUpstream | null;
   /** A request to this upstream got an answer the runtime is not at fault for. */
   succeeded(state: OriginState): void;
-  /** A request to this upstream failed (connect error, 5xx, timeout). */
-  failed(state: OriginState, upstream: ResolvedUpstream): void;
+  /**
+   * A request to this upstream failed (connect error, 5xx, timeout, cut stream); `siblings` are the target's
+   * replicas (an ejection never leaves the target without one in rotation).
+   */
+  failed(state: OriginState, upstream: ResolvedUpstream, siblings: readonly ResolvedUpstream[]): void;
   /** Closes pools of origins the snapshot no longer references (in-flight requests finish first). */
   retain(origins: ReadonlySet<string>): void;
   close(): Promise<void>;
@@ -110,24 +110,26 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
         bodyTimeout: 0,
         keepAliveTimeout: 30_000,
       });
-      s = { origin, pool, inFlight: 0, failures: 0, ejected: false, probeTimer: null, healthPath: '/health' };
+      s = { origin, pool, inFlight: 0, outlier: newOutlierState(policy), ejected: false, probeTimer: null, healthPath: '/health' };
       states.set(origin, s);
     }
     return s;
   };
 
-  const restore = (s: OriginState): void => {
-    s.failures = 0;
+  /** Back in rotation; `probation`: its next real request decides (a failure ejects it again, for longer). */
+  const restore = (s: OriginState, probation: boolean): void => {
     if (s.probeTimer !== null) clearTimeout(s.probeTimer);
     s.probeTimer = null;
     if (s.ejected) {
       s.ejected = false;
+      s.outlier.probation = probation;
       opts.onRestore?.(s.origin);
     }
   };
 
-  // After the cool-down, one GET on the health path decides: back in rotation, or another cool-down.
-  const scheduleProbe = (s: OriginState): void => {
+  // After the ejection time, one GET on the health path must pass before real traffic tries it again
+  // (on probation); a failed probe waits one base cool-down more.
+  const scheduleProbe = (s: OriginState, delayMs: number): void => {
     if (closed) return;
     s.probeTimer = setTimeout(() => {
       s.probeTimer = null;
@@ -136,13 +138,13 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
         .request({ method: 'GET', path: s.healthPath, headersTimeout: timeouts.connectMs, bodyTimeout: timeouts.connectMs })
         .then(async (res) => {
           await res.body.dump();
-          if (res.statusCode >= 200 && res.statusCode < 300) restore(s);
-          else if (s.ejected) scheduleProbe(s);
+          if (res.statusCode >= 200 && res.statusCode < 300) restore(s, true);
+          else if (s.ejected) scheduleProbe(s, policy.cooldownMs);
         })
         .catch(() => {
-          if (s.ejected) scheduleProbe(s);
+          if (s.ejected) scheduleProbe(s, policy.cooldownMs);
         });
-    }, policy.cooldownMs);
+    }, delayMs);
     s.probeTimer.unref();
   };
 
@@ -177,15 +179,19 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
       return best ?? fallback;
     },
     succeeded(s) {
-      if (s.failures !== 0 || s.ejected) restore(s);
+      recordSuccess(s.outlier, policy);
+      if (s.ejected) restore(s, false); // tried as the last resort, and it worked
     },
-    failed(s, upstream) {
-      s.failures++;
-      if (s.ejected || s.failures < policy.failures) return;
+    failed(s, upstream, siblings) {
+      if (!recordFailure(s.outlier, policy) || s.ejected) return;
+      let ejected = 0;
+      for (const u of siblings) if (u.origin !== s.origin && states.get(u.origin)?.ejected === true) ejected++;
+      if (!mayEject(ejected, siblings.length, policy)) return;
+      const ms = eject(s.outlier, policy);
       s.ejected = true;
       s.healthPath = healthPathOf(upstream);
-      opts.onEject?.(s.origin, upstream.id);
-      scheduleProbe(s);
+      opts.onEject?.(s.origin, upstream.id, ms);
+      scheduleProbe(s, ms);
     },
     retain(origins) {
       for (const [origin, s] of states) {
