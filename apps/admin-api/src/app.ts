@@ -45,6 +45,8 @@ export interface AdminAppOptions {
   readonly provisioners?: Provisioners;
   /** Let tenants register external runtimes on loopback/private addresses (default false). */
   readonly allowPrivateExternalUrls?: boolean;
+  /** Operator allow-list: non-public CIDRs tenants' external runtimes may use (env ALLOWED_PRIVATE_CIDRS). */
+  readonly allowedPrivateCidrs?: readonly string[];
   /** Console origins (besides the request's own host) allowed to send cookie-authenticated mutations. */
   readonly consoleOrigins?: readonly string[];
   /** GraphQL depth and cost budget per operation (default depth 10, cost 5000). */
@@ -116,6 +118,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
 
   const deployments = createDeploymentsContext({
     db, provisioners: opts.provisioners ?? createDefaultProvisioners(), log: app.log, allowPrivateExternalUrls: opts.allowPrivateExternalUrls,
+    allowedPrivateCidrs: opts.allowedPrivateCidrs,
   });
   app.decorate('deployments', deployments);
   // Replicas this process started do not outlive it (a restart's reconcile starts them again).

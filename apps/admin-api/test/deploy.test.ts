@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
 import { createRuntimeSim, type RuntimeSim } from '@infer/runtime-sim';
+import { createAddressGuard } from '@infer/shared/address-guard';
 import type { Principal } from '../src/modules/access/principal.ts';
 import { createUser } from '../src/modules/auth/auth.service.ts';
 import { addUpstream, createEntry } from '../src/modules/catalog/catalog.service.ts';
@@ -202,7 +203,8 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
     const sim: RuntimeSim = createRuntimeSim({ models: ['acme/ext-8b'] });
     const { url } = await sim.listen(0);
     try {
-      const trusting = newContext({ external: createExternalProvisioner({ timeoutMs: 2000 }) }, true);
+      // The operator's override for loopback runtimes: registration and the probes both allow every address.
+      const trusting = newContext({ external: createExternalProvisioner({ timeoutMs: 2000, addressGuard: createAddressGuard({ allowAll: true }) }) }, true);
       const d = await deployEndpoint(trusting, alice, { tenantId: tenantA, entryName: 'Ext-8B', minReplicas: 1, maxReplicas: 1, provisioner: 'external', externalUrl: `${url}/v1/` });
       expect(d).toMatchObject({ state: 'provisioning', externalUrl: url, provisioner: 'external' });
       await trusting.reconciler.settled(d.id);

@@ -1,3 +1,4 @@
+import { createAddressGuard, type AddressGuard } from '@infer/shared/address-guard';
 import type { Db } from '../../db.ts';
 import { createExternalProvisioner, type ExternalProvisionerOptions } from './provisioners/external/external-provisioner.ts';
 import { createLocalProvisioner, type LocalProvisionerOptions } from './provisioners/local/local-provisioner.ts';
@@ -9,8 +10,10 @@ export interface DeploymentsContext {
   readonly db: Db;
   readonly provisioners: Provisioners;
   readonly log: DeploymentLog;
-  /** Whether tenants may register external runtimes on loopback or private addresses (platform admins always may). */
+  /** Whether tenants may register external runtimes on loopback or private addresses (development, tests). */
   readonly allowPrivateExternalUrls: boolean;
+  /** Checks an external runtime's host at registration (resolves names; every address must be allowed). */
+  readonly addressGuard: AddressGuard;
   readonly reconciler: Reconciler;
 }
 
@@ -19,6 +22,10 @@ export interface DeploymentsContextOptions {
   readonly provisioners: Provisioners;
   readonly log?: DeploymentLog;
   readonly allowPrivateExternalUrls?: boolean;
+  /** Operator allow-list: non-public CIDRs external runtimes may use anyway. */
+  readonly allowedPrivateCidrs?: readonly string[];
+  /** Overrides the guard built from the two options above (tests inject a resolver). */
+  readonly addressGuard?: AddressGuard;
 }
 
 const silent: DeploymentLog = Object.freeze({ info() {}, warn() {}, error() {} });
@@ -30,6 +37,7 @@ export function createDeploymentsContext(opts: DeploymentsContextOptions): Deplo
     provisioners: opts.provisioners,
     log,
     allowPrivateExternalUrls: opts.allowPrivateExternalUrls ?? false,
+    addressGuard: opts.addressGuard ?? createAddressGuard({ allowAll: opts.allowPrivateExternalUrls, allowedCidrs: opts.allowedPrivateCidrs }),
     reconciler: createReconciler({ db: opts.db, provisioners: opts.provisioners, log }),
   });
 }

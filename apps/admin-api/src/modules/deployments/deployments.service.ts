@@ -3,7 +3,7 @@
 import type { DeploymentState, RuntimeKind } from '@infer/shared';
 import type { ReplicaState } from '@infer/db';
 import { notFound, ServiceError } from '../../errors.ts';
-import { isPlatformAdmin, requireTenantRole } from '../access/access.ts';
+import { requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import type { DeploymentsContext } from './deployments-context.ts';
@@ -12,6 +12,7 @@ import {
   transitionDeployment, updateDeploymentScale, type Deployment, type Replica,
 } from './deployment-store.ts';
 import { normaliseRuntimeUrl } from './provisioners/external/external-provisioner.ts';
+import { AddressRefusedError } from '@infer/shared/address-guard';
 import { provisionerKinds, type ProvisionerKind } from './provisioners/provisioner.ts';
 
 // The row-level functions stay available (seed, tests, provisioners).
@@ -69,20 +70,7 @@ function validateScale(minReplicas: number, maxReplicas: number): void {
   if (minReplicas > maxReplicas) throw new ServiceError('invalid', 'minReplicas must not exceed maxReplicas', 'minReplicas');
 }
 
-/** Literal loopback, private, link-local and unspecified addresses (names are not resolved). */
-function isPrivateHost(hostname: string): boolean {
-  const h = hostname.toLowerCase().replace(/^\[|\]$/g, '');
-  if (h === 'localhost' || h.endsWith('.localhost') || h === '0.0.0.0' || h === '::' || h === '::1') return true;
-  const v4 = /^(\d+)\.(\d+)\.\d+\.\d+$/.exec(h);
-  if (v4) {
-    const a = Number(v4[1]);
-    const b = Number(v4[2]);
-    return a === 127 || a === 10 || a === 0 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 169 && b === 254) || (a === 100 && b >= 64 && b <= 127);
-  }
-  return /^(fc|fd|fe8|fe9|fea|feb)/.test(h) || h.startsWith('::ffff:');
-}
-
-function validateExternalUrl(ctx: DeploymentsContext, principal: Principal, raw: string | null | undefined): string {
+async function validateExternalUrl(ctx: DeploymentsContext, raw: string | null | undefined): Promise<string> {
   if (!raw) throw new ServiceError('invalid', 'externalUrl is required for the external provisioner', 'externalUrl');
   let url: URL;
   try {
@@ -94,9 +82,14 @@ function validateExternalUrl(ctx: DeploymentsContext, principal: Principal, raw:
   if (url.username || url.password || url.search || url.hash) {
     throw new ServiceError('invalid', 'externalUrl must not carry credentials, a query or a fragment', 'externalUrl');
   }
-  // The data plane will forward tenants' traffic there: keep tenants off the platform's own network.
-  if (isPrivateHost(url.hostname) && !ctx.allowPrivateExternalUrls && !isPlatformAdmin(principal)) {
-    throw new ServiceError('invalid', 'externalUrl must be a public address', 'externalUrl');
+  // The data plane will forward tenants' traffic there: keep them off the platform's own network. The name
+  // is resolved and every address checked (the probes and the data plane check again at each connection).
+  // Platform admins get no exception: the data plane would refuse the address anyway (operators allow-list).
+  try {
+    await ctx.addressGuard.check(url.hostname);
+  } catch (err) {
+    if (err instanceof AddressRefusedError) throw new ServiceError('invalid', `externalUrl must be a public address: ${err.message}`, 'externalUrl');
+    throw err;
   }
   return normaliseRuntimeUrl(url.toString());
 }
@@ -131,7 +124,7 @@ export async function deployEndpoint(ctx: DeploymentsContext, principal: Princip
     const available = provisionerKinds.filter((k) => ctx.provisioners[k]);
     throw new ServiceError('invalid', `provisioner must be one of ${available.join(', ')}`, 'provisioner');
   }
-  const externalUrl = input.provisioner === 'external' ? validateExternalUrl(ctx, principal, input.externalUrl) : null;
+  const externalUrl = input.provisioner === 'external' ? await validateExternalUrl(ctx, input.externalUrl) : null;
   const actor = actorOf(principal);
   const d = await withTransaction(ctx.db, async (trx) => {
     const created = await createDeployment(trx, { ...input, externalUrl, actor });

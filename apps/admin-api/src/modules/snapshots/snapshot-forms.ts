@@ -66,7 +66,7 @@ export async function selectDeploymentForms(db: Db, ids?: readonly string[]): Pr
     .innerJoin('catalogEntries as e', 'e.id', 'd.entryId')
     .select([
       'd.id', 'd.tenantId', 't.slug as tenantSlug', 'd.entryId as endpointId', 'e.name as endpointName',
-      'e.provider', 'd.state',
+      'e.provider', 'd.state', 'd.provisioner',
     ])
     .orderBy('d.createdAt')
     .orderBy('d.id');
@@ -82,10 +82,14 @@ export async function selectDeploymentForms(db: Db, ids?: readonly string[]): Pr
     .orderBy('id')
     .execute();
   const byDeployment = groupBy(replicas, (r) => r.deploymentId);
-  return deployments.map((d) => ({
+  return deployments.map(({ provisioner, ...d }) => ({
     ...d,
     replicas: (byDeployment.get(d.id) ?? []).map(
-      ({ id, url, kind, servedModel }): SnapshotUpstream => ({ id, url, kind: kind as RuntimeKind, servedModel, apiKey: null }),
+      ({ id, url, kind, servedModel }): SnapshotUpstream => ({
+        id, url, kind: kind as RuntimeKind, servedModel, apiKey: null,
+        // A tenant gave an external runtime's address: nodes dial it only through their address guard.
+        ...(provisioner === 'external' ? { addressPolicy: 'public' as const } : {}),
+      }),
     ),
   }));
 }
