@@ -69,6 +69,7 @@ beforeAll(async () => {
     zeroDeployment('d-full', 'zero-full', 1),
     zeroDeployment('d-gone', 'zero-gone', 1),
     zeroDeployment('d-burst', 'zero-burst', 1),
+    zeroDeployment('d-ctx', 'zero-ctx', 1),
   ]));
   node = await startNode();
 });
@@ -186,6 +187,11 @@ describe('hold deadline', () => {
     const bad = await post('zero-slow', {}, { 'x-scale-up-timeout': 'soon' });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { param: string } }).error.param).toBe('x-scale-up-timeout');
+    // A request that can never succeed is refused before it waits, and wakes nothing.
+    const tooLong = await post('zero-ctx', { max_tokens: 9000 });
+    expect(tooLong.status).toBe(400);
+    expect(((await tooLong.json()) as { error: { code: string } }).error.code).toBe('context_length_exceeded');
+    expect(cp.wakes.some((w) => w.deploymentId === 'd-ctx')).toBe(false);
   });
 });
 
@@ -235,7 +241,7 @@ describe('load reports', () => {
     await waitFor(() => cp.reports.length >= before + 3, 'three more reports');
     const last = cp.reports.at(-1)!;
     expect(last.nodeId).toBe('node-test');
-    expect(last.deployments.map((d) => d.deploymentId).sort()).toEqual(['d-burst', 'd-expire', 'd-full', 'd-gone', 'd-json', 'd-slow', 'd-stream']);
+    expect(last.deployments.map((d) => d.deploymentId).sort()).toEqual(['d-burst', 'd-ctx', 'd-expire', 'd-full', 'd-gone', 'd-json', 'd-slow', 'd-stream']);
     expect(cp.authHeaders.has(`Bearer ${NODE_TOKEN}`)).toBe(true);
     // A control plane that is away (a port nothing listens on): warm deployments are served, reports just fail.
     const away = await startNode({}, 'http://127.0.0.1:9');

@@ -122,7 +122,7 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
       }
       const usageId = meterId(x.requestId, x.callerId);
       // Serverless (src/scale): no ready replica yet, or earlier requests still held: wait in arrival order.
-      held = deps.scale?.hold(x.res, target, usageId, body['stream'] === true) ?? null;
+      held = deps.scale?.hold(x.res, target, usageId, body) ?? null;
       if (held !== null) target = await held.target;
       if (!target.ready) throw new ApiError('no_healthy_upstream', NO_REPLICA);
       // Context length, RPM/TPM reservation, replica slot (src/limits); the slot frees when the answer ends.

@@ -5,6 +5,7 @@ import type { ColdStartSample, DeploymentLoad, SnapshotDeployment } from '@infer
 import type { ConfigStore } from '../config/config-store.ts';
 import { deploymentKey } from '../config/config-view.ts';
 import type { RouteTarget } from '../config/config-view.ts';
+import { checkContextLength, estimatePromptTokens, requestedCompletion } from '../limits/token-budget.ts';
 import { streamErrorEvent } from '../proxy/upstream-errors.ts';
 import type { UsageSink } from '../usage/usage-reporter.ts';
 import { coldStartComment, type ColdStartPhase } from './cold-start-progress.ts';
@@ -39,10 +40,10 @@ export interface ScaleHolds {
   /**
    * Holds a dedicated request when its deployment has no ready replica, or when earlier requests are still
    * held (arrival order), and wakes the deployment; null when the request may go on at once. Throws the
-   * answer to send now: 400 bad `x-scale-up-timeout`, 503 `deployment_scaling_up` when the cold start still
+   * answer to send now: 400 bad `x-scale-up-timeout` or a prompt over the context length (no point waiting), 503 `deployment_scaling_up` when the cold start still
    * expected outlasts the deadline, 429 when this deployment's hold queue is full.
    */
-  hold(res: ServerResponse, target: RouteTarget, usageId: string, stream: boolean): HeldTicket | null;
+  hold(res: ServerResponse, target: RouteTarget, usageId: string, body: Record<string, unknown>): HeldTicket | null;
   /** Turns usage records of requests that waited into cold-start samples, then passes them on. */
   wrapUsage(sink: UsageSink): UsageSink;
   /** Requests held now on a deployment (tests, metrics). */
@@ -269,13 +270,15 @@ export function createScaleHolds(opts: ScaleOptions, store: ConfigStore, inFligh
   timer?.unref();
 
   return {
-    hold(res, target, usageId, stream) {
+    hold(res, target, usageId, body) {
       const id = target.deploymentId;
       if (id === null || channel === null) return null;
       const w = waking.get(id);
       if (target.ready && (w === undefined || (w.queue.length === 0 && w.admitting === null))) return null;
       const info = infos.get(id);
       if (!target.ready && (info === undefined || info.d.state === 'stopped' || info.d.state === 'failed')) return null;
+      checkContextLength(target.limits.contextLength, estimatePromptTokens(body), requestedCompletion(body));
+      const stream = body['stream'] === true;
       const deadlineMs = holdMs(res.req?.headers[SCALE_UP_TIMEOUT_HEADER], info?.d.coldStartSeconds ?? null, bounds);
       if (target.ready && deadlineMs === 0) return null; // no cold start to wait for; the gate's own queue applies
       const ww = w ?? newWaking(id);
