@@ -24,6 +24,8 @@ export interface RuntimeSim {
   readonly server: Server;
 }
 
+const PROCESS_STARTED_AT = Math.round(performance.timeOrigin);
+
 /** Creates a simulated OpenAI-compatible GPU runtime (vLLM-like); nothing listens until listen(). */
 export function createRuntimeSim(input: RuntimeSimOptions = {}): RuntimeSim {
   const options = resolveSimOptions(input);
@@ -38,7 +40,7 @@ export function createRuntimeSim(input: RuntimeSimOptions = {}): RuntimeSim {
   });
   const gauges = (): SimGauges => ({
     warm, running: scheduler.running, waiting: scheduler.waiting, peakRunning: scheduler.peakRunning,
-    peakInFlight: scheduler.peakInFlight, listenedAt, warmAt, coldStartMs,
+    peakInFlight: scheduler.peakInFlight, listenedAt, warmAt, coldStartMs, pid: process.pid, processStartedAt: PROCESS_STARTED_AT,
   });
   const idPrefix = `chatcmpl-${randomBytes(6).toString('hex')}`;
   let counter = 0;

@@ -29,6 +29,9 @@ export interface SimGauges {
   readonly warmAt: number | null;
   /** The cold start this sim waits after listen(), ms (after the cap). */
   readonly coldStartMs: number;
+  /** The process serving it and the epoch ms it started (replica lifetimes measured from the process). */
+  readonly pid: number;
+  readonly processStartedAt: number;
 }
 
 export interface SimStatsSnapshot extends SimGauges {

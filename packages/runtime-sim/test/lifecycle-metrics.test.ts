@@ -31,6 +31,8 @@ describe('cold start follows the configured Cold Start TTFT, capped', () => {
     const st = s.sim.stats();
     expect(st.coldStartMs).toBe(300);
     expect(st.warmAt! - st.listenedAt!).toBeGreaterThanOrEqual(290);
+    expect(st.pid).toBe(process.pid);
+    expect(st.processStartedAt).toBeLessThanOrEqual(st.listenedAt!);
   });
 
   it('the CLI takes --cold-start-ms and SIM_COLD_START_CAP_MS and prints a ready line once warm', async () => {
