@@ -41,7 +41,8 @@ describe('client disconnect', () => {
     ac.abort();
     await waitFor(() => simEntry('dc-stream')?.aborted === true);
     const entry = simEntry('dc-stream')!;
-    expect(entry.abortedAt! - abortAt).toBeLessThan(100);
+    // Promptly (a generous bound on a loaded machine): the 1000 tokens would take 10 s to finish.
+    expect(entry.abortedAt! - abortAt).toBeLessThan(1000);
     expect(entry.completionTokens).toBeLessThan(1000);
 
     await waitFor(() => sink.records.some((r) => r.requestId.startsWith('dc-stream.')));
@@ -54,34 +55,23 @@ describe('client disconnect', () => {
     expect(rec.promptTokens).toBeGreaterThan(0);
   });
 
-  it('before the answer of a JSON request: the runtime request is aborted at once', async () => {
+  it('reliability 7: a JSON client that leaves mid-generation is billed what the runtime produced', async () => {
+    const body = chatBody({ model: NAME, max_tokens: 40 });
     const ac = new AbortController();
-    const pending = open('dc-json', chatBody({ model: NAME, max_tokens: 1000 }), ac.signal).catch(() => null);
+    const pending = open('dc-json', body, ac.signal).catch(() => null);
+    // The runtime is decoding (10 ms per token) when the client leaves.
     await waitFor(() => simEntry('dc-json') !== undefined);
-    await new Promise((r) => setTimeout(r, 50));
-    const abortAt = Date.now();
+    await new Promise((r) => setTimeout(r, 100));
     ac.abort();
     await pending;
-    await waitFor(() => simEntry('dc-json')?.aborted === true);
-    expect(simEntry('dc-json')!.abortedAt! - abortAt).toBeLessThan(100);
     await waitFor(() => sink.records.some((r) => r.requestId.startsWith('dc-json.')));
-    expect(sink.records.find((r) => r.requestId.startsWith('dc-json.'))).toMatchObject({ status: 499, estimated: true });
-  });
-
-  it('before the answer of a JSON request: the prefill is billed as the estimated prompt, nothing produced is 0', async () => {
-    const body = chatBody({ model: NAME, max_tokens: 1000 });
-    const ac = new AbortController();
-    const pending = open('dc-json-prefill', body, ac.signal).catch(() => null);
-    // The runtime has the request (prefill done, decoding under way) when the client leaves.
-    await waitFor(() => simEntry('dc-json-prefill') !== undefined);
-    await new Promise((r) => setTimeout(r, 50));
-    ac.abort();
-    await pending;
-    await waitFor(() => sink.records.some((r) => r.requestId.startsWith('dc-json-prefill.')));
-    const rec = sink.records.find((r) => r.requestId.startsWith('dc-json-prefill.'))!;
-    expect(rec).toMatchObject({ status: 499, estimated: true, completionTokens: 0 });
-    // The same estimate the limiter reserved for this body.
-    expect(rec.promptTokens).toBe(estimatePromptTokens(body));
+    const rec = sink.records.find((r) => r.requestId.startsWith('dc-json.'))!;
+    const entry = simEntry('dc-json')!;
+    // The runtime ran to the end (not aborted) and its own usage is billed, under the client-closed status.
+    expect(entry.aborted).toBe(false);
+    expect(rec).toMatchObject({ status: 499, estimated: false });
+    expect(rec.completionTokens).toBeGreaterThan(0);
+    expect(rec.completionTokens).toBe(entry.completionTokens);
     expect(rec.promptTokens).toBeGreaterThan(0);
   });
 

@@ -128,12 +128,12 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
     if (deps.logInfo === true) logRequest(log, call.requestId, 'chat', call.mode, target.name, status, latencyMs, { promptTokens, completionTokens, ttftMs });
   };
   metrics.inFlightInc();
-  let current: { abort(): void } | null = null;
+  let current: { clientLeft(): void } | null = null;
   let clientGone = false;
   const onClose = (): void => {
     if (!res.writableFinished) {
       clientGone = true;
-      current?.abort();
+      current?.clientLeft();
     }
   };
   res.on('close', onClose);
@@ -174,8 +174,9 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       }
 
       if (outcome.kind === 'client_gone' || clientGone) {
-        // Streams bill what was produced; a whole JSON answer that the client left before getting bills its usage;
-        // otherwise the runtime had (and prefilled) the prompt, but nothing produced is known: completion 0.
+        // Streams bill what was produced; a JSON request runs to its end after the client left and bills the
+        // runtime's usage; otherwise (a timeout, a failure) the runtime had (and prefilled) the prompt, but nothing
+        // produced is known: completion 0.
         if (outcome.kind === 'streamed') record(CLIENT_CLOSED, outcome.usage, outcome.usage === null ? outcome.contentChunks : 0);
         else if (outcome.kind === 'json') record(CLIENT_CLOSED, outcome.usage, outcome.completionEstimate, true);
         else record(CLIENT_CLOSED, null, 0, reachedRuntime(outcome));

@@ -41,7 +41,15 @@ export interface AttemptOptions {
 
 export interface UpstreamAttempt {
   readonly done: Promise<AttemptOutcome>;
-  /** The client went away: abort the runtime request now. */
+  /**
+   * The client went away. A stream is aborted now (what was produced is known from the chunks relayed). A JSON
+   * request keeps running to its end so that its usage (what the runtime produced) is billed; its answer is
+   * read and never sent (as OpenAI bills a non-streaming request whose client left). Streaming from the runtime
+   * and assembling the JSON in the node would also know what was produced, but measured 40 to 540 us of CPU per
+   * request against 2 to 4 us for the relayed JSON (16 to 256 tokens): 10 to 200 times the cost.
+   */
+  clientLeft(): void;
+  /** Stops the runtime request now, whatever its kind. */
   abort(): void;
 }
 
@@ -115,6 +123,12 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
     if (this.mode === 'sse' && (this.sentToClient || this.pending !== null)) this.settleStream(CLIENT_CLOSED, null);
     else this.settle({ kind: 'client_gone' });
     this.cancel(new Error('client closed'));
+  }
+
+  /** JSON requests run on (billed from the runtime's usage); streams stop now. */
+  clientLeft(): void {
+    if (!this.o.stream) return;
+    this.abortByClient();
   }
 
   settleStream(status: number, failure: RuntimeFailure | null): void {
@@ -266,5 +280,5 @@ export function createUpstreamAttempt(o: AttemptOptions): UpstreamAttempt {
   const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': o.requestId };
   if (o.upstream.authorization !== null) headers['authorization'] = o.upstream.authorization;
   o.pool.dispatch({ origin: o.upstream.origin, path: o.upstream.chatPath, method: 'POST', headers, body: o.payload }, handler);
-  return { done, abort: () => handler.abortByClient() };
+  return { done, clientLeft: () => handler.clientLeft(), abort: () => handler.abortByClient() };
 }
