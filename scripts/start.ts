@@ -13,6 +13,8 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const env = loadStartEnv();
 const dataDir = resolve(root, env.DATA_DIR);
 mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+// A DATA_DIR made earlier under a loose umask holds the database, tokens and snapshot: the owner's alone.
+chmodSync(dataDir, 0o700);
 
 const children: ChildProcess[] = [];
 let stopping = false;

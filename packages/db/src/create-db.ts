@@ -1,4 +1,5 @@
-import { mkdir } from 'node:fs/promises';
+import { chmod, mkdir, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { PGlite, types as pgliteTypes } from '@electric-sql/pglite';
 import { CamelCasePlugin, Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
@@ -71,8 +72,11 @@ export async function createDb(options: CreateDbOptions = {}): Promise<Database>
     return Object.freeze({ db, kind: 'postgres' as const, pool, close: once(() => db.destroy()) });
   }
 
-  if (options.dataDir) await mkdir(options.dataDir, { recursive: true });
-  const pglite = await PGlite.create({ dataDir: options.dataDir, parsers: pgliteParsers });
+  const dataDir = options.dataDir;
+  if (dataDir) await lockDown(dataDir, true);
+  const pglite = await PGlite.create({ dataDir, parsers: pgliteParsers });
+  // PGlite's file system creates files 0666 and folders 0777 (less the umask): tighten what initdb wrote.
+  if (dataDir) await lockDown(dataDir, false);
   const db = new Kysely<DB>({ dialect: createPGliteDialect(pglite), plugins: [camelCase] });
   return Object.freeze({
     db,
@@ -82,8 +86,31 @@ export async function createDb(options: CreateDbOptions = {}): Promise<Database>
       await db.destroy();
       // destroy() only reaches the driver once a query has initialised it.
       if (!pglite.closed) await pglite.close();
+      // Files PGlite created while open (new relations, WAL) are tightened too; the 0700 folder kept them
+      // out of reach meanwhile.
+      if (dataDir) await lockDown(dataDir, false);
     }),
   });
+}
+
+/**
+ * The database folder is the owner's alone: folders 0700, files 0600, whatever the umask or whoever made
+ * the folder. `createOnly` creates (or tightens) the folder itself without walking it.
+ */
+async function lockDown(dir: string, createOnly: boolean): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await chmod(dir, 0o700);
+  if (createOnly) return;
+  const walk = async (folder: string): Promise<void> => {
+    for (const entry of await readdir(folder, { withFileTypes: true })) {
+      const path = join(folder, entry.name);
+      if (entry.isDirectory()) {
+        await chmod(path, 0o700);
+        await walk(path);
+      } else if (entry.isFile()) await chmod(path, 0o600);
+    }
+  };
+  await walk(dir);
 }
 
 function once(fn: () => Promise<void>): () => Promise<void> {
