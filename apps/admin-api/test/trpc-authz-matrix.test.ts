@@ -4,6 +4,7 @@ import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing
 import type { Db } from '../src/db.ts';
 import { createAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
 import { createUser } from '../src/modules/auth/auth.service.ts';
+import { createSession } from '../src/modules/auth/sessions.ts';
 import { createEntry } from '../src/modules/catalog/catalog.service.ts';
 import { createDeployment } from '../src/modules/deployments/deployment-store.ts';
 import { createDeploymentsContext, type DeploymentsContext } from '../src/modules/deployments/deployments-context.ts';
@@ -256,7 +257,10 @@ describe.each(testBackends())('tRPC authorisation matrix (%s)', (kind) => {
     const token = await owner.adminTokens.create({ name: 'audited', tenantId: a });
     await owner.adminTokens.revoke({ tenantId: a, tokenId: token.token.id });
     const user = await createUser(db, { email: `audited-${kind}@example.com`, password: 'long enough' });
-    await owner.tenants.members.add({ tenantId: a, email: user.email, role: 'member' });
+    // Members join by accepting an invitation (finding 9): the owner invites, the user accepts.
+    const invited = await owner.tenants.members.add({ tenantId: a, email: user.email, role: 'member' });
+    const invitee = callerFactory(await createContextInner({ db, publicUrls: PUBLIC_URLS, principal: await principalOf(db, { cookie: `session=${(await createSession(db, user.id)).token}` }) }));
+    await invitee.tenants.invitations.accept({ invitationId: invited.invitationId });
     await owner.tenants.members.remove({ tenantId: a, userId: user.id });
     const dep = await owner.deployments.create({ tenantId: a, entryName: await dedicatedEntry(db), provisioner: 'external', externalUrl: 'http://127.0.0.1:9', minReplicas: 0, maxReplicas: 1 });
     await owner.deployments.delete({ tenantId: a, deploymentId: dep.id });
@@ -266,12 +270,13 @@ describe.each(testBackends())('tRPC authorisation matrix (%s)', (kind) => {
     const actions = new Set(mine.map((r) => `${r.action}:${r.targetId}`));
     for (const expected of [
       `api_key.create:${key.key.id}`, `api_key.revoke:${key.key.id}`, `admin_token.create:${token.token.id}`,
-      `admin_token.revoke:${token.token.id}`, `membership.add:${user.id}`, `membership.remove:${user.id}`,
+      `admin_token.revoke:${token.token.id}`, `invitation.create:${invited.invitationId}`, `membership.remove:${user.id}`,
       `deployment.create:${dep.id}`, `deployment.delete:${dep.id}`,
     ]) {
       expect(actions).toContain(expected);
     }
     expect(mine.every((r) => r.actorEmail === world.parties.ownerA.email && r.createdAt instanceof Date)).toBe(true);
+    expect(log.find((r) => r.action === 'membership.add' && r.targetId === user.id)?.actorUserId).toBe(user.id);
     expect(JSON.stringify(log)).not.toContain(key.secret);
     expect(JSON.stringify(log)).not.toContain(token.secret);
   });

@@ -8,6 +8,7 @@ import type { DeploymentTable } from './tables/deployment.table.ts';
 import type { EndpointUpstreamTable } from './tables/endpoint-upstream.table.ts';
 import type { MembershipTable } from './tables/membership.table.ts';
 import type { SessionTable } from './tables/session.table.ts';
+import type { InvitationTable } from './tables/invitation.table.ts';
 import type { TenantTable } from './tables/tenant.table.ts';
 import type { UsageRecordTable } from './tables/usage-record.table.ts';
 import type { UserTable } from './tables/user.table.ts';
@@ -22,6 +23,7 @@ export interface DB {
   adminTokens: AdminTokenTable;
   catalogEntries: CatalogEntryTable;
   endpointUpstreams: EndpointUpstreamTable;
+  invitations: InvitationTable;
   deployments: DeploymentTable;
   deploymentReplicas: DeploymentReplicaTable;
   configOutbox: ConfigOutboxTable;

@@ -51,6 +51,8 @@ export { membershipRoles } from './tables/membership.table.ts';
 export type { MembershipRole, MembershipRow, MembershipTable, MembershipUpdate, NewMembershipRow } from './tables/membership.table.ts';
 export type { NewSessionRow, SessionRow, SessionTable, SessionUpdate } from './tables/session.table.ts';
 export type { NewTenantRow, TenantRow, TenantTable, TenantUpdate } from './tables/tenant.table.ts';
+export { invitationStatuses } from './tables/invitation.table.ts';
+export type { InvitationRow, InvitationStatus, InvitationTable, InvitationUpdate, NewInvitationRow } from './tables/invitation.table.ts';
 export type {
   NewUsageRecordRow,
   UsageMode,

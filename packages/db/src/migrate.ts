@@ -1,10 +1,12 @@
 import { Migrator, NO_MIGRATIONS, type Migration, type MigrationResultSet } from 'kysely/migration';
 import type { Kysely } from 'kysely';
 import * as m0001 from './migrations/2026_11_22_0001_initial.ts';
+import * as m0200 from './migrations/2026_11_22_0200_invitations.ts';
 
 // Static list, not FileMigrationProvider: works the same from source, a bundle or a container image.
 const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026_11_22_0001_initial': m0001,
+  '2026_11_22_0200_invitations': m0200,
 });
 
 function createMigrator(db: Kysely<any>): Migrator {

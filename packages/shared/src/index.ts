@@ -24,3 +24,5 @@ export {
 export { SECRET_PREFIX, generateSecret, hasValidChecksum, secretDisplayPrefix, hashSecret } from './secrets.ts';
 export { KEY_PLACEHOLDER, requestBody, shellQuote, curlSnippet, pythonSnippet, nodeSnippet } from './snippets.ts';
 export type { SnippetInput } from './snippets.ts';
+export { TENANT_PLACEHOLDER, sharedBaseUrl, dedicatedBaseUrl, dedicatedModelName, endpointAddress } from './public-urls.ts';
+export type { PublicUrls, Surface } from './public-urls.ts';

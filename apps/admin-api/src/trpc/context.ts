@@ -1,6 +1,7 @@
 import { TRPCError } from '@trpc/server';
 import type { CreateFastifyContextOptions } from '@trpc/server/adapters/fastify';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { PublicUrls } from '@infer/shared';
 import type { Db } from '../db.ts';
 import { ServiceError } from '../errors.ts';
 import { createDeploymentsContext, type DeploymentsContext } from '../modules/deployments/deployments-context.ts';
@@ -10,12 +11,8 @@ import { hasOriginHeader, isSameOrigin } from '../modules/auth/origin.ts';
 import { resolveCaller } from '../modules/auth/resolve-principal.ts';
 import { blankSessionCookie, sessionCookie } from '../modules/auth/sessions.ts';
 
-export interface PublicUrls {
-  /** `{base_url}/endpoints/v1` of the shared surface. */
-  readonly sharedBaseUrl: string;
-  /** Origin of the data plane; dedicated URLs are built under it. */
-  readonly dataplaneUrl: string;
-}
+// The URL rules are shared with the console; re-exported for the app's existing importers.
+export type { PublicUrls };
 
 /** The HTTP side of a call: absent for in-process callers (tests, scripts). */
 export interface TrpcHttp {

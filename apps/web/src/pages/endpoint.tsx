@@ -1,6 +1,7 @@
 import { useQuery } from '@tanstack/react-query';
 import { useState } from 'react';
-import { api, type CatalogEntry, type CreatedKey, type PlatformUrls } from '../api.tsx';
+import { dedicatedBaseUrl, dedicatedModelName } from '@infer/shared/public-urls';
+import { api, type CatalogEntry, type CreatedKey } from '../api.tsx';
 import { CreateKeyForm, NewKeyNotice } from '../components/create-key.tsx';
 import { IntegrationView } from '../components/integration.tsx';
 import { ErrorBox, Loading } from '../components/states.tsx';
@@ -8,14 +9,8 @@ import { Tabs } from '../components/tabs.tsx';
 import { Link } from '../router.tsx';
 import { useSession } from '../session.tsx';
 
-/** The dedicated base URL of one endpoint for one tenant (spec 4 #2, up to and including v1). */
-export function dedicatedBaseUrl(urls: PlatformUrls, tenantSlug: string, name: string): string {
-  return `${urls.dataplaneUrl.replace(/\/+$/, '')}/funccall/${encodeURIComponent(tenantSlug)}/endpoints/${encodeURIComponent(name)}/v1`;
-}
-
-/** Dedicated-mode examples send "<provider>/<Name>" as `model` (spec 2.1 rules); the Name without a provider. */
-export const dedicatedModelName = (name: string, provider: string | null): string =>
-  provider && provider.trim() ? `${provider.trim()}/${name}` : name;
+// One home for the URL and model-name rules: the control plane builds its integration views with them too.
+export { dedicatedBaseUrl, dedicatedModelName } from '@infer/shared/public-urls';
 
 function Fields({ entry }: { entry: CatalogEntry }) {
   const rows: [string, string][] = [

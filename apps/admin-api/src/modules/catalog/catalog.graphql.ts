@@ -1,17 +1,15 @@
-import { isUuid } from '../../db.ts';
 import { notFound, ServiceError } from '../../errors.ts';
 import type { InputFieldBuilder } from '@pothos/core';
 import { builder, type BuilderTypes } from '../../graphql/builder.ts';
 import { memoise, type GraphQLContext } from '../../graphql/context.ts';
 import { connectionComplexity, PageInfo, paginate, type Connection } from '../../graphql/schema/page-info.ts';
-import { requireAuthenticated, requirePlatformAdmin, requireTenantRole } from '../access/access.ts';
-import type { Principal } from '../access/principal.ts';
+import { requireAuthenticated, requireTenantRole } from '../access/access.ts';
 import { listDeployments } from '../deployments/deployments.service.ts';
-import { getTenantById, getTenantBySlug } from '../tenants/tenants.service.ts';
+import { getTenantBySlug, listCallerTenants } from '../tenants/tenants.service.ts';
 import { toCatalogView, type CatalogView } from './catalog-view.ts';
-import { parseEntryInput, type CatalogEntryInput } from './catalog-input.ts';
+import type { CatalogEntryInput } from './catalog-input.ts';
 import {
-  countFacets, createEntry, getEntryById, getEntryByName, listEntries, setPublished, updateEntry, type FacetCount,
+  adminCreateEntry, adminGetEntry, adminSetPublished, adminUpdateEntry, countFacets, getEntryByName, listEntries, type FacetCount,
 } from './catalog.service.ts';
 import { buildIntegration, type Integration, type IntegrationMode } from './integration.ts';
 
@@ -57,12 +55,9 @@ interface ViewerDeployment {
 /** The deployments of the tenants the caller belongs to (memberships, or a tenant token's tenant), by entry id. */
 function viewerDeployments(ctx: GraphQLContext): Promise<Map<string, ViewerDeployment[]>> {
   return memoise(ctx, 'viewerDeployments', async () => {
-    const tenantIds = ownTenantIds(ctx.principal);
     const byEntry = new Map<string, ViewerDeployment[]>();
-    for (const tenantId of tenantIds) {
-      const tenant = await getTenantById(ctx.db, tenantId);
-      if (!tenant) continue;
-      for (const d of await listDeployments(ctx.deployments, ctx.principal, tenantId)) {
+    for (const tenant of await listCallerTenants(ctx.db, ctx.principal)) {
+      for (const d of await listDeployments(ctx.deployments, ctx.principal, tenant.id)) {
         const list = byEntry.get(d.entryId) ?? [];
         list.push({ tenantSlug: tenant.slug, state: d.state });
         byEntry.set(d.entryId, list);
@@ -71,13 +66,6 @@ function viewerDeployments(ctx: GraphQLContext): Promise<Map<string, ViewerDeplo
     for (const list of byEntry.values()) list.sort((a, b) => a.tenantSlug.localeCompare(b.tenantSlug));
     return byEntry;
   });
-}
-
-/** Tenants the caller belongs to by name (not the everywhere-access of platform admins). */
-function ownTenantIds(p: Principal): string[] {
-  if (p.kind === 'user') return [...p.memberships.keys()];
-  if (p.kind === 'admin_token' && p.tenantId !== null) return [p.tenantId];
-  return [];
 }
 
 async function integrationFor(ctx: GraphQLContext, e: CatalogView, mode: IntegrationMode | null, tenantSlug: string | null): Promise<IntegrationShape> {
@@ -253,9 +241,7 @@ builder.queryFields((t) => ({
     description: 'Platform admins: any entry (published or not) by id or Name.',
     args: { id: t.arg.id(), name: t.arg.string() },
     resolve: async (_root, args, ctx) => {
-      requirePlatformAdmin(ctx.principal);
-      const id = args.id == null ? null : String(args.id);
-      const entry = id !== null ? (isUuid(id) ? await getEntryById(ctx.db, id) : null) : args.name ? await getEntryByName(ctx.db, args.name) : null;
+      const entry = await adminGetEntry(ctx.db, ctx.principal, { id: args.id == null ? null : String(args.id), name: args.name });
       return entry ? toCatalogView(entry) : null;
     },
   }),
@@ -296,52 +282,30 @@ const UpdateCatalogEntryInput = builder.inputType('UpdateCatalogEntryInput', {
   fields: (t) => ({ name: t.string(), ...entryFields(t) }),
 });
 
-function entryId(id: string | number): string {
-  const key = String(id);
-  if (!isUuid(key)) throw notFound('catalog entry');
-  return key;
-}
-
 builder.mutationFields((t) => ({
   createCatalogEntry: t.field({
     type: Endpoint,
     description: 'Platform admins: adds an unpublished catalog entry.',
     args: { input: t.arg({ type: CreateCatalogEntryInput, required: true }) },
-    resolve: async (_root, { input }, ctx) => {
-      requirePlatformAdmin(ctx.principal);
-      const { name, ...rest } = input;
-      return toCatalogView(await createEntry(ctx.db, { name, ...parseEntryInput(rest as CatalogEntryInput), published: false }));
-    },
+    resolve: async (_root, { input }, ctx) => toCatalogView(await adminCreateEntry(ctx.db, ctx.principal, { ...(input as CatalogEntryInput), name: input.name })),
   }),
   updateCatalogEntry: t.field({
     type: Endpoint,
     description: 'Platform admins: changes an entry.',
     args: { id: t.arg.id({ required: true }), input: t.arg({ type: UpdateCatalogEntryInput, required: true }) },
-    resolve: async (_root, { id, input }, ctx) => {
-      requirePlatformAdmin(ctx.principal);
-      const { name, ...rest } = input;
-      if (name === null) throw new ServiceError('invalid', 'name: cannot be cleared', 'name');
-      const fields = parseEntryInput(rest as CatalogEntryInput);
-      return toCatalogView(await updateEntry(ctx.db, entryId(id), { ...fields, ...(name !== undefined ? { name } : {}) }));
-    },
+    resolve: async (_root, { id, input }, ctx) =>
+      toCatalogView(await adminUpdateEntry(ctx.db, ctx.principal, String(id), { ...(input as CatalogEntryInput), name: input.name })),
   }),
   publishCatalogEntry: t.field({
     type: Endpoint,
     description: 'Platform admins: shows the entry in the public catalog.',
     args: { id: t.arg.id({ required: true }) },
-    resolve: async (_root, { id }, ctx) => {
-      requirePlatformAdmin(ctx.principal);
-      return toCatalogView(await setPublished(ctx.db, entryId(id), true));
-    },
+    resolve: async (_root, { id }, ctx) => toCatalogView(await adminSetPublished(ctx.db, ctx.principal, String(id), true)),
   }),
   unpublishCatalogEntry: t.field({
     type: Endpoint,
     description: 'Platform admins: hides the entry from the public catalog.',
     args: { id: t.arg.id({ required: true }) },
-    resolve: async (_root, { id }, ctx) => {
-      requirePlatformAdmin(ctx.principal);
-      return toCatalogView(await setPublished(ctx.db, entryId(id), false));
-    },
+    resolve: async (_root, { id }, ctx) => toCatalogView(await adminSetPublished(ctx.db, ctx.principal, String(id), false)),
   }),
 }));
-

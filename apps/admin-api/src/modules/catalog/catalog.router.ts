@@ -2,13 +2,10 @@ import { z } from 'zod';
 import { runtimeKinds } from '@infer/shared';
 import { notFound } from '../../errors.ts';
 import { adminProcedure, publicProcedure, router } from '../../trpc/init.ts';
-import { writeAudit } from '../audit/audit.service.ts';
-import { actorOf } from '../access/principal.ts';
-import { parseEntryInput } from './catalog-input.ts';
 import { toCatalogView } from './catalog-view.ts';
 import {
-  addUpstream, createEntry, getEntryById, getEntryByName, listEntries, listFacets, listUpstreams, removeUpstream, setPublished,
-  updateEntry,
+  adminAddUpstream, adminCreateEntry, adminGetEntry, adminRemoveUpstream, adminSetPublished, adminUpdateEntry, getEntryByName,
+  listEntries, listFacets, listUpstreams,
 } from './catalog.service.ts';
 
 const filter = z
@@ -51,12 +48,6 @@ const entryFields = z.object({
 
 const entryId = z.object({ id: z.uuid() });
 
-async function loadEntry(db: Parameters<typeof getEntryById>[0], id: string) {
-  const entry = await getEntryById(db, id);
-  if (!entry) throw notFound('catalog entry');
-  return entry;
-}
-
 export const catalogRouter = router({
   /** Published endpoints; browsing needs no login. */
   list: publicProcedure.input(filter).query(async ({ ctx, input }) => {
@@ -74,7 +65,8 @@ export const catalogRouter = router({
     list: adminProcedure.input(filter).query(async ({ ctx, input }) => (await listEntries(ctx.db, { ...input })).map(toCatalogView)),
     /** One entry with its shared-surface upstreams (their API keys never shown). */
     get: adminProcedure.input(entryId).query(async ({ ctx, input }) => {
-      const entry = await loadEntry(ctx.db, input.id);
+      const entry = await adminGetEntry(ctx.db, ctx.principal, { id: input.id });
+      if (!entry) throw notFound('catalog entry');
       return { entry: toCatalogView(entry), upstreams: await listUpstreams(ctx.db, entry.id) };
     }),
   }),
@@ -82,38 +74,23 @@ export const catalogRouter = router({
   /** Adds an entry, unpublished unless `published: true` (as GraphQL's createEntry). */
   create: adminProcedure
     .input(entryFields.extend({ name: z.string().min(1).max(200), published: z.boolean().optional() }))
-    .mutation(async ({ ctx, input }) => {
-      const { name, published, ...fields } = input;
-      const entry = await createEntry(ctx.db, { name, ...parseEntryInput(fields), published: published ?? false });
-      await writeAudit(ctx.db, { actor: actorOf(ctx.principal), tenantId: null, action: 'catalog.create', targetType: 'catalog_entry', targetId: entry.id, detail: { name } });
-      return toCatalogView(entry);
-    }),
+    .mutation(async ({ ctx, input }) => toCatalogView(await adminCreateEntry(ctx.db, ctx.principal, input))),
 
   /** Changes fields; omitted fields stay, `null` clears. */
   update: adminProcedure
     .input(entryFields.extend({ id: z.uuid(), name: z.string().min(1).max(200).optional() }))
     .mutation(async ({ ctx, input }) => {
-      const { id, name, ...fields } = input;
-      const patch = { ...parseEntryInput(fields), ...(name !== undefined ? { name } : {}) };
-      const entry = await updateEntry(ctx.db, id, patch);
-      await writeAudit(ctx.db, {
-        actor: actorOf(ctx.principal), tenantId: null, action: 'catalog.update', targetType: 'catalog_entry', targetId: id,
-        detail: { fields: Object.keys(patch) },
-      });
-      return toCatalogView(entry);
+      const { id, ...fields } = input;
+      return toCatalogView(await adminUpdateEntry(ctx.db, ctx.principal, id, fields));
     }),
 
-  publish: adminProcedure.input(entryId).mutation(async ({ ctx, input }) => {
-    const entry = await setPublished(ctx.db, input.id, true);
-    await writeAudit(ctx.db, { actor: actorOf(ctx.principal), tenantId: null, action: 'catalog.publish', targetType: 'catalog_entry', targetId: input.id });
-    return toCatalogView(entry);
-  }),
+  publish: adminProcedure
+    .input(entryId)
+    .mutation(async ({ ctx, input }) => toCatalogView(await adminSetPublished(ctx.db, ctx.principal, input.id, true))),
 
-  unpublish: adminProcedure.input(entryId).mutation(async ({ ctx, input }) => {
-    const entry = await setPublished(ctx.db, input.id, false);
-    await writeAudit(ctx.db, { actor: actorOf(ctx.principal), tenantId: null, action: 'catalog.unpublish', targetType: 'catalog_entry', targetId: input.id });
-    return toCatalogView(entry);
-  }),
+  unpublish: adminProcedure
+    .input(entryId)
+    .mutation(async ({ ctx, input }) => toCatalogView(await adminSetPublished(ctx.db, ctx.principal, input.id, false))),
 
   upstreams: router({
     list: adminProcedure.input(z.object({ entryId: z.uuid() })).query(({ ctx, input }) => listUpstreams(ctx.db, input.entryId)),
@@ -129,17 +106,9 @@ export const catalogRouter = router({
           weight: z.number().int().min(1).max(1000).optional(),
         }),
       )
-      .mutation(async ({ ctx, input }) => {
-        const upstream = await addUpstream(ctx.db, input);
-        await writeAudit(ctx.db, {
-          actor: actorOf(ctx.principal), tenantId: null, action: 'upstream.add', targetType: 'upstream', targetId: upstream.id,
-          detail: { entryId: input.entryId, kind: input.kind },
-        });
-        return upstream;
-      }),
+      .mutation(({ ctx, input }) => adminAddUpstream(ctx.db, ctx.principal, input)),
     remove: adminProcedure.input(z.object({ upstreamId: z.uuid() })).mutation(async ({ ctx, input }) => {
-      await removeUpstream(ctx.db, input.upstreamId);
-      await writeAudit(ctx.db, { actor: actorOf(ctx.principal), tenantId: null, action: 'upstream.remove', targetType: 'upstream', targetId: input.upstreamId });
+      await adminRemoveUpstream(ctx.db, ctx.principal, input.upstreamId);
       return { ok: true as const };
     }),
   }),

@@ -1,9 +1,13 @@
 import { sql } from 'kysely';
 import type { RuntimeKind } from '@infer/shared';
-import type { Db } from '../../db.ts';
+import { isUuid, type Db } from '../../db.ts';
 import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
+import { requirePlatformAdmin } from '../access/access.ts';
+import { actorOf, type Principal } from '../access/principal.ts';
+import { writeAudit } from '../audit/audit.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import { recordChange } from '../snapshots/snapshots.service.ts';
+import { parseEntryInput, type CatalogEntryInput } from './catalog-input.ts';
 
 /** A catalog entry with structured values (render string forms with `toCatalogView`). */
 export interface CatalogEntry {
@@ -243,4 +247,96 @@ export async function countFacets(db: Db): Promise<{ providers: FacetCount[]; ta
     tags: count(entries.map((e) => e.tags)),
     useCases: count(entries.map((e) => e.useCases)),
   };
+}
+
+// Platform-admin operations: both transports call these. Each checks the caller, validates, and
+// writes the row, the outbox change and the audit row in one transaction.
+
+const entryKey = (id: string): string => {
+  if (!isUuid(id)) throw notFound('catalog entry');
+  return id;
+};
+
+/** Adds an entry from API input (string forms or structured values); unpublished unless `published`. */
+export async function adminCreateEntry(
+  db: Db,
+  principal: Principal,
+  input: CatalogEntryInput & { readonly name: string; readonly published?: boolean | null },
+): Promise<CatalogEntry> {
+  requirePlatformAdmin(principal);
+  const { name, published, ...fields } = input;
+  const parsed = parseEntryInput(fields);
+  return withTransaction(db, async (trx) => {
+    const entry = await createEntry(trx, { name, ...parsed, published: published ?? false });
+    await writeAudit(trx, {
+      actor: actorOf(principal), tenantId: null, action: 'catalog.create', targetType: 'catalog_entry', targetId: entry.id,
+      detail: { name: entry.name, published: entry.published },
+    });
+    return entry;
+  });
+}
+
+/** Changes an entry from API input: absent fields stay, `null` clears; the name cannot be cleared. */
+export async function adminUpdateEntry(
+  db: Db,
+  principal: Principal,
+  id: string,
+  input: CatalogEntryInput & { readonly name?: string | null },
+): Promise<CatalogEntry> {
+  requirePlatformAdmin(principal);
+  const { name, ...fields } = input;
+  if (name === null) throw new ServiceError('invalid', 'name: cannot be cleared', 'name');
+  const patch: UpdateEntryInput = { ...parseEntryInput(fields), ...(name !== undefined ? { name } : {}) };
+  return withTransaction(db, async (trx) => {
+    const entry = await updateEntry(trx, entryKey(id), patch);
+    await writeAudit(trx, {
+      actor: actorOf(principal), tenantId: null, action: 'catalog.update', targetType: 'catalog_entry', targetId: entry.id,
+      detail: { fields: Object.keys(patch) },
+    });
+    return entry;
+  });
+}
+
+/** Shows or hides an entry in the public catalog. */
+export async function adminSetPublished(db: Db, principal: Principal, id: string, published: boolean): Promise<CatalogEntry> {
+  requirePlatformAdmin(principal);
+  return withTransaction(db, async (trx) => {
+    const entry = await setPublished(trx, entryKey(id), published);
+    await writeAudit(trx, {
+      actor: actorOf(principal), tenantId: null, action: published ? 'catalog.publish' : 'catalog.unpublish',
+      targetType: 'catalog_entry', targetId: entry.id,
+    });
+    return entry;
+  });
+}
+
+/** Adds a shared-surface replica to an entry. */
+export async function adminAddUpstream(db: Db, principal: Principal, input: AddUpstreamInput): Promise<Upstream> {
+  requirePlatformAdmin(principal);
+  entryKey(input.entryId);
+  return withTransaction(db, async (trx) => {
+    const upstream = await addUpstream(trx, input);
+    await writeAudit(trx, {
+      actor: actorOf(principal), tenantId: null, action: 'upstream.add', targetType: 'upstream', targetId: upstream.id,
+      detail: { entryId: input.entryId, kind: input.kind },
+    });
+    return upstream;
+  });
+}
+
+/** Removes a shared-surface replica. */
+export async function adminRemoveUpstream(db: Db, principal: Principal, upstreamId: string): Promise<void> {
+  requirePlatformAdmin(principal);
+  if (!isUuid(upstreamId)) throw notFound('upstream');
+  await withTransaction(db, async (trx) => {
+    await removeUpstream(trx, upstreamId);
+    await writeAudit(trx, { actor: actorOf(principal), tenantId: null, action: 'upstream.remove', targetType: 'upstream', targetId: upstreamId });
+  });
+}
+
+/** Platform admins: any entry (published or not) by id or Name, with its upstreams when asked. */
+export async function adminGetEntry(db: Db, principal: Principal, by: { readonly id?: string | null; readonly name?: string | null }): Promise<CatalogEntry | null> {
+  requirePlatformAdmin(principal);
+  if (by.id != null) return isUuid(by.id) ? getEntryById(db, by.id) : null;
+  return by.name ? getEntryByName(db, by.name) : null;
 }

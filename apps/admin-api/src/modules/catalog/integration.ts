@@ -1,10 +1,7 @@
-import { curlSnippet, KEY_PLACEHOLDER, nodeSnippet, pythonSnippet } from '@infer/shared';
-import type { PublicUrls } from '../../trpc/context.ts';
+import { curlSnippet, dedicatedModelName, endpointAddress, KEY_PLACEHOLDER, nodeSnippet, pythonSnippet, type PublicUrls } from '@infer/shared';
 
-/** Spec 5.4: the key position shows this placeholder; secrets are shown once, never here. */
-export { KEY_PLACEHOLDER };
-/** The <tenant> segment shown to callers who cannot see a tenant-scoped URL. */
-export const TENANT_PLACEHOLDER = '<tenant>';
+// The URL and model-name rules live in @infer/shared (the console builds the same ones).
+export { dedicatedModelName };
 
 export type IntegrationMode = 'shared' | 'dedicated';
 
@@ -20,28 +17,14 @@ export interface Integration {
   snippets: { curl: string; python: string; node: string };
 }
 
-const trimSlash = (s: string): string => s.replace(/\/+$/, '');
-
-/** `{dataplane}/funccall/<tenant>/endpoints/<Name>/v1` (spec 4 #2, up to and including v1). */
-export function dedicatedBaseUrl(urls: PublicUrls, tenantSlug: string, name: string): string {
-  const seg = (s: string) => (s === TENANT_PLACEHOLDER ? s : encodeURIComponent(s));
-  return `${trimSlash(urls.dataplaneUrl)}/funccall/${seg(tenantSlug)}/endpoints/${encodeURIComponent(name)}/v1`;
-}
-
-export function dedicatedModelName(name: string, provider: string | null): string {
-  return provider && provider.trim() ? `${provider.trim()}/${name}` : name;
-}
-
-/** Builds the integration shape; `tenantSlug` null on dedicated gives the `<tenant>` placeholder URL. */
+/** Builds the integration shape (spec 5.4: the key position shows the placeholder, never a secret); `tenantSlug` null on dedicated gives the `<tenant>` placeholder URL. */
 export function buildIntegration(
   urls: PublicUrls,
   entry: { name: string; provider: string | null },
   mode: IntegrationMode,
   tenantSlug: string | null = null,
 ): Integration {
-  const apiBaseUrl =
-    mode === 'shared' ? trimSlash(urls.sharedBaseUrl) : dedicatedBaseUrl(urls, tenantSlug ?? TENANT_PLACEHOLDER, entry.name);
-  const modelName = mode === 'shared' ? entry.name : dedicatedModelName(entry.name, entry.provider);
+  const { apiBaseUrl, modelName } = endpointAddress(urls, entry, mode, tenantSlug);
   return {
     mode,
     tenantSlug: mode === 'dedicated' ? tenantSlug : null,

@@ -1,10 +1,9 @@
 import { builder } from '../../graphql/builder.ts';
-import { actorOf } from '../access/principal.ts';
-import { keyRevokeLimit, requireTenantRole } from '../access/access.ts';
 import { TenantRef } from '../tenants/tenants.graphql.ts';
-import { createApiKey, listApiKeys, revokeApiKey, type ApiKey } from './keys.service.ts';
+import { issueApiKey, listTenantApiKeys, revokeTenantApiKey, type ApiKey } from './keys.service.ts';
 
-type KeyShape = Pick<ApiKey, 'id' | 'name' | 'prefix' | 'createdAt' | 'expiresAt'> & Partial<Pick<ApiKey, 'lastUsedAt' | 'revokedAt'>>;
+type KeyShape = Pick<ApiKey, 'id' | 'name' | 'prefix' | 'createdAt' | 'expiresAt' | 'rpmLimit' | 'tpmLimit'> &
+  Partial<Pick<ApiKey, 'lastUsedAt' | 'revokedAt'>>;
 
 const ApiKeyRef = builder.objectRef<KeyShape>('ApiKey').implement({
   description: 'An inference API key (serves shared and dedicated modes). The secret is never shown again after creation.',
@@ -16,6 +15,8 @@ const ApiKeyRef = builder.objectRef<KeyShape>('ApiKey').implement({
     lastUsedAt: t.field({ type: 'DateTime', nullable: true, resolve: (k) => k.lastUsedAt ?? null }),
     expiresAt: t.field({ type: 'DateTime', nullable: true, resolve: (k) => k.expiresAt }),
     revokedAt: t.field({ type: 'DateTime', nullable: true, resolve: (k) => k.revokedAt ?? null }),
+    rpmLimit: t.int({ nullable: true, description: "Requests per minute for this key; null: only the tenant's limit.", resolve: (k) => k.rpmLimit }),
+    tpmLimit: t.int({ nullable: true, description: "Tokens per minute for this key; null: only the tenant's limit.", resolve: (k) => k.tpmLimit }),
   }),
 });
 
@@ -30,10 +31,7 @@ builder.objectField(TenantRef, 'apiKeys', (t) =>
   t.field({
     type: [ApiKeyRef],
     description: "The tenant's inference keys, newest first (revoked ones flagged by revokedAt).",
-    resolve: (tenant, _args, ctx) => {
-      requireTenantRole(ctx.principal, tenant.id);
-      return listApiKeys(ctx.db, tenant.id);
-    },
+    resolve: (tenant, _args, ctx) => listTenantApiKeys(ctx.db, ctx.principal, tenant.id),
   }),
 );
 
@@ -45,28 +43,22 @@ builder.mutationFields((t) => ({
       tenantId: t.arg.id({ required: true }),
       name: t.arg.string({ required: true }),
       expiresAt: t.arg({ type: 'DateTime' }),
+      rpmLimit: t.arg.int({ description: "Requests per minute for this key (1 to 1000000000); absent or null: only the tenant's limit." }),
+      tpmLimit: t.arg.int({ description: "Tokens per minute for this key (1 to 1000000000); absent or null: only the tenant's limit." }),
     },
-    resolve: (_root, args, ctx) => {
-      const tenantId = String(args.tenantId);
-      const p = ctx.principal;
-      requireTenantRole(p, tenantId, 'member');
-      return createApiKey(ctx.db, {
-        tenantId,
+    resolve: (_root, args, ctx) =>
+      issueApiKey(ctx.db, ctx.principal, {
+        tenantId: String(args.tenantId),
         name: args.name,
         expiresAt: args.expiresAt ?? null,
-        createdBy: p.kind === 'anonymous' ? null : p.userId,
-        actor: actorOf(p),
-      });
-    },
+        rpmLimit: args.rpmLimit ?? null,
+        tpmLimit: args.tpmLimit ?? null,
+      }),
   }),
   revokeApiKey: t.field({
     type: ApiKeyRef,
     description: "Revokes a tenant's key: members their own keys, owners any (data-plane nodes drop it within a second).",
     args: { tenantId: t.arg.id({ required: true }), id: t.arg.id({ required: true }) },
-    resolve: (_root, args, ctx) => {
-      const tenantId = String(args.tenantId);
-      const onlyCreatedBy = keyRevokeLimit(ctx.principal, tenantId);
-      return revokeApiKey(ctx.db, { tenantId, keyId: String(args.id), onlyCreatedBy, actor: actorOf(ctx.principal) });
-    },
+    resolve: (_root, args, ctx) => revokeTenantApiKey(ctx.db, ctx.principal, { tenantId: String(args.tenantId), keyId: String(args.id) }),
   }),
 }));

@@ -6,6 +6,9 @@ import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import { recordChange } from '../snapshots/snapshots.service.ts';
 import { checkCredentialInput } from '../access/credential-input.ts';
+import { keyRevokeLimit, requireTenantRole } from '../access/access.ts';
+import { actorOf, type Principal } from '../access/principal.ts';
+import { checkRateLimits } from '../access/rate-limits.ts';
 
 /** An inference API key as shown in lists; never its secret or hash. */
 export interface ApiKey {
@@ -38,7 +41,7 @@ export interface CreateApiKeyInput {
 }
 
 export interface CreatedApiKey {
-  key: { id: string; name: string; prefix: string; createdAt: Date; expiresAt: Date | null };
+  key: { id: string; name: string; prefix: string; createdAt: Date; expiresAt: Date | null; rpmLimit: number | null; tpmLimit: number | null };
   /** The whole secret: returned this once, stored only as its SHA-256. */
   secret: string;
 }
@@ -46,6 +49,7 @@ export interface CreatedApiKey {
 /** Issues an inference key for a tenant (serves shared and dedicated modes). */
 export async function createApiKey(db: Db, input: CreateApiKeyInput): Promise<CreatedApiKey> {
   const name = checkCredentialInput(input.name, input.expiresAt);
+  checkRateLimits(input);
   if (!isUuid(input.tenantId)) throw notFound('tenant');
   const secret = generateSecret(SECRET_PREFIX.inference);
   return withTransaction(db, async (trx) => {
@@ -63,7 +67,7 @@ export async function createApiKey(db: Db, input: CreateApiKeyInput): Promise<Cr
         rpmLimit: input.rpmLimit ?? null,
         tpmLimit: input.tpmLimit ?? null,
       })
-      .returning(['id', 'name', 'prefix', 'createdAt', 'expiresAt'])
+      .returning(['id', 'name', 'prefix', 'createdAt', 'expiresAt', 'rpmLimit', 'tpmLimit'])
       .executeTakeFirstOrThrow();
     await recordChange(trx, 'key', row.id);
     await writeAudit(trx, {
@@ -72,7 +76,7 @@ export async function createApiKey(db: Db, input: CreateApiKeyInput): Promise<Cr
       action: 'api_key.create',
       targetType: 'api_key',
       targetId: row.id,
-      detail: { name, prefix: row.prefix },
+      detail: { name, prefix: row.prefix, rpmLimit: row.rpmLimit, tpmLimit: row.tpmLimit },
     });
     return { key: row, secret };
   });
@@ -130,4 +134,32 @@ export async function listApiKeys(db: Db, tenantId: string): Promise<ApiKey[]> {
     .orderBy('createdAt', 'desc')
     .orderBy('id')
     .execute();
+}
+
+// What the transports call: the caller's rights are checked here, not in the adapters.
+
+/** Members issue keys for their tenant; the key records which user created it. */
+export async function issueApiKey(
+  db: Db,
+  principal: Principal,
+  input: Omit<CreateApiKeyInput, 'createdBy' | 'actor'>,
+): Promise<CreatedApiKey> {
+  requireTenantRole(principal, input.tenantId, 'member');
+  return createApiKey(db, {
+    ...input,
+    createdBy: principal.kind === 'anonymous' ? null : principal.userId,
+    actor: actorOf(principal),
+  });
+}
+
+/** Members revoke the keys they created; owners (and tenant or platform tokens) any key of the tenant. */
+export function revokeTenantApiKey(db: Db, principal: Principal, ref: { readonly tenantId: string; readonly keyId: string }): Promise<ApiKey> {
+  const onlyCreatedBy = keyRevokeLimit(principal, ref.tenantId);
+  return revokeApiKey(db, { ...ref, onlyCreatedBy, actor: actorOf(principal) });
+}
+
+/** A tenant's keys for one of its members. */
+export async function listTenantApiKeys(db: Db, principal: Principal, tenantId: string): Promise<ApiKey[]> {
+  requireTenantRole(principal, tenantId, 'member');
+  return listApiKeys(db, tenantId);
 }

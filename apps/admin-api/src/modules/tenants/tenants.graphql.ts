@@ -4,7 +4,7 @@ import { notFound } from '../../errors.ts';
 import { isPlatformAdmin, requireAuthenticated, requirePlatformAdmin, requireTenantRole, roleIn } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
 import { getUserById } from '../auth/auth.service.ts';
-import { createTenant, getTenantById, getTenantBySlug, listTenants, listTenantsOfUser, type Tenant } from './tenants.service.ts';
+import { createTenant, getTenantById, getTenantBySlug, listCallerTenants, listTenants, type Tenant } from './tenants.service.ts';
 
 export const TenantRoleEnum = builder.enumType('TenantRole', {
   values: { OWNER: { value: 'owner' }, MEMBER: { value: 'member' } } as const,
@@ -50,7 +50,7 @@ const ViewerToken = builder.objectRef<{ id: string; tenantId: string | null }>('
   }),
 });
 
-const Viewer = builder.objectRef<ViewerShape>('Viewer').implement({
+export const ViewerRef = builder.objectRef<ViewerShape>('Viewer').implement({
   description: 'The caller: a console user (session cookie) or an admin token (Bearer infa_…).',
   fields: (t) => ({
     kind: t.field({ type: ViewerKind, resolve: (v) => v.principal.kind }),
@@ -59,8 +59,7 @@ const Viewer = builder.objectRef<ViewerShape>('Viewer').implement({
       type: ViewerUser,
       nullable: true,
       resolve: async (v, _args, ctx) => {
-        const p = v.principal;
-        const userId = p.kind === 'user' ? p.userId : p.userId;
+        const userId = v.principal.userId;
         if (!userId) return null;
         const user = await getUserById(ctx.db, userId);
         return user ? { id: user.id, email: user.email, displayName: user.displayName } : null;
@@ -74,20 +73,14 @@ const Viewer = builder.objectRef<ViewerShape>('Viewer').implement({
     tenants: t.field({
       type: [TenantRef],
       description: 'Tenants the caller belongs to (a tenant admin token: its tenant). Platform admins see every tenant with `tenants`.',
-      resolve: async (v, _args, ctx) => {
-        const p = v.principal;
-        if (p.kind === 'user') return listTenantsOfUser(ctx.db, p.userId);
-        if (p.tenantId === null) return [];
-        const tenant = await getTenantById(ctx.db, p.tenantId);
-        return tenant ? [tenant] : [];
-      },
+      resolve: (v, _args, ctx) => listCallerTenants(ctx.db, v.principal),
     }),
   }),
 });
 
 builder.queryFields((t) => ({
   viewer: t.field({
-    type: Viewer,
+    type: ViewerRef,
     nullable: true,
     description: 'The caller; null when anonymous.',
     resolve: (_root, _args, ctx) => (ctx.principal.kind === 'anonymous' ? null : { principal: ctx.principal }),

@@ -1,25 +1,22 @@
 import { z } from 'zod';
 import { notFound, ServiceError } from '../../errors.ts';
-import { adminProcedure, authedProcedure, requireOwner, router, tenantProcedure } from '../../trpc/init.ts';
+import { adminProcedure, authedProcedure, router, tenantProcedure } from '../../trpc/init.ts';
 import { isPlatformAdmin } from '../access/access.ts';
 import { actorOf } from '../access/principal.ts';
 import {
-  addMemberByEmail, createTenant, getTenantById, listMembers, listTenants, listTenantsOfUser, removeMember,
-  setTenantLimits,
+  answerInvitation, inviteMember, listMyInvitations, listTenantInvitations, revokeInvitation,
+} from './invitations.service.ts';
+import {
+  createTenant, getTenantById, listCallerTenants, listMembers, listTenants, removeTenantMember, setMemberRole, setTenantLimits,
 } from './tenants.service.ts';
 
 const limit = z.number().int().positive().max(1_000_000_000).nullable();
 const role = z.enum(['owner', 'member']);
+const invitationRef = z.union([z.object({ invitationId: z.uuid() }), z.object({ token: z.string().min(1).max(200) })]);
 
 export const tenantsRouter = router({
   /** Tenants the caller belongs to, with the role (a tenant admin token: its tenant, as owner). */
-  mine: authedProcedure.query(async ({ ctx }) => {
-    const p = ctx.principal;
-    if (p.kind === 'user') return listTenantsOfUser(ctx.db, p.userId);
-    if (p.tenantId === null) return [];
-    const tenant = await getTenantById(ctx.db, p.tenantId);
-    return tenant ? [{ ...tenant, role: 'owner' as const }] : [];
-  }),
+  mine: authedProcedure.query(({ ctx }) => listCallerTenants(ctx.db, ctx.principal)),
 
   /** Every tenant (platform admin). */
   all: adminProcedure.query(({ ctx }) => listTenants(ctx.db)),
@@ -46,19 +43,40 @@ export const tenantsRouter = router({
 
   members: router({
     list: tenantProcedure.query(({ ctx }) => listMembers(ctx.db, ctx.tenantId)),
-    /** Adds an existing user by email, or changes their role (owner). */
+    /**
+     * Invites an email (owner); the same reply whether or not it has an account. They become a
+     * member when they accept (`tenants.invitations.accept`).
+     */
     add: tenantProcedure
-      .input(z.object({ email: z.string().min(3).max(320), role: role.default('member') }))
-      .mutation(({ ctx, input }) => {
-        requireOwner(ctx);
-        return addMemberByEmail(ctx.db, { tenantId: ctx.tenantId, email: input.email, role: input.role, actor: actorOf(ctx.principal) });
-      }),
+      .input(z.object({ email: z.string().max(320), role: role.default('member') }))
+      .mutation(({ ctx, input }) => inviteMember(ctx.db, ctx.principal, { tenantId: ctx.tenantId, email: input.email, role: input.role })),
+    /** Changes an existing member's role (owner); the last owner stays. */
+    setRole: tenantProcedure
+      .input(z.object({ userId: z.uuid(), role }))
+      .mutation(({ ctx, input }) => setMemberRole(ctx.db, ctx.principal, { tenantId: ctx.tenantId, userId: input.userId, role: input.role })),
     /** Removes a member (owner); the last owner stays. */
     remove: tenantProcedure.input(z.object({ userId: z.uuid() })).mutation(async ({ ctx, input }) => {
-      requireOwner(ctx);
-      await removeMember(ctx.db, { tenantId: ctx.tenantId, userId: input.userId, actor: actorOf(ctx.principal) });
+      await removeTenantMember(ctx.db, ctx.principal, { tenantId: ctx.tenantId, userId: input.userId });
       return { ok: true as const };
     }),
+  }),
+
+  invitations: router({
+    /** Invites an email (owner): same as `members.add`. */
+    create: tenantProcedure
+      .input(z.object({ email: z.string().max(320), role: role.default('member') }))
+      .mutation(({ ctx, input }) => inviteMember(ctx.db, ctx.principal, { tenantId: ctx.tenantId, email: input.email, role: input.role })),
+    /** The tenant's open invitations (owner). */
+    list: tenantProcedure.query(({ ctx }) => listTenantInvitations(ctx.db, ctx.principal, ctx.tenantId)),
+    /** Withdraws an open invitation (owner). */
+    revoke: tenantProcedure.input(z.object({ invitationId: z.uuid() })).mutation(async ({ ctx, input }) => {
+      await revokeInvitation(ctx.db, ctx.principal, { tenantId: ctx.tenantId, invitationId: input.invitationId });
+      return { ok: true as const };
+    }),
+    /** Invitations addressed to the logged-in user's email. */
+    mine: authedProcedure.query(({ ctx }) => listMyInvitations(ctx.db, ctx.principal)),
+    accept: authedProcedure.input(invitationRef).mutation(({ ctx, input }) => answerInvitation(ctx.db, ctx.principal, input, true)),
+    decline: authedProcedure.input(invitationRef).mutation(({ ctx, input }) => answerInvitation(ctx.db, ctx.principal, input, false)),
   }),
 
   /** Tenant-wide rate limits (platform admin); null: no limit. */

@@ -3,6 +3,9 @@ import type { MembershipRole } from '@infer/db';
 import type { Db } from '../../db.ts';
 import { isUuid } from '../../db.ts';
 import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
+import { requireTenantRole } from '../access/access.ts';
+import { actorOf, type Principal } from '../access/principal.ts';
+import { checkRateLimits } from '../access/rate-limits.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import { recordChange } from '../snapshots/snapshots.service.ts';
@@ -35,20 +38,12 @@ export interface CreateTenantInput {
   readonly actor?: Actor;
 }
 
-/** Rate limits are positive integers or null (no limit); both transports reach the service. */
-function validateLimits(limits: { rpmLimit?: number | null; tpmLimit?: number | null }): void {
-  for (const field of ['rpmLimit', 'tpmLimit'] as const) {
-    const v = limits[field];
-    if (v != null && (!Number.isSafeInteger(v) || v < 1)) throw new ServiceError('invalid', `${field} must be a positive integer or null`, field);
-  }
-}
-
 /** Creates a tenant; the slug is the <tenant> segment of its dedicated URLs. */
 export async function createTenant(db: Db, input: CreateTenantInput): Promise<Tenant> {
   if (!SLUG.test(input.slug)) {
     throw new ServiceError('invalid', 'slug must be lowercase letters, digits and dashes (max 63)', 'slug');
   }
-  validateLimits(input);
+  checkRateLimits(input);
   try {
     return await withTransaction(db, async (trx) => {
       const tenant = await trx
@@ -97,7 +92,7 @@ export async function setTenantLimits(
   actor?: Actor,
 ): Promise<Tenant> {
   if (!isUuid(tenantId)) throw notFound('tenant');
-  validateLimits(limits);
+  checkRateLimits(limits);
   return withTransaction(db, async (trx) => {
     const tenant = await trx
       .updateTable('tenants')
@@ -134,6 +129,19 @@ export async function listTenantsOfUser(db: Db, userId: string): Promise<(Tenant
     .where('m.userId', '=', userId)
     .orderBy('t.slug')
     .execute();
+}
+
+/**
+ * The tenants the caller belongs to by name, with the role: a user's memberships, a tenant admin
+ * token's one tenant (as owner). A platform token belongs to none (platform admins list every
+ * tenant with `listTenants`). The one answer for `tenants.mine`, `auth.me`, `viewer.tenants` and
+ * the catalog's "your deployment" views.
+ */
+export async function listCallerTenants(db: Db, p: Principal): Promise<(Tenant & { role: MembershipRole })[]> {
+  if (p.kind === 'user') return listTenantsOfUser(db, p.userId);
+  if (p.kind !== 'admin_token' || p.tenantId === null) return [];
+  const tenant = await getTenantById(db, p.tenantId);
+  return tenant ? [{ ...tenant, role: 'owner' }] : [];
 }
 
 export async function getMembership(db: Db, tenantId: string, userId: string): Promise<Membership | null> {
@@ -242,4 +250,47 @@ export async function removeMember(db: Db, input: { tenantId: string; userId: st
       detail: { role: before.role, revokedAdminTokens: tokens.length },
     });
   });
+}
+
+/**
+ * Changes an existing member's role (owners). Only members are reachable by user id, so this tells
+ * the owner nothing they cannot already list; new people join through invitations.
+ */
+export async function setMemberRole(
+  db: Db,
+  principal: Principal,
+  input: { readonly tenantId: string; readonly userId: string; readonly role: MembershipRole },
+): Promise<Member> {
+  requireTenantRole(principal, input.tenantId, 'owner');
+  if (!isUuid(input.userId)) throw notFound('member');
+  if (input.role !== 'owner' && input.role !== 'member') throw new ServiceError('invalid', 'role must be owner or member', 'role');
+  return withTransaction(db, async (trx) => {
+    await trx.selectFrom('tenants').select('id').where('id', '=', input.tenantId).forUpdate().executeTakeFirst();
+    const before = await getMembership(trx, input.tenantId, input.userId);
+    if (!before) throw notFound('member');
+    if (before.role === 'owner' && input.role !== 'owner' && (await countOwners(trx, input.tenantId)) <= 1) {
+      throw new ServiceError('conflict', 'a tenant keeps at least one owner', 'role');
+    }
+    if (before.role !== input.role) {
+      await trx
+        .updateTable('memberships')
+        .set({ role: input.role })
+        .where('tenantId', '=', input.tenantId)
+        .where('userId', '=', input.userId)
+        .execute();
+      await writeAudit(trx, {
+        actor: actorOf(principal), tenantId: input.tenantId, action: 'membership.role', targetType: 'user', targetId: input.userId,
+        detail: { role: input.role, from: before.role },
+      });
+    }
+    const member = (await listMembers(trx, input.tenantId)).find((m) => m.userId === input.userId);
+    if (!member) throw notFound('member');
+    return member;
+  });
+}
+
+/** Removes a member (owners); see `removeMember`. */
+export async function removeTenantMember(db: Db, principal: Principal, input: { readonly tenantId: string; readonly userId: string }): Promise<void> {
+  requireTenantRole(principal, input.tenantId, 'owner');
+  await removeMember(db, { ...input, actor: actorOf(principal) });
 }

@@ -1,0 +1,225 @@
+// Tenant membership needs the invitee's consent (security finding 9). An owner invites an email; the
+// reply never says whether an account has that email, and nobody becomes a member until the user
+// logged in with that email accepts.
+import { sql } from 'kysely';
+import type { InvitationStatus, MembershipRole } from '@infer/db';
+import { generateSecret, hashSecret } from '@infer/shared';
+import { isUuid, type Db } from '../../db.ts';
+import { notFound, ServiceError } from '../../errors.ts';
+import { requireAuthenticated, requireTenantRole } from '../access/access.ts';
+import { actorOf, type Principal } from '../access/principal.ts';
+import { writeAudit } from '../audit/audit.service.ts';
+import { withTransaction } from '../snapshots/outbox.ts';
+
+/** How long an invitation can be accepted. */
+export const INVITATION_TTL_MS = 7 * 24 * 60 * 60 * 1000;
+const TOKEN_PREFIX = 'infi_';
+const EMAIL = /^[^\s@\p{Cc}]+@[^\s@\p{Cc}]+$/u;
+const ROLES: readonly MembershipRole[] = ['owner', 'member'];
+
+/**
+ * The owner's reply to an invitation: the same shape and values whether or not the email has an
+ * account or is already a member. `token` is shown this once (stored hashed) for an invitation link.
+ */
+export interface InvitationSent {
+  invitationId: string;
+  email: string;
+  role: MembershipRole;
+  expiresAt: Date;
+  token: string;
+}
+
+/** A pending invitation as the tenant's owners list it. */
+export interface TenantInvitation {
+  id: string;
+  email: string;
+  role: MembershipRole;
+  invitedByEmail: string | null;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
+/** A pending invitation as its invitee lists it. */
+export interface MyInvitation {
+  id: string;
+  tenantId: string;
+  tenantSlug: string;
+  tenantName: string;
+  role: MembershipRole;
+  invitedByEmail: string | null;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
+export interface InvitationAnswer {
+  invitationId: string;
+  tenantId: string;
+  status: Extract<InvitationStatus, 'accepted' | 'declined'>;
+  /** The caller's role in the tenant after answering; null when declined and not a member. */
+  role: MembershipRole | null;
+}
+
+function normaliseEmail(raw: string): string {
+  const email = raw.trim().toLowerCase();
+  if (email.length < 3 || email.length > 320 || !EMAIL.test(email)) {
+    throw new ServiceError('invalid', 'email must be an email address', 'email');
+  }
+  return email;
+}
+
+function checkRole(role: string): MembershipRole {
+  if (!ROLES.includes(role as MembershipRole)) throw new ServiceError('invalid', 'role must be owner or member', 'role');
+  return role as MembershipRole;
+}
+
+/**
+ * Invites an email to a tenant (owners). Inviting the same email again renews the open invitation
+ * (new token, role and expiry). Nothing here reads the users table, so neither the reply nor its
+ * timing depends on whether the account exists.
+ */
+export async function inviteMember(
+  db: Db,
+  principal: Principal,
+  input: { readonly tenantId: string; readonly email: string; readonly role?: string },
+): Promise<InvitationSent> {
+  requireTenantRole(principal, input.tenantId, 'owner');
+  const email = normaliseEmail(input.email);
+  const role = checkRole(input.role ?? 'member');
+  const token = generateSecret(TOKEN_PREFIX);
+  const tokenHash = hashSecret(token);
+  const expiresAt = new Date(Date.now() + INVITATION_TTL_MS);
+  const invitedBy = principal.kind === 'anonymous' ? null : principal.userId;
+  return withTransaction(db, async (trx) => {
+    const row = await trx
+      .insertInto('invitations')
+      .values({ tenantId: input.tenantId, email, role, tokenHash, invitedBy, expiresAt })
+      .onConflict((oc) =>
+        oc.columns(['tenantId', 'email']).where('status', '=', 'pending').doUpdateSet({ role, tokenHash, invitedBy, expiresAt }),
+      )
+      .returning(['id', 'expiresAt'])
+      .executeTakeFirstOrThrow();
+    await writeAudit(trx, {
+      actor: actorOf(principal), tenantId: input.tenantId, action: 'invitation.create', targetType: 'invitation', targetId: row.id,
+      detail: { email, role },
+    });
+    return { invitationId: row.id, email, role, expiresAt: row.expiresAt, token };
+  });
+}
+
+/** The tenant's open invitations (owners), newest first; expired ones are left out. */
+export async function listTenantInvitations(db: Db, principal: Principal, tenantId: string): Promise<TenantInvitation[]> {
+  requireTenantRole(principal, tenantId, 'owner');
+  return db
+    .selectFrom('invitations as i')
+    .leftJoin('users as u', 'u.id', 'i.invitedBy')
+    .select(['i.id', 'i.email', 'i.role', 'u.email as invitedByEmail', 'i.createdAt', 'i.expiresAt'])
+    .where('i.tenantId', '=', tenantId)
+    .where('i.status', '=', 'pending')
+    .where('i.expiresAt', '>', sql<Date>`now()`)
+    .orderBy('i.createdAt', 'desc')
+    .execute();
+}
+
+/** Withdraws an open invitation (owners); one of another tenant is "not found". */
+export async function revokeInvitation(
+  db: Db,
+  principal: Principal,
+  ref: { readonly tenantId: string; readonly invitationId: string },
+): Promise<void> {
+  requireTenantRole(principal, ref.tenantId, 'owner');
+  if (!isUuid(ref.invitationId)) throw notFound('invitation');
+  await withTransaction(db, async (trx) => {
+    const row = await trx
+      .updateTable('invitations')
+      .set({ status: 'revoked', respondedAt: sql<Date>`now()` })
+      .where('id', '=', ref.invitationId)
+      .where('tenantId', '=', ref.tenantId)
+      .where('status', '=', 'pending')
+      .returning(['id', 'email'])
+      .executeTakeFirst();
+    if (!row) throw notFound('invitation');
+    await writeAudit(trx, {
+      actor: actorOf(principal), tenantId: ref.tenantId, action: 'invitation.revoke', targetType: 'invitation', targetId: row.id,
+      detail: { email: row.email },
+    });
+  });
+}
+
+type UserPrincipal = Extract<Principal, { kind: 'user' }>;
+
+function requireUser(p: Principal): UserPrincipal {
+  requireAuthenticated(p);
+  if (p.kind !== 'user') throw new ServiceError('forbidden', 'invitations are answered by the invited user, logged in');
+  return p;
+}
+
+/** The caller's open invitations (addressed to the email they are logged in with). */
+export async function listMyInvitations(db: Db, principal: Principal): Promise<MyInvitation[]> {
+  const user = requireUser(principal);
+  return db
+    .selectFrom('invitations as i')
+    .innerJoin('tenants as t', 't.id', 'i.tenantId')
+    .leftJoin('users as u', 'u.id', 'i.invitedBy')
+    .select([
+      'i.id', 'i.tenantId', 't.slug as tenantSlug', 't.name as tenantName', 'i.role', 'u.email as invitedByEmail', 'i.createdAt',
+      'i.expiresAt',
+    ])
+    .where('i.email', '=', user.email.toLowerCase())
+    .where('i.status', '=', 'pending')
+    .where('i.expiresAt', '>', sql<Date>`now()`)
+    .orderBy('i.createdAt', 'desc')
+    .execute();
+}
+
+/** Which invitation: its id (from the invitee's list) or the token of an invitation link. */
+export type InvitationRef = { readonly invitationId: string } | { readonly token: string };
+
+/**
+ * Accepts or declines an invitation addressed to the caller's email. One addressed to anyone else
+ * reads as "not found". Accepting never lowers a role the caller already has.
+ */
+export async function answerInvitation(db: Db, principal: Principal, ref: InvitationRef, accept: boolean): Promise<InvitationAnswer> {
+  const user = requireUser(principal);
+  const param = 'invitationId' in ref ? 'invitationId' : 'token';
+  if ('invitationId' in ref && !isUuid(ref.invitationId)) throw notFound('invitation');
+  return withTransaction(db, async (trx) => {
+    let q = trx.selectFrom('invitations').select(['id', 'tenantId', 'email', 'role', 'status', 'expiresAt']).forUpdate();
+    q = 'invitationId' in ref ? q.where('id', '=', ref.invitationId) : q.where('tokenHash', '=', hashSecret(ref.token));
+    const inv = await q.executeTakeFirst();
+    if (!inv || inv.email !== user.email.toLowerCase()) throw new ServiceError('not_found', 'invitation not found', param);
+    if (inv.status !== 'pending') throw new ServiceError('conflict', `this invitation was already ${inv.status}`, param);
+    if (inv.expiresAt.getTime() <= Date.now()) throw new ServiceError('invalid', 'this invitation has expired; ask for a new one', param);
+
+    await trx
+      .updateTable('invitations')
+      .set({ status: accept ? 'accepted' : 'declined', respondedAt: sql<Date>`now()` })
+      .where('id', '=', inv.id)
+      .execute();
+    const actor = actorOf(principal);
+    await writeAudit(trx, {
+      actor, tenantId: inv.tenantId, action: accept ? 'invitation.accept' : 'invitation.decline', targetType: 'invitation',
+      targetId: inv.id, detail: { email: inv.email, role: inv.role },
+    });
+    const before = await trx
+      .selectFrom('memberships')
+      .select('role')
+      .where('tenantId', '=', inv.tenantId)
+      .where('userId', '=', user.userId)
+      .executeTakeFirst();
+    if (!accept) return { invitationId: inv.id, tenantId: inv.tenantId, status: 'declined', role: before?.role ?? null };
+
+    const role: MembershipRole = before?.role === 'owner' ? 'owner' : inv.role;
+    if (before?.role !== role) {
+      await trx
+        .insertInto('memberships')
+        .values({ tenantId: inv.tenantId, userId: user.userId, role })
+        .onConflict((oc) => oc.columns(['tenantId', 'userId']).doUpdateSet({ role }))
+        .execute();
+      await writeAudit(trx, {
+        actor, tenantId: inv.tenantId, action: before ? 'membership.role' : 'membership.add', targetType: 'user', targetId: user.userId,
+        detail: { email: inv.email, role, invitationId: inv.id, ...(before ? { from: before.role } : {}) },
+      });
+    }
+    return { invitationId: inv.id, tenantId: inv.tenantId, status: 'accepted', role };
+  });
+}

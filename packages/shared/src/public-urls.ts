@@ -1,0 +1,45 @@
+// How clients reach an endpoint (spec 1.6, 4): the control plane's integration views and the console
+// build the same URLs and model names from here. No imports, so the browser bundle can take it whole.
+
+/** Where the data plane is published. */
+export interface PublicUrls {
+  /** `{base_url}/endpoints/v1` of the shared surface. */
+  readonly sharedBaseUrl: string;
+  /** Origin of the data plane; dedicated URLs are built under it. */
+  readonly dataplaneUrl: string;
+}
+
+export type Surface = 'shared' | 'dedicated';
+
+/** The <tenant> segment shown to callers who cannot see a tenant-scoped URL; left unencoded. */
+export const TENANT_PLACEHOLDER = '<tenant>';
+
+const trimSlash = (s: string): string => s.replace(/\/+$/, '');
+
+/** The shared surface's base URL, up to and including `v1`. */
+export const sharedBaseUrl = (urls: PublicUrls): string => trimSlash(urls.sharedBaseUrl);
+
+/** `{dataplane}/funccall/<tenant>/endpoints/<Name>/v1` (spec 4 #2, up to and including v1). */
+export function dedicatedBaseUrl(urls: PublicUrls, tenantSlug: string, name: string): string {
+  const tenant = tenantSlug === TENANT_PLACEHOLDER ? tenantSlug : encodeURIComponent(tenantSlug);
+  return `${trimSlash(urls.dataplaneUrl)}/funccall/${tenant}/endpoints/${encodeURIComponent(name)}/v1`;
+}
+
+/** Dedicated mode sends "<provider>/<Name>" as `model` (spec 2.1); the Name alone without a provider. */
+export function dedicatedModelName(name: string, provider: string | null | undefined): string {
+  return provider && provider.trim() ? `${provider.trim()}/${name}` : name;
+}
+
+/** API base URL and `model` value of one endpoint on one surface; dedicated without a tenant shows the placeholder. */
+export function endpointAddress(
+  urls: PublicUrls,
+  entry: { readonly name: string; readonly provider: string | null | undefined },
+  surface: Surface,
+  tenantSlug: string | null = null,
+): { apiBaseUrl: string; modelName: string } {
+  if (surface === 'shared') return { apiBaseUrl: sharedBaseUrl(urls), modelName: entry.name };
+  return {
+    apiBaseUrl: dedicatedBaseUrl(urls, tenantSlug ?? TENANT_PLACEHOLDER, entry.name),
+    modelName: dedicatedModelName(entry.name, entry.provider),
+  };
+}
