@@ -90,10 +90,10 @@ describe('a frozen Redis (SIGSTOP, then SIGCONT)', () => {
     expect(await breakerOpen(n1)).toBe(1);
 
     redis.kill('SIGCONT');
-    await waitFor2(async () => (await breakerOpen(n1)) === 0);
+    await untilTrue(async () => (await breakerOpen(n1)) === 0);
     // Redis has now run the queued takes; the deferred releases remove them (well before the 30 s lease life).
     const slotKey = `${PREFIX}:slots:{e-llama}`;
-    await waitFor2(async () => (await admin.zcard(slotKey)) === 0, 10_000);
+    await untilTrue(async () => (await admin.zcard(slotKey)) === 0, 10_000);
 
     // The fleet-wide slots (capacity 2) are free: concurrent requests are served, none waits for the queue's deadline.
     const after = await Promise.all(Array.from({ length: 4 }, () => timed(n1, SECRET_A)));
@@ -117,7 +117,7 @@ describe('a frozen Redis (SIGSTOP, then SIGCONT)', () => {
   }, 60_000);
 });
 
-async function waitFor2(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+async function untilTrue(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error('condition not met in time');
