@@ -13,6 +13,8 @@ export type Deployment = RouterOutputs['deployments']['list'][number];
 export type UsageSummary = RouterOutputs['usage']['summary'];
 export type Tenant = RouterOutputs['tenants']['all'][number];
 export type Member = RouterOutputs['tenants']['members']['list'][number];
+export type TenantInvitation = RouterOutputs['tenants']['invitations']['list'][number];
+export type MyInvitation = RouterOutputs['tenants']['invitations']['mine'][number];
 export type AuditRow = RouterOutputs['audit']['list'][number];
 export type EntryPatch = Omit<RouterInputs['catalog']['update'], 'id'>;
 
@@ -65,8 +67,17 @@ export const api = {
     create: (slug: string, name: string, ownerEmail?: string) =>
       trpc.tenants.create.mutate({ slug, name, ...(ownerEmail ? { ownerEmail } : {}) }),
     members: (tenantId: string) => trpc.tenants.members.list.query({ tenantId }),
+    /** Sends an invitation: the person joins when they accept it (the reply is the same whether or not they have an account). */
     addMember: (tenantId: string, email: string, role: 'owner' | 'member') => trpc.tenants.members.add.mutate({ tenantId, email, role }),
+    invitations: (tenantId: string) => trpc.tenants.invitations.list.query({ tenantId }),
+    revokeInvitation: (tenantId: string, invitationId: string) => trpc.tenants.invitations.revoke.mutate({ tenantId, invitationId }),
     removeMember: (tenantId: string, userId: string) => trpc.tenants.members.remove.mutate({ tenantId, userId }),
+  },
+  /** Invitations addressed to the logged-in user. */
+  invitations: {
+    mine: () => trpc.tenants.invitations.mine.query(),
+    accept: (invitationId: string) => trpc.tenants.invitations.accept.mutate({ invitationId }),
+    decline: (invitationId: string) => trpc.tenants.invitations.decline.mutate({ invitationId }),
   },
   audit: {
     list: (input: { tenantId?: string; limit?: number; before?: number }) => trpc.audit.list.query(input),

@@ -14,6 +14,7 @@ import { UsagePage } from './pages/usage.tsx';
 import { Link, useRouter } from './router.tsx';
 import { clearSessionKeys, useSession } from './session.tsx';
 import { queryClient } from './trpc.tsx';
+import { PendingInvitations } from './components/pending-invitations.tsx';
 
 function NavLink({ to, children }: { to: string; children: ReactNode }) {
   const { location } = useRouter();
@@ -94,7 +95,7 @@ function RequireLogin({ children, admin = false, tenantOptional = false }: { chi
   if (session.loading) return <Loading what="Checking your session" />;
   if (!session.me) return null;
   if (admin && !session.me.isPlatformAdmin) return <p className="state error" role="alert">This page is for platform admins.</p>;
-  if (!admin && !session.tenant && !(tenantOptional && session.me.isPlatformAdmin)) return <p className="state empty">Your account does not belong to a tenant yet. Ask a platform admin to add you.</p>;
+  if (!admin && !session.tenant && !(tenantOptional && session.me.isPlatformAdmin)) return <p className="state empty">Your account does not belong to a tenant yet. Ask a tenant owner to invite you: invitations to your email appear above.</p>;
   return <>{children}</>;
 }
 
@@ -129,6 +130,7 @@ export function App() {
       </a>
       <Header />
       <main id="main" tabIndex={-1}>
+        <PendingInvitations />
         <Routes />
       </main>
       <footer className="site-footer">

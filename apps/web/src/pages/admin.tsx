@@ -12,11 +12,21 @@ type Section = 'catalog' | 'tenants' | 'audit';
 function Members({ tenant }: { tenant: Tenant }) {
   const qc = useQueryClient();
   const members = useQuery({ queryKey: ['tenants.members', tenant.id], queryFn: () => api.tenants.members(tenant.id) });
+  const invitations = useQuery({ queryKey: ['tenants.invitations', tenant.id], queryFn: () => api.tenants.invitations(tenant.id) });
   const [email, setEmail] = useState('');
   const [role, setRole] = useState<'owner' | 'member'>('member');
-  const done = () => void qc.invalidateQueries({ queryKey: ['tenants.members', tenant.id] });
-  const add = useMutation({ mutationFn: () => api.tenants.addMember(tenant.id, email.trim(), role), onSuccess: () => { setEmail(''); done(); } });
+  const [sent, setSent] = useState<string | null>(null);
+  const done = () => {
+    void qc.invalidateQueries({ queryKey: ['tenants.members', tenant.id] });
+    void qc.invalidateQueries({ queryKey: ['tenants.invitations', tenant.id] });
+  };
+  // The reply is the same whether or not the email has an account: the person joins when they accept.
+  const invite = useMutation({
+    mutationFn: () => api.tenants.addMember(tenant.id, email.trim(), role),
+    onSuccess: (r) => { setSent(r.email); setEmail(''); done(); },
+  });
   const remove = useMutation({ mutationFn: (userId: string) => api.tenants.removeMember(tenant.id, userId), onSuccess: done });
+  const revoke = useMutation({ mutationFn: (id: string) => api.tenants.revokeInvitation(tenant.id, id), onSuccess: done });
   return (
     <div className="panel">
       <h3>Members of {tenant.name || tenant.slug}</h3>
@@ -35,9 +45,25 @@ function Members({ tenant }: { tenant: Tenant }) {
         }
       </QueryView>
       {remove.isError && <ErrorBox error={remove.error} />}
-      <form className="form inline" onSubmit={(e) => { e.preventDefault(); add.mutate(); }} aria-label="Add member">
+      <h4>Pending invitations</h4>
+      <QueryView query={invitations} what="invitations">
+        {(list) =>
+          list.length === 0 ? <Empty>No pending invitations.</Empty> : (
+            <ul>
+              {list.map((i) => (
+                <li key={i.id} className="row">
+                  {i.email} <span className="pill">{i.role}</span> <span className="muted">expires {formatDate(i.expiresAt)}</span>
+                  <button type="button" className="danger" onClick={() => revoke.mutate(i.id)} disabled={revoke.isPending} aria-label={`Revoke the invitation of ${i.email}`}>Revoke</button>
+                </li>
+              ))}
+            </ul>
+          )
+        }
+      </QueryView>
+      {revoke.isError && <ErrorBox error={revoke.error} />}
+      <form className="form inline" onSubmit={(e) => { e.preventDefault(); setSent(null); invite.mutate(); }} aria-label="Invite a member">
         <div className="field">
-          <label htmlFor={`member-email-${tenant.id}`}>Email of an existing user</label>
+          <label htmlFor={`member-email-${tenant.id}`}>Email to invite</label>
           <input id={`member-email-${tenant.id}`} type="email" required value={email} onChange={(e) => setEmail(e.target.value)} />
         </div>
         <div className="field">
@@ -47,9 +73,10 @@ function Members({ tenant }: { tenant: Tenant }) {
             <option value="owner">owner</option>
           </select>
         </div>
-        <button type="submit" disabled={add.isPending || !email.trim()}>Add</button>
+        <button type="submit" disabled={invite.isPending || !email.trim()}>Invite</button>
       </form>
-      {add.isError && <ErrorBox error={add.error} />}
+      {sent && <p role="status" className="muted">Invitation sent to {sent}. They join when they accept it, logged in with that email.</p>}
+      {invite.isError && <ErrorBox error={invite.error} />}
     </div>
   );
 }
