@@ -10,7 +10,7 @@ import { asServiceError } from './errors.ts';
 import type { GraphQLLimits } from './graphql/context.ts';
 import { createGraphQLServer } from './graphql/yoga.ts';
 import { healthRoutes } from './http/health-routes.ts';
-import { requireNodeToken } from './http/node-auth.ts';
+import { requireNodeCredential } from './http/node-auth.ts';
 import { createDefaultProvisioners, createDeploymentsContext, type DeploymentsContext } from './modules/deployments/deployments-context.ts';
 import type { Provisioners } from './modules/deployments/provisioners/provisioner.ts';
 import { createChangeHub, type ChangeHub } from './modules/snapshots/change-hub.ts';
@@ -25,7 +25,7 @@ import { appRouter, type AppRouter } from './trpc/root.ts';
 export interface AdminAppOptions {
   readonly db: Db;
   readonly dbKind: DbKind;
-  /** Shared secret of data-plane nodes (config feed, usage ingest). */
+  /** Bootstrap credential of data-plane nodes (config feed, usage ingest), accepted beside per-node `infn_…` credentials. */
   readonly nodeToken: string;
   readonly publicUrls: PublicUrls;
   /** A built web console to serve at `/` (SPA fallback to index.html). */
@@ -151,7 +151,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
 
   await app.register(
     async (internal) => {
-      internal.addHook('onRequest', requireNodeToken(opts.nodeToken));
+      internal.addHook('onRequest', requireNodeCredential({ db, bootstrapToken: opts.nodeToken }));
       await internal.register(snapshotRoutes, { db, hub, pingMs: opts.pingMs });
       await internal.register(usageRoutes, { db });
     },

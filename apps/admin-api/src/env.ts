@@ -13,6 +13,7 @@ const schema = z.object({
   DATABASE_URL: optionalString.pipe(z.url({ protocol: /^postgres(ql)?$/ }).optional()),
   DATA_DIR: z.string().min(1).default('.data'),
   NODE_TOKEN: z.string({ error: 'NODE_TOKEN is required (the shared secret of data-plane nodes)' }).min(16, 'NODE_TOKEN must be at least 16 characters'),
+  SECRETS_ENCRYPTION_KEY: optionalString,
   DATAPLANE_URL: optionalUrl,
   SHARED_BASE_URL: optionalUrl,
   WEB_ROOT: optionalString,
@@ -57,6 +58,8 @@ export interface AdminEnv {
   readonly DATABASE_URL: string | undefined;
   readonly DATA_DIR: string;
   readonly NODE_TOKEN: string;
+  /** Keyring sealing upstream API keys at rest: `<id>:<base64 32 bytes>`, newest first, comma-separated (unset: DATA_DIR/secrets.key). */
+  readonly SECRETS_ENCRYPTION_KEY: string | undefined;
   readonly DATAPLANE_URL: string;
   readonly SHARED_BASE_URL: string;
   readonly WEB_ROOT: string | undefined;

@@ -4,6 +4,8 @@ import { createDb, migrateToLatest, type Database } from '@infer/db';
 import { buildAdminApp } from './app.ts';
 import { loadEnv, type AdminEnv } from './env.ts';
 import { createDefaultProvisioners } from './modules/deployments/deployments-context.ts';
+import { installSecretKeyring, loadOrCreateKeyFile, parseKeyring } from './modules/secrets/secret-keyring.ts';
+import { resealUpstreamKeys } from './modules/secrets/upstream-secrets.ts';
 import { createAddressGuard } from '@infer/shared/address-guard';
 
 let env: AdminEnv;
@@ -39,6 +41,15 @@ process.once('SIGTERM', () => void shutdown('SIGTERM'));
 
 database = await createDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, onIdleError: (err) => console.warn(`idle database connection lost: ${err.message}`) } : { dataDir: join(env.DATA_DIR, 'pglite') });
 await migrateToLatest(database.db);
+try {
+  installSecretKeyring(parseKeyring(env.SECRETS_ENCRYPTION_KEY ?? loadOrCreateKeyFile(join(env.DATA_DIR, 'secrets.key'))));
+} catch (err) {
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+}
+// Plaintext rows from before encryption, or rows sealed with a key that is no longer the first (rotation).
+const resealed = await resealUpstreamKeys(database.db);
+if (resealed > 0) console.log(`sealed ${resealed} upstream API key value(s) with the current secrets key`);
 if (!closing) {
   app = await buildAdminApp({
     db: database.db,

@@ -14,6 +14,9 @@ const envSchema = z.object({
   CONFIG_FILE: optionalString,
   SNAPSHOT_FILE: optionalString,
   USAGE_FLUSH_MS: ms(1000),
+  // Durable usage spool (src/usage/usage-spool.ts); default .data/dataplane-usage-<PORT> under the working directory.
+  USAGE_SPOOL_DIR: optionalString,
+  USAGE_FSYNC_MS: ms(5),
   BODY_LIMIT_BYTES: z.coerce.number({ error: 'must be a number of bytes' }).int('must be an integer').min(1024, 'must be at least 1024').default(1024 * 1024),
   CONNECT_TIMEOUT_MS: ms(5000),
   FIRST_BYTE_TIMEOUT_MS: ms(120_000),

@@ -1,9 +1,10 @@
+import { join, resolve } from 'node:path';
 import { hostname } from 'node:os';
 import { buildDataplaneApp } from './app.ts';
 import { createNodeChannel } from './scale/node-channel.ts';
 import { createConfigClient } from './config/config-client.ts';
 import { createConfigStore } from './config/config-store.ts';
-import { readSnapshotFile } from './config/snapshot-file.ts';
+import { readSnapshotFile, snapshotFileKey } from './config/snapshot-file.ts';
 import { loadEnv } from './env.ts';
 import { loggerOptions } from './logging.ts';
 import type { DataplaneEnv } from './env.ts';
@@ -27,15 +28,40 @@ const controlPlane = env.CONTROL_PLANE_URL !== undefined && env.NODE_TOKEN !== u
 const store = createConfigStore();
 if (env.CONFIG_FILE !== undefined) {
   try {
-    store.replace(readSnapshotFile(env.CONFIG_FILE));
+    store.replace(readSnapshotFile(env.CONFIG_FILE, env.NODE_TOKEN !== undefined ? snapshotFileKey(env.NODE_TOKEN) : undefined));
   } catch (err) {
     console.error(messageOf(err));
     process.exit(1);
   }
 }
 
+// Usage problems are logged at most once per this interval (a control plane away for an hour is one line a minute).
+const USAGE_WARN_EVERY_MS = 60_000;
+let lastUsageWarn = 0;
+let usageWarnings = 0;
+const usageProblem = (err: unknown): void => {
+  usageWarnings++;
+  const now = Date.now();
+  if (now - lastUsageWarn < USAGE_WARN_EVERY_MS) return;
+  lastUsageWarn = now;
+  console.warn(JSON.stringify({ level: 'warn', msg: 'usage report problem; records stay spooled and are retried', reason: messageOf(err), occurrences: usageWarnings, pending: reporter?.pending() }));
+  usageWarnings = 0;
+};
+
 // Standalone (CONFIG_FILE only) runs have nowhere to bill; records are dropped.
-const reporter = controlPlane ? createUsageReporter({ ...controlPlane, flushMs: env.USAGE_FLUSH_MS }) : null;
+let reporter: ReturnType<typeof createUsageReporter> | null = null;
+if (controlPlane) {
+  const spoolDir = resolve(env.USAGE_SPOOL_DIR ?? join('.data', `dataplane-usage-${env.PORT}`));
+  try {
+    reporter = createUsageReporter({ ...controlPlane, flushMs: env.USAGE_FLUSH_MS, spoolDir, fsyncMs: env.USAGE_FSYNC_MS, onError: usageProblem });
+  } catch (err) {
+    console.error(`cannot open the usage spool: ${messageOf(err)}`);
+    process.exit(1);
+  }
+  if (reporter.recovered > 0) {
+    console.warn(JSON.stringify({ level: 'warn', msg: 'replaying usage records left in the spool by an earlier run', records: reporter.recovered, spoolDir }));
+  }
+}
 const usage: UsageSink = reporter ?? { record() {} };
 
 // Load reports go out every second: a control plane that is away is one warning a minute, not sixty.
@@ -104,7 +130,10 @@ async function shutdown(signal: string): Promise<void> {
   try {
     await app.close(); // stops accepting, waits for in-flight requests and streams
     await client?.close();
-    await reporter?.close(); // last usage flush
+    const left = await reporter?.close(); // last usage flush; what is left stays in the spool
+    if (left !== undefined && left.remaining > 0) {
+      app.log.warn({ remaining: left.remaining }, 'usage records not yet accepted by the control plane stay spooled; they are sent at the next start');
+    }
   } catch (err) {
     app.log.error({ reason: messageOf(err) }, 'shutdown failed');
     process.exit(1);

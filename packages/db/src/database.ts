@@ -7,6 +7,7 @@ import type { DeploymentReplicaTable } from './tables/deployment-replica.table.t
 import type { DeploymentTable } from './tables/deployment.table.ts';
 import type { EndpointUpstreamTable } from './tables/endpoint-upstream.table.ts';
 import type { MembershipTable } from './tables/membership.table.ts';
+import type { NodeCredentialTable } from './tables/node-credential.table.ts';
 import type { SessionTable } from './tables/session.table.ts';
 import type { InvitationTable } from './tables/invitation.table.ts';
 import type { TenantTable } from './tables/tenant.table.ts';
@@ -29,4 +30,5 @@ export interface DB {
   configOutbox: ConfigOutboxTable;
   usageRecords: UsageRecordTable;
   auditLog: AuditLogTable;
+  nodeCredentials: NodeCredentialTable;
 }

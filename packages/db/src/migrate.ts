@@ -2,11 +2,13 @@ import { Migrator, NO_MIGRATIONS, type Migration, type MigrationResultSet } from
 import type { Kysely } from 'kysely';
 import * as m0001 from './migrations/2026_11_22_0001_initial.ts';
 import * as m0200 from './migrations/2026_11_22_0200_invitations.ts';
+import * as m0400 from './migrations/2026_11_22_0400_node_credentials.ts';
 
 // Static list, not FileMigrationProvider: works the same from source, a bundle or a container image.
 const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026_11_22_0001_initial': m0001,
   '2026_11_22_0200_invitations': m0200,
+  '2026_11_22_0400_node_credentials': m0400,
 });
 
 function createMigrator(db: Kysely<any>): Migrator {

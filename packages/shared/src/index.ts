@@ -22,6 +22,7 @@ export {
   formatTokenPrice, parseParameterSize, parseConcurrency, parseColdStart, parseUseCases,
 } from './catalog-format.ts';
 export { SECRET_PREFIX, generateSecret, hasValidChecksum, secretDisplayPrefix, hashSecret } from './secrets.ts';
+export { isSealed, sealedKeyId, sealSecret, openSecret, deriveSecretKey } from './secret-box.ts';
 export { KEY_PLACEHOLDER, requestBody, shellQuote, curlSnippet, pythonSnippet, nodeSnippet } from './snippets.ts';
 export type { SnippetInput } from './snippets.ts';
 export { TENANT_PLACEHOLDER, sharedBaseUrl, dedicatedBaseUrl, dedicatedModelName, endpointAddress } from './public-urls.ts';

@@ -30,8 +30,8 @@ function checksum(body: string): string {
   return out;
 }
 
-/** Secret kinds: inference API keys, admin tokens, session tokens. */
-export const SECRET_PREFIX = { inference: 'infk_', admin: 'infa_' } as const;
+/** Secret kinds: inference API keys, admin tokens, data-plane node credentials. */
+export const SECRET_PREFIX = { inference: 'infk_', admin: 'infa_', node: 'infn_' } as const;
 
 /** A scanner-recognisable secret: fixed prefix, 32 random base62 chars, 6-char CRC32 checksum. */
 export function generateSecret(prefix: string): string {

@@ -1,21 +1,47 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { onRequestAsyncHookHandler } from 'fastify';
 import { errorBody } from '@infer/shared';
+import type { Db } from '../db.ts';
+import { authenticateNodeCredential, type NodeIdentity } from '../modules/nodes/node-credentials.service.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set on `/internal/v1/*` requests once the node authenticated. */
+    node?: NodeIdentity;
+  }
+}
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
 
-/** An onRequest hook admitting only `Authorization: Bearer <nodeToken>` (constant-time compare). */
-export function requireNodeToken(nodeToken: string): onRequestAsyncHookHandler {
-  if (nodeToken.length === 0) throw new Error('nodeToken must not be empty');
-  const expected = digest(nodeToken);
+export interface NodeAuthOptions {
+  readonly db: Db;
+  /**
+   * The bootstrap credential (NODE_TOKEN): accepted beside per-node credentials so a single-machine
+   * install, the tests and the bench run without issuing any. Production nodes use `infn_…` credentials.
+   */
+  readonly bootstrapToken: string;
+}
+
+/**
+ * An onRequest hook admitting `Authorization: Bearer <credential>`: a valid, unrevoked node credential
+ * (`infn_…`), or the bootstrap token (constant-time compare). Sets `request.node`.
+ */
+export function requireNodeCredential(opts: NodeAuthOptions): onRequestAsyncHookHandler {
+  if (opts.bootstrapToken.length === 0) throw new Error('bootstrapToken must not be empty');
+  const expected = digest(opts.bootstrapToken);
   return async (request, reply) => {
     const header = request.headers.authorization ?? '';
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
     if (!match?.[1]) {
-      return reply.code(401).send(errorBody('missing_api_key', 'Missing node token: send Authorization: Bearer <NODE_TOKEN>.'));
+      return reply.code(401).send(errorBody('missing_api_key', 'Missing node credential: send Authorization: Bearer <NODE_TOKEN>.'));
     }
-    if (!timingSafeEqual(digest(match[1]), expected)) {
-      return reply.code(401).send(errorBody('invalid_api_key', 'Invalid node token.'));
+    const secret = match[1];
+    if (timingSafeEqual(digest(secret), expected)) {
+      request.node = { credentialId: null };
+      return;
     }
+    const identity = await authenticateNodeCredential(opts.db, secret);
+    if (identity === null) return reply.code(401).send(errorBody('invalid_api_key', 'Invalid or revoked node credential.'));
+    request.node = identity;
   };
 }

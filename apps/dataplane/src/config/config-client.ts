@@ -5,7 +5,7 @@ import type { ConfigSnapshot } from '@infer/shared';
 import { request } from 'undici';
 import type { ConfigStore, VersionListener } from './config-store.ts';
 import { createSseParser } from './sse-parser.ts';
-import { readSnapshotFile, writeSnapshotFile } from './snapshot-file.ts';
+import { readSnapshotFile, snapshotFileKey, writeSnapshotFile } from './snapshot-file.ts';
 
 export interface ConfigClientOptions {
   /** Control-plane base URL. */
@@ -37,6 +37,8 @@ export function createConfigClient(opts: ConfigClientOptions): ConfigClient {
   const { store } = opts;
   const streamUrl = `${opts.url.replace(/\/+$/, '')}/internal/v1/config/stream`;
   const authorization = `Bearer ${opts.nodeToken}`;
+  // Upstream API keys in the snapshot file are sealed with a key derived from this node's credential.
+  const fileKey = snapshotFileKey(opts.nodeToken);
   const minBackoff = opts.minBackoffMs ?? 200;
   const maxBackoff = opts.maxBackoffMs ?? 2000;
   const stop = new AbortController();
@@ -56,7 +58,7 @@ export function createConfigClient(opts: ConfigClientOptions): ConfigClient {
       do {
         writeAgain = false;
         const snap = store.snapshot();
-        if (snap !== null) await writeSnapshotFile(file, snap).catch((err: unknown) => opts.onError?.(err));
+        if (snap !== null) await writeSnapshotFile(file, snap, fileKey).catch((err: unknown) => opts.onError?.(err));
       } while (writeAgain);
       writing = null;
     })();
@@ -124,7 +126,7 @@ export function createConfigClient(opts: ConfigClientOptions): ConfigClient {
       if (running !== null) return;
       if (opts.snapshotFile !== undefined && store.version === null && existsSync(opts.snapshotFile)) {
         try {
-          store.replace(readSnapshotFile(opts.snapshotFile));
+          store.replace(readSnapshotFile(opts.snapshotFile, fileKey));
         } catch (err) {
           opts.onError?.(err); // a bad file is not fatal: the control plane sends a fresh snapshot
         }

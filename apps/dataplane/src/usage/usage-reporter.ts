@@ -1,5 +1,6 @@
 import { request } from 'undici';
 import type { UsageRecord } from '@infer/shared';
+import { openUsageSpool, type SpoolEntry, type UsageSpool } from './usage-spool.ts';
 
 /** Where the request path drops usage records; must not block or throw. */
 export interface UsageSink {
@@ -11,8 +12,10 @@ export interface UsageReporter extends UsageSink {
   flush(): Promise<void>;
   /** Records waiting to be sent. */
   pending(): number;
-  /** Stops the timer and makes a last flush. */
-  close(): Promise<void>;
+  /** Records an earlier process left in the spool, queued for sending at start. */
+  readonly recovered: number;
+  /** Stops the timer, makes a last attempt, syncs the spool; resolves with the records left unsent. */
+  close(): Promise<{ remaining: number }>;
 }
 
 export interface UsageReporterOptions {
@@ -21,48 +24,98 @@ export interface UsageReporterOptions {
   readonly nodeToken: string;
   readonly flushMs?: number;
   readonly maxBatch?: number;
-  /** Records kept while the control plane is away; the oldest are dropped beyond it. */
+  /**
+   * Directory of the durable spool (see usage-spool.ts): records survive a crash or a stop while the
+   * control plane is away and are replayed at the next start. Without it, records live in memory only.
+   */
+  readonly spoolDir?: string;
+  /** Spool group-commit interval (fdatasync), default 5 ms. */
+  readonly fsyncMs?: number;
+  /** Memory-only mode: records kept while the control plane is away; the oldest are dropped beyond it. */
   readonly maxPending?: number;
   readonly onError?: (err: unknown) => void;
 }
 
-/** Buffers usage records and POSTs `{ records }` batches to the control plane, retrying failures. */
+const MAX_BACKOFF_MS = 5000;
+
+/**
+ * Spools usage records and POSTs `{ records }` batches to the control plane, retrying failures with
+ * backoff. The control plane dedupes on request id, so a batch sent twice (a crash between its
+ * acknowledgement and the spool's truncation) bills once.
+ */
 export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
   const endpoint = `${opts.url.replace(/\/+$/, '')}/internal/v1/usage`;
   const authorization = `Bearer ${opts.nodeToken}`;
   const flushMs = opts.flushMs ?? 1000;
   const maxBatch = opts.maxBatch ?? 500;
   const maxPending = opts.maxPending ?? 200_000;
-  let buffer: UsageRecord[] = [];
+  const spool: UsageSpool | null = opts.spoolDir !== undefined
+    ? openUsageSpool(opts.spoolDir, { fsyncMs: opts.fsyncMs, onError: opts.onError })
+    : null;
+  let queue: SpoolEntry[] = spool ? [...spool.recovered] : [];
+  const recovered = queue.length;
   let inFlight: Promise<void> | null = null;
   let closed = false;
   let dropped = 0;
+  // A 400 names no record: halve the batch until the one record it refuses is alone.
+  let batchSize = maxBatch;
+  let backoffMs = 0;
+  let retryAt = 0;
 
-  const send = async (batch: UsageRecord[]): Promise<boolean> => {
+  type Sent = 'ok' | 'retry' | 'refused';
+  const send = async (batch: readonly SpoolEntry[]): Promise<Sent> => {
     try {
       const res = await request(endpoint, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization },
-        body: JSON.stringify({ records: batch }),
+        body: JSON.stringify({ records: batch.map((e) => e.record) }),
         headersTimeout: 10_000,
         bodyTimeout: 10_000,
       });
-      await res.body.dump();
-      if (res.statusCode >= 200 && res.statusCode < 300) return true;
+      const text = await res.body.text();
+      if (res.statusCode >= 200 && res.statusCode < 300) {
+        const rejected = (() => {
+          try {
+            return Number((JSON.parse(text) as { rejected?: unknown }).rejected ?? 0);
+          } catch {
+            return 0;
+          }
+        })();
+        if (rejected > 0) opts.onError?.(new Error(`control plane rejected ${rejected} usage record(s) (unknown key, tenant mismatch or implausible counts)`));
+        return 'ok';
+      }
       opts.onError?.(new Error(`usage ingest answered HTTP ${res.statusCode}`));
+      return res.statusCode === 400 ? 'refused' : 'retry';
     } catch (err) {
       opts.onError?.(err);
+      return 'retry';
     }
-    return false;
+  };
+
+  const failed = (): void => {
+    backoffMs = Math.min(Math.max(backoffMs * 2, flushMs), MAX_BACKOFF_MS);
+    retryAt = Date.now() + backoffMs;
   };
 
   const drain = async (): Promise<void> => {
-    while (buffer.length > 0) {
-      const batch = buffer.slice(0, maxBatch);
+    while (queue.length > 0) {
+      const batch = queue.slice(0, batchSize);
       const droppedBefore = dropped;
-      if (!(await send(batch))) return; // keep them; the next tick retries (ingest is idempotent)
-      // New records were appended after the batch; overflow may have dropped some of its head meanwhile.
-      buffer = buffer.slice(Math.max(0, batch.length - (dropped - droppedBefore)));
+      const outcome = await send(batch);
+      if (outcome === 'retry') return failed(); // keep them; ingest is idempotent
+      if (outcome === 'refused' && batch.length > 1) {
+        batchSize = Math.max(1, Math.floor(batch.length / 2));
+        continue;
+      }
+      if (outcome === 'refused') {
+        spool?.quarantine(batch[0]!);
+        opts.onError?.(new Error(`a usage record the control plane refuses was moved to ${opts.spoolDir ?? 'nowhere (memory-only reporter)'}/rejected.ndjson`));
+      } else spool?.ack(batch);
+      backoffMs = 0;
+      retryAt = 0;
+      if (outcome === 'ok') batchSize = maxBatch;
+      // Memory-only overflow may have dropped some of the batch's head meanwhile.
+      queue = queue.slice(Math.max(0, batch.length - (dropped - droppedBefore)));
     }
   };
 
@@ -76,30 +129,44 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
   };
 
   const timer = setInterval(() => {
-    if (buffer.length > 0) void flush();
+    if (queue.length > 0 && Date.now() >= retryAt) void flush();
   }, flushMs);
   timer.unref();
+  if (queue.length > 0) void flush();
 
   return {
+    recovered,
     record(r) {
-      buffer.push(r);
-      if (buffer.length > maxPending) {
-        dropped += buffer.length - maxPending;
-        buffer.splice(0, buffer.length - maxPending);
+      let entry: SpoolEntry = { record: r, segment: null };
+      if (spool !== null && !closed) {
+        try {
+          entry = spool.append(r);
+        } catch (err) {
+          opts.onError?.(err); // disk trouble: keep it in memory rather than lose it
+        }
       }
-      if (buffer.length >= maxBatch && !closed) void flush();
+      queue.push(entry);
+      if (spool === null && queue.length > maxPending) {
+        dropped += queue.length - maxPending;
+        queue.splice(0, queue.length - maxPending);
+      }
+      if (queue.length >= maxBatch && !closed && Date.now() >= retryAt) void flush();
     },
     async flush() {
+      retryAt = 0;
       await flush();
       // A flush already running may have started before the newest records: go again once.
-      if (buffer.length > 0) await flush();
+      if (queue.length > 0 && retryAt === 0) await flush();
     },
-    pending: () => buffer.length,
+    pending: () => queue.length,
     async close() {
       closed = true;
       clearInterval(timer);
       if (inFlight) await inFlight;
+      retryAt = 0;
       await flush();
+      spool?.close();
+      return { remaining: queue.length };
     },
   };
 }

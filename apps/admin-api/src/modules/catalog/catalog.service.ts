@@ -8,6 +8,7 @@ import { writeAudit } from '../audit/audit.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import { recordChange } from '../snapshots/snapshots.service.ts';
 import { parseEntryInput, type CatalogEntryInput } from './catalog-input.ts';
+import { sealStoredSecret } from '../secrets/secret-keyring.ts';
 
 /** A catalog entry with structured values (render string forms with `toCatalogView`). */
 export interface CatalogEntry {
@@ -162,7 +163,8 @@ export async function addUpstream(db: Db, input: AddUpstreamInput): Promise<Upst
         url: input.url.replace(/\/+$/, ''),
         kind: input.kind,
         servedModel: input.servedModel,
-        apiKey: input.apiKey ?? null,
+        // Sealed at rest (finding 8): the database, its WAL and the config outbox never hold the key in clear.
+        apiKey: input.apiKey ? sealStoredSecret(input.apiKey) : null,
         weight: input.weight,
       })
       .returning(['id', 'entryId', 'url', 'kind', 'servedModel', 'weight', 'apiKey', 'createdAt'])

@@ -8,39 +8,67 @@ export interface IngestResult {
   accepted: number;
   /** Records already stored (same request id): a retried batch never bills twice. */
   duplicates: number;
-  /** Records dropped because they cannot be stored (tenant id not a uuid, unreadable time, out-of-range numbers, NUL in text). */
+  /**
+   * Records dropped: not storable (unreadable time, out-of-range numbers, NUL in text), token counts
+   * beyond MAX_TOKENS_PER_RECORD, an unknown key, or a tenant or deployment that is not the key's.
+   */
   rejected: number;
 }
 
 const INT4_MAX = 2_147_483_647;
+/** More tokens than any context window holds: a record claiming it is forged or corrupt. */
+export const MAX_TOKENS_PER_RECORD = 10_000_000;
+
 const INT4_MIN = -2_147_483_648;
 // Postgres timestamptz holds 4713 BC .. 294276 AD; a usage record is never outside 1970 .. 9999.
 const MIN_STARTED_AT = Date.UTC(1970, 0, 1);
 const MAX_STARTED_AT = Date.UTC(10000, 0, 1);
 
-/** True when every column of the record fits its Postgres type (int4 counts, text without NUL, a real time). */
+const tokenCount = (n: number): boolean => Number.isInteger(n) && n >= 0 && n <= MAX_TOKENS_PER_RECORD;
+
+/** True when every column of the record fits its Postgres type and its token counts are plausible. */
 function storable(r: UsageRecord): boolean {
-  if (!isUuid(r.tenantId)) return false;
+  if (!isUuid(r.keyId)) return false;
   const started = Date.parse(r.startedAt);
   if (!Number.isFinite(started) || started < MIN_STARTED_AT || started >= MAX_STARTED_AT) return false;
   const int4 = (n: number): boolean => Number.isInteger(n) && n >= INT4_MIN && n <= INT4_MAX;
-  if (!int4(r.promptTokens) || !int4(r.completionTokens) || !int4(r.status)) return false;
+  if (!tokenCount(r.promptTokens) || !tokenCount(r.completionTokens) || !int4(r.status)) return false;
   if (!Number.isFinite(r.latencyMs) || (r.ttftMs !== null && !Number.isFinite(r.ttftMs))) return false;
   return !r.requestId.includes('\u0000') && !r.model.includes('\u0000');
 }
 
 /**
+/**
+ * Keeps the records whose key exists and whose tenant (and deployment, when set) is the key's: the
+ * tenant billed is always derived from the key here, never taken from the node.
+ */
+async function ownedByKey(db: Db, records: readonly UsageRecord[]): Promise<UsageRecord[]> {
+  if (records.length === 0) return [];
+  const keyIds = [...new Set(records.map((r) => r.keyId))];
+  const keys = await db.selectFrom('apiKeys').select(['id', 'tenantId']).where('id', 'in', keyIds).execute();
+  const keyTenant = new Map(keys.map((k) => [k.id, k.tenantId]));
+  const deploymentIds = [...new Set(records.flatMap((r) => (r.deploymentId !== null && isUuid(r.deploymentId) ? [r.deploymentId] : [])))];
+  const deployments = deploymentIds.length === 0
+    ? []
+    : await db.selectFrom('deployments').select(['id', 'tenantId']).where('id', 'in', deploymentIds).execute();
+  const deploymentTenant = new Map(deployments.map((d) => [d.id, d.tenantId]));
+  return records.filter((r) => {
+    const tenant = keyTenant.get(r.keyId);
+    if (tenant === undefined || tenant !== r.tenantId) return false;
+    return r.deploymentId === null || deploymentTenant.get(r.deploymentId) === tenant;
+  });
+}
+
  * Stores a batch idempotently on request id, pricing shared-mode records from the entry's per-million
  * token prices (dedicated mode bills GPU time, not tokens). One INSERT for the whole batch.
  */
 export async function ingestUsage(db: Db, records: readonly UsageRecord[]): Promise<IngestResult> {
   const orNull = (id: string | null): string | null => (id !== null && isUuid(id) ? id : null);
-  const rows = records
-    .filter(storable)
+  const rows = (await ownedByKey(db, records.filter(storable)))
     .map((r) => ({
       request_id: r.requestId,
       tenant_id: r.tenantId,
-      key_id: orNull(r.keyId),
+      key_id: r.keyId,
       entry_id: orNull(r.endpointId),
       deployment_id: orNull(r.deploymentId),
       mode: r.mode,

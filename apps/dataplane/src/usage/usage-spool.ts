@@ -1,0 +1,254 @@
+import {
+  closeSync, fdatasync, fdatasyncSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync,
+  appendFileSync, unlinkSync, writeFileSync, writeSync, close,
+} from 'node:fs';
+import { join } from 'node:path';
+import { usageRecordSchema, type UsageRecord } from '@infer/shared';
+
+// A node's usage on its own disk until the control plane acknowledged it. Each record is written
+// (write(2), synchronously) before `append` returns, so it survives a crash of this process (kill -9)
+// from that instant; fdatasync is batched (group commit every `fsyncMs`), which bounds what a crash of
+// the whole machine can lose to that window. Files are append-only segments of JSON lines: the active
+// one is truncated once everything in it was acknowledged, older ones (rotated past `maxSegmentBytes`,
+// or left by an earlier process) are deleted once acknowledged.
+
+interface Segment {
+  readonly path: string;
+  fd: number | null;
+  /** Records written to this segment and not yet acknowledged. */
+  unacked: number;
+  bytes: number;
+}
+
+/** A spooled record, handed back to `ack` once the control plane stored it. */
+export interface SpoolEntry {
+  readonly record: UsageRecord;
+  readonly segment: Segment | null;
+}
+
+export interface UsageSpoolOptions {
+  /** Group-commit interval of fdatasync (default 5 ms). */
+  readonly fsyncMs?: number;
+  /** Rotate the active segment past this size while older records are unacknowledged (default 8 MiB). */
+  readonly maxSegmentBytes?: number;
+  readonly onError?: (err: unknown) => void;
+}
+
+export interface UsageSpool {
+  /** Unsent records left by an earlier process, oldest first (replay them). */
+  readonly recovered: readonly SpoolEntry[];
+  /** Lines of earlier segments that were not a usage record (a torn last write after a machine crash). */
+  readonly skippedLines: number;
+  /** Writes the record to disk (durable against a process crash once this returns); throws on I/O errors. */
+  append(record: UsageRecord): SpoolEntry;
+  /** The control plane stored these: their space can be reclaimed. */
+  ack(entries: readonly SpoolEntry[]): void;
+  /** Moves a record the control plane refuses outright to `rejected.ndjson` (kept for an operator), then acks it. */
+  quarantine(entry: SpoolEntry): void;
+  /** fdatasync now, stop, release the directory lock. Unacknowledged records stay for the next start. */
+  close(): void;
+}
+
+const SEGMENT = /^usage-(\d+)\.ndjson$/;
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Spool directories this process holds. */
+const held = new Set<string>();
+
+/** One spool per directory: a second node on the same directory would replay the same records. */
+function takeLock(dir: string): string {
+  const path = join(dir, 'lock');
+  if (held.has(path)) throw new Error(`usage spool ${dir} is in use by process ${process.pid}; give each node its own USAGE_SPOOL_DIR`);
+  try {
+    const fd = openSync(path, 'wx', 0o600);
+    writeSync(fd, String(process.pid));
+    closeSync(fd);
+    held.add(path);
+    return path;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  const holder = Number.parseInt(readFileSync(path, 'utf8'), 10);
+  if (Number.isInteger(holder) && holder !== process.pid && pidAlive(holder)) {
+    throw new Error(`usage spool ${dir} is in use by process ${holder}; give each node its own USAGE_SPOOL_DIR`);
+  }
+  writeFileSync(path, String(process.pid), { mode: 0o600 }); // a stale lock of a dead process
+  held.add(path);
+  return path;
+}
+
+function fsyncDir(dir: string): void {
+  try {
+    const fd = openSync(dir, 'r');
+    try {
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    // Not every platform can fsync a directory; the segment's own fsync still holds its data.
+  }
+}
+
+/** Opens (creating 0700) the spool directory, reads what an earlier process left, starts a new active segment. */
+export function openUsageSpool(dir: string, opts: UsageSpoolOptions = {}): UsageSpool {
+  const fsyncMs = opts.fsyncMs ?? 5;
+  const maxSegmentBytes = opts.maxSegmentBytes ?? 8 * 1024 * 1024;
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const lockPath = takeLock(dir);
+
+  const recovered: SpoolEntry[] = [];
+  let skippedLines = 0;
+  let lastNumber = 0;
+  const names = readdirSync(dir)
+    .flatMap((name) => {
+      const m = SEGMENT.exec(name);
+      return m ? [{ name, n: Number(m[1]) }] : [];
+    })
+    .sort((a, b) => a.n - b.n);
+  for (const { name, n } of names) {
+    lastNumber = Math.max(lastNumber, n);
+    const path = join(dir, name);
+    const text = readFileSync(path, 'utf8');
+    const segment: Segment = { path, fd: null, unacked: 0, bytes: Buffer.byteLength(text) };
+    for (const line of text.split('\n')) {
+      if (line.length === 0) continue;
+      let parsed;
+      try {
+        parsed = usageRecordSchema.safeParse(JSON.parse(line));
+      } catch {
+        parsed = null;
+      }
+      if (parsed?.success) {
+        segment.unacked++;
+        recovered.push({ record: parsed.data, segment });
+      } else skippedLines++;
+    }
+    if (segment.unacked === 0) unlinkSync(path);
+  }
+
+  let active: Segment;
+  const openSegment = (): Segment => {
+    lastNumber++;
+    const path = join(dir, `usage-${String(lastNumber).padStart(12, '0')}.ndjson`);
+    const segment: Segment = { path, fd: openSync(path, 'a', 0o600), unacked: 0, bytes: 0 };
+    fsyncDir(dir);
+    return segment;
+  };
+  active = openSegment();
+
+  let syncTimer: NodeJS.Timeout | null = null;
+  let syncing = false;
+  let dirty = false;
+  let closed = false;
+  const sync = (): void => {
+    syncTimer = null;
+    if (!dirty || syncing || closed || active.fd === null) return;
+    dirty = false;
+    syncing = true;
+    fdatasync(active.fd, (err) => {
+      syncing = false;
+      if (err) opts.onError?.(err);
+      if (dirty) scheduleSync();
+    });
+  };
+  const scheduleSync = (): void => {
+    dirty = true;
+    if (syncTimer === null && !closed) syncTimer = setTimeout(sync, fsyncMs);
+  };
+
+  const closeSegmentFd = (segment: Segment): void => {
+    const fd = segment.fd;
+    if (fd === null) return;
+    segment.fd = null;
+    // Its last records may still be in the page cache only: sync before letting go of the descriptor.
+    fdatasync(fd, (err) => {
+      if (err) opts.onError?.(err);
+      close(fd, () => undefined);
+    });
+  };
+
+  const reclaim = (segment: Segment): void => {
+    if (segment.unacked > 0) return;
+    if (segment === active) {
+      if (segment.bytes > 0 && segment.fd !== null) {
+        ftruncateSync(segment.fd, 0);
+        segment.bytes = 0;
+      }
+      return;
+    }
+    closeSegmentFd(segment);
+    try {
+      unlinkSync(segment.path);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') opts.onError?.(err);
+    }
+  };
+
+  return {
+    recovered,
+    skippedLines,
+    append(record) {
+      if (closed) throw new Error('usage spool is closed');
+      if (active.bytes >= maxSegmentBytes && active.unacked > 0) {
+        closeSegmentFd(active);
+        active = openSegment();
+      }
+      const line = `${JSON.stringify(record)}\n`;
+      const bytes = Buffer.byteLength(line);
+      writeSync(active.fd!, line);
+      active.bytes += bytes;
+      active.unacked++;
+      scheduleSync();
+      return { record, segment: active };
+    },
+    ack(entries) {
+      const touched = new Set<Segment>();
+      for (const e of entries) {
+        if (e.segment === null) continue;
+        e.segment.unacked--;
+        touched.add(e.segment);
+      }
+      for (const s of touched) reclaim(s);
+    },
+    quarantine(entry) {
+      appendFileSync(join(dir, 'rejected.ndjson'), `${JSON.stringify(entry.record)}\n`, { mode: 0o600 });
+      this.ack([entry]);
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      if (syncTimer !== null) clearTimeout(syncTimer);
+      const fd = active.fd;
+      if (fd !== null) {
+        active.fd = null;
+        try {
+          fdatasyncSync(fd);
+        } finally {
+          closeSync(fd);
+        }
+      }
+      if (active.unacked === 0) {
+        try {
+          unlinkSync(active.path);
+        } catch {
+          // already gone
+        }
+      }
+      held.delete(lockPath);
+      try {
+        unlinkSync(lockPath);
+      } catch {
+        // already gone
+      }
+    },
+  };
+}
