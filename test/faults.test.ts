@@ -89,9 +89,16 @@ describe('faults on real processes (private PostgreSQL)', { timeout: 90_000 }, (
 
   const startControlPlane = async (): Promise<void> => {
     controlPlane = startNode('admin-api', root('apps/admin-api/src/server.ts'), [], {
-      DATABASE_URL: pg.url, NODE_TOKEN, METRICS_TOKEN, ADMIN_HOST: '127.0.0.1', ADMIN_PORT: String(adminPort),
+      DATABASE_URL: pg.url,
+      NODE_TOKEN,
+      METRICS_TOKEN,
+      ADMIN_HOST: '127.0.0.1',
+      ADMIN_PORT: String(adminPort),
       // A minute: changes committed by this test process reach the control plane only by NOTIFY.
-      OUTBOX_POLL_MS: '60000', OUTBOX_PRUNE_INTERVAL_S: '0', LOG_LEVEL: 'warn', DATA_DIR: join(dir, 'admin'),
+      OUTBOX_POLL_MS: '60000',
+      OUTBOX_PRUNE_INTERVAL_S: '0',
+      LOG_LEVEL: 'warn',
+      DATA_DIR: join(dir, 'admin'),
     });
     await waitReady(controlPlane, `${adminUrl}/readyz`, 30_000);
   };
@@ -104,9 +111,16 @@ describe('faults on real processes (private PostgreSQL)', { timeout: 90_000 }, (
   const startDataplane = async (i: number, controlPlaneUrl: string): Promise<void> => {
     const port = await freePort();
     const env = {
-      HOST: '127.0.0.1', PORT: String(port), CONTROL_PLANE_URL: controlPlaneUrl, NODE_TOKEN,
-      SNAPSHOT_FILE: join(dir, `node${i}-snapshot.json`), USAGE_SPOOL_DIR: join(dir, `node${i}-usage`), USAGE_FLUSH_MS: '100',
-      METRICS_PORT: '0', LOG_LEVEL: 'warn', ALLOWED_PRIVATE_CIDRS: '127.0.0.0/8',
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      CONTROL_PLANE_URL: controlPlaneUrl,
+      NODE_TOKEN,
+      SNAPSHOT_FILE: join(dir, `node${i}-snapshot.json`),
+      USAGE_SPOOL_DIR: join(dir, `node${i}-usage`),
+      USAGE_FLUSH_MS: '100',
+      METRICS_PORT: '0',
+      LOG_LEVEL: 'warn',
+      ALLOWED_PRIVATE_CIDRS: '127.0.0.0/8',
     };
     const child = startNode(`dataplane-${i}`, root('apps/dataplane/src/server.ts'), [], env);
     const url = `http://127.0.0.1:${port}`;
@@ -122,10 +136,22 @@ describe('faults on real processes (private PostgreSQL)', { timeout: 90_000 }, (
   const newKey = async (name: string): Promise<{ secret: string; keyId: string; okIds: string[] }> => {
     const created = await createApiKey(database.db, { tenantId, name });
     // Created by this process: it reaches the nodes through NOTIFY -> control plane -> config stream.
-    const okIds = await Promise.all(nodes.map(async (n) => (await until(`key ${name} accepted by ${n.url}`, async () => {
-      const r = await chat(n.url, created.secret);
-      return r.status === 200 ? r.requestId ?? '' : undefined;
-    }, 10_000, 25)).value));
+    const okIds = await Promise.all(
+      nodes.map(
+        async (n) =>
+          (
+            await until(
+              `key ${name} accepted by ${n.url}`,
+              async () => {
+                const r = await chat(n.url, created.secret);
+                return r.status === 200 ? (r.requestId ?? '') : undefined;
+              },
+              10_000,
+              25,
+            )
+          ).value,
+      ),
+    );
     return { secret: created.secret, keyId: created.key.id, okIds };
   };
   const listenState = async (): Promise<{ listen: string; reconnects: number }> => {
@@ -135,10 +161,19 @@ describe('faults on real processes (private PostgreSQL)', { timeout: 90_000 }, (
   };
   /** Waits until every request id is billed; resolves how long that took, and the rows the key has. */
   const billed = async (keyId: string, ids: readonly string[], deadlineMs: number): Promise<{ ms: number; rows: number; billedOk: number }> => {
-    const { ms } = await until('all usage billed', async () => {
-      const row = await database.db.selectFrom('usageRecords').select((eb) => eb.fn.countAll<string>().as('n')).where('requestId', 'in', ids).executeTakeFirstOrThrow();
-      return Number(row.n) === ids.length;
-    }, deadlineMs, 100);
+    const { ms } = await until(
+      'all usage billed',
+      async () => {
+        const row = await database.db
+          .selectFrom('usageRecords')
+          .select((eb) => eb.fn.countAll<string>().as('n'))
+          .where('requestId', 'in', ids)
+          .executeTakeFirstOrThrow();
+        return Number(row.n) === ids.length;
+      },
+      deadlineMs,
+      100,
+    );
     const rows = await database.db.selectFrom('usageRecords').select(['requestId', 'status']).where('keyId', '=', keyId).execute();
     return { ms, rows: rows.length, billedOk: rows.filter((r) => r.status === 200).length };
   };
@@ -150,13 +185,30 @@ describe('faults on real processes (private PostgreSQL)', { timeout: 90_000 }, (
     await migrateToLatest(database.db);
 
     const simPort = await freePort();
-    sim = startNode('runtime-sim', root('packages/runtime-sim/src/cli.ts'), ['--port', String(simPort), '--host', '127.0.0.1', '--model', 'org/served-model', '--ttft-ms', '0', '--itl-ms', '0']);
+    sim = startNode('runtime-sim', root('packages/runtime-sim/src/cli.ts'), [
+      '--port',
+      String(simPort),
+      '--host',
+      '127.0.0.1',
+      '--model',
+      'org/served-model',
+      '--ttft-ms',
+      '0',
+      '--itl-ms',
+      '0',
+    ]);
     const simUrl = `http://127.0.0.1:${simPort}`;
     const tenant = await createTenant(database.db, { slug: 'faults', name: 'Faults' });
     tenantId = tenant.id;
     const entry = await createEntry(database.db, {
-      name: MODEL, provider: 'org', offeredShared: true, offeredDedicated: false, published: true,
-      contextLength: 8192, priceInputPerM: 1, priceOutputPerM: 2,
+      name: MODEL,
+      provider: 'org',
+      offeredShared: true,
+      offeredDedicated: false,
+      published: true,
+      contextLength: 8192,
+      priceInputPerM: 1,
+      priceOutputPerM: 2,
     });
     await addUpstream(database.db, { entryId: entry.id, url: simUrl, kind: 'sim', servedModel: 'org/served-model' });
 
@@ -181,7 +233,9 @@ describe('faults on real processes (private PostgreSQL)', { timeout: 90_000 }, (
   it('revocation reaches all three nodes within a second', async () => {
     const key = await newKey('three nodes');
     await revokeApiKey(database.db, { tenantId, keyId: key.keyId });
-    const times = await Promise.all(nodes.map(async (n) => (await until(`revoked key refused by ${n.url}`, async () => (await chat(n.url, key.secret)).status === 401, 1000, 5)).ms));
+    const times = await Promise.all(
+      nodes.map(async (n) => (await until(`revoked key refused by ${n.url}`, async () => (await chat(n.url, key.secret)).status === 401, 1000, 5)).ms),
+    );
     console.log(`revocation across three nodes (commit -> 401 on each node): ${times.map((t) => `${t} ms`).join(', ')}`);
   });
 
@@ -193,21 +247,31 @@ describe('faults on real processes (private PostgreSQL)', { timeout: 90_000 }, (
     await sleep(4000); // the old code retried exactly once, after 1 s
     const restarted = performance.now();
     await pg.start();
-    const { ms } = await until('LISTEN back', async () => {
-      const s = await listenState();
-      return s.listen === 'connected' && s.reconnects > before.reconnects;
-    }, 15_000, 50);
+    const { ms } = await until(
+      'LISTEN back',
+      async () => {
+        const s = await listenState();
+        return s.listen === 'connected' && s.reconnects > before.reconnects;
+      },
+      15_000,
+      50,
+    );
     // Poll is a minute: only NOTIFY can bring this revocation to the control plane in time.
     const key = await newKey('after outage');
     const revokedAt = performance.now();
     await revokeApiKey(database.db, { tenantId, keyId: key.keyId });
     const refused = await until('revocation after the outage refused by node 0', async () => (await chat(nodes[0]!.url, key.secret)).status === 401, 5000, 10);
-    console.log(`PostgreSQL down 4 s: LISTEN re-established ${ms} ms after restart (${Math.round(performance.now() - restarted)} ms incl. the new key), revocation refused ${refused.ms} ms after commit (${Math.round(performance.now() - revokedAt)} ms)`);
+    console.log(
+      `PostgreSQL down 4 s: LISTEN re-established ${ms} ms after restart (${Math.round(performance.now() - restarted)} ms incl. the new key), revocation refused ${refused.ms} ms after commit (${Math.round(performance.now() - revokedAt)} ms)`,
+    );
   });
 
   it('PostgreSQL restart and a multi-second outage under load lose no usage', async () => {
     const key = await newKey('pg outage load');
-    const load = startLoad(nodes.slice(0, 2).map((n) => n.url), key.secret);
+    const load = startLoad(
+      nodes.slice(0, 2).map((n) => n.url),
+      key.secret,
+    );
     await sleep(1000);
     await pg.restart();
     await sleep(1000);
@@ -221,12 +285,17 @@ describe('faults on real processes (private PostgreSQL)', { timeout: 90_000 }, (
     const b = await billed(key.keyId, answered, 30_000);
     expect(b.billedOk).toBe(answered.length);
     expect(b.rows).toBeLessThanOrEqual(answered.length + result.other);
-    console.log(`PostgreSQL restart + 3 s outage under load: ${result.ok.length} answered 200 (${result.other} other) in ${result.ms} ms, ${b.billedOk} billed, 0 lost, all billed ${b.ms} ms after the load stopped`);
+    console.log(
+      `PostgreSQL restart + 3 s outage under load: ${result.ok.length} answered 200 (${result.other} other) in ${result.ms} ms, ${b.billedOk} billed, 0 lost, all billed ${b.ms} ms after the load stopped`,
+    );
   });
 
   it('control-plane kill -9 under load: all usage arrives after restart, none lost, none twice', async () => {
     const key = await newKey('cp kill load');
-    const load = startLoad(nodes.map((n) => n.url), key.secret);
+    const load = startLoad(
+      nodes.map((n) => n.url),
+      key.secret,
+    );
     await sleep(1000);
     await stopChild(controlPlane, 'SIGKILL');
     await sleep(1500);
@@ -240,7 +309,9 @@ describe('faults on real processes (private PostgreSQL)', { timeout: 90_000 }, (
     const b = await billed(key.keyId, answered, 30_000);
     expect(b.billedOk).toBe(answered.length); // each 200 billed, and no 200 billed twice
     expect(b.rows).toBeLessThanOrEqual(answered.length + result.other);
-    console.log(`control plane kill -9 under load: ${result.ok.length} answered 200 (${result.other} other) in ${result.ms} ms, ${b.billedOk} billed once each (0 lost, 0 duplicated), restart took ${restartMs} ms, all billed ${b.ms} ms after the load stopped`);
+    console.log(
+      `control plane kill -9 under load: ${result.ok.length} answered 200 (${result.other} other) in ${result.ms} ms, ${b.billedOk} billed once each (0 lost, 0 duplicated), restart took ${restartMs} ms, all billed ${b.ms} ms after the load stopped`,
+    );
   });
 
   it('a revocation made while a node was cut off is refused soon after it reconnects', async () => {
@@ -261,7 +332,9 @@ describe('faults on real processes (private PostgreSQL)', { timeout: 90_000 }, (
     expect(reconnectedAt).not.toBeNull();
     const sinceReconnect = Math.round(restoredAt + refused.ms - reconnectedAt!);
     expect(sinceReconnect).toBeLessThan(1000);
-    console.log(`cut-off node: revocation refused ${refused.ms} ms after the network came back, ${sinceReconnect} ms after the node's config stream reconnected`);
+    console.log(
+      `cut-off node: revocation refused ${refused.ms} ms after the network came back, ${sinceReconnect} ms after the node's config stream reconnected`,
+    );
   });
 
   it('a node restarted from its snapshot file while the control plane is down keeps serving', async () => {

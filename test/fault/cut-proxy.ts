@@ -32,7 +32,10 @@ export async function startCutProxy(targetPort: number): Promise<CutProxy> {
       requests.push({ at: performance.now(), line });
     });
     const upstream = connect(targetPort, '127.0.0.1');
-    for (const [a, b] of [[client, upstream], [upstream, client]] as const) {
+    for (const [a, b] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
       open.add(a);
       a.on('error', () => b.destroy());
       a.on('close', () => {
@@ -54,9 +57,10 @@ export async function startCutProxy(targetPort: number): Promise<CutProxy> {
       isCut = false;
     },
     firstRequestSince: (since, prefix) => requests.find((r) => r.at >= since && r.line.startsWith(prefix))?.at ?? null,
-    close: () => new Promise<void>((resolve) => {
-      for (const s of open) s.destroy();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of open) s.destroy();
+        server.close(() => resolve());
+      }),
   };
 }

@@ -149,7 +149,9 @@ function installExitHook(): void {
 /** The uid/gid to run PostgreSQL as (it refuses root), or null when we are not root. */
 function postgresUser(): { uid: number; gid: number } | null {
   if (process.getuid?.() !== 0) return null;
-  const line = readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith('postgres:'));
+  const line = readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('postgres:'));
   const fields = line?.split(':');
   if (!fields?.[2] || !fields[3]) throw new Error('running as root and there is no postgres user to run PostgreSQL as');
   return { uid: Number(fields[2]), gid: Number(fields[3]) };
@@ -372,7 +374,17 @@ export async function startPrivatePostgres(opts: PrivatePostgresOptions = {}): P
       url,
       user,
       command: postgresBin('postgres'),
-      args: ['-D', data, '-p', String(port), '-k', template, '-c', 'listen_addresses=127.0.0.1', ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])],
+      args: [
+        '-D',
+        data,
+        '-p',
+        String(port),
+        '-k',
+        template,
+        '-c',
+        'listen_addresses=127.0.0.1',
+        ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`]),
+      ],
       stopSignal: 'SIGINT',
       probe: () => pgIsReady(port),
     };

@@ -31,9 +31,14 @@ describe('outbox LISTEN across a PostgreSQL outage (private PostgreSQL)', () => 
     await migrateToLatest(database.db);
     writer = await createDb({ databaseUrl: pg.url, poolMax: 1 }); // "another replica": never signals this process
     app = await buildAdminApp({
-      db: database.db, dbKind: 'postgres', pgPool: database.pool, nodeToken: 'listen-test-node-token-0123456789',
+      db: database.db,
+      dbKind: 'postgres',
+      pgPool: database.pool,
+      nodeToken: 'listen-test-node-token-0123456789',
       publicUrls: { sharedBaseUrl: 'http://127.0.0.1:9/endpoints/v1', dataplaneUrl: 'http://127.0.0.1:9' },
-      pollMs: 60_000, metricsToken: METRICS_TOKEN, outboxPrune: false,
+      pollMs: 60_000,
+      metricsToken: METRICS_TOKEN,
+      outboxPrune: false,
       listen: { minBackoffMs: 100, maxBackoffMs: 800, heartbeatMs: 250, timeoutMs: 1000 },
     });
     await app.configHub.ready;
@@ -52,7 +57,11 @@ describe('outbox LISTEN across a PostgreSQL outage (private PostgreSQL)', () => 
   };
   /** Commits an outbox row through the other pool and resolves how long the hub took to deliver it. */
   const deliveredAfterRemoteWrite = async (): Promise<number> => {
-    const tenant = await writer.db.insertInto('tenants').values({ slug: `t${Date.now()}`, name: 'Remote' }).returning('id').executeTakeFirstOrThrow();
+    const tenant = await writer.db
+      .insertInto('tenants')
+      .values({ slug: `t${Date.now()}`, name: 'Remote' })
+      .returning('id')
+      .executeTakeFirstOrThrow();
     let unsubscribe = (): void => undefined;
     const arrived = new Promise<void>((resolve) => {
       unsubscribe = app.configHub.subscribe((deltas) => deltas.some((d) => d.id === tenant.id) && resolve());

@@ -20,7 +20,13 @@ async function databaseAnswers(db: Db, timeoutMs: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
   try {
-    return await Promise.race([sql`select 1`.execute(db).then(() => true, () => false), timeout]);
+    return await Promise.race([
+      sql`select 1`.execute(db).then(
+        () => true,
+        () => false,
+      ),
+      timeout,
+    ]);
   } finally {
     clearTimeout(timer);
   }

@@ -88,10 +88,13 @@ export function postgresWakeSource(pool: pg.Pool, opts: PostgresWakeSourceOption
         // "Equal jitter": half the capped exponential delay, plus a random share of the other half.
         const cap = Math.min(maxBackoffMs, minBackoffMs * 2 ** Math.min(failures, 30));
         failures++;
-        retry = setTimeout(() => {
-          retry = undefined;
-          void connect();
-        }, cap / 2 + Math.random() * (cap / 2));
+        retry = setTimeout(
+          () => {
+            retry = undefined;
+            void connect();
+          },
+          cap / 2 + Math.random() * (cap / 2),
+        );
       };
 
       const lose = (client: pg.PoolClient, err: Error): void => {
