@@ -66,7 +66,8 @@ export async function startPlatform(kind: DatabaseKind, opts: { usageFlushMs?: n
   const reporter = createUsageReporter({ url: controlPlaneUrl, nodeToken: NODE_TOKEN, flushMs: opts.usageFlushMs ?? 100 });
   const client = createConfigClient({ url: controlPlaneUrl, nodeToken: NODE_TOKEN, store, minBackoffMs: 50, maxBackoffMs: 200 });
   client.start();
-  const dataplane = buildDataplaneApp({ store, usage: reporter });
+  // The external deployment above runs on loopback (the simulator): the node allow-lists it as an operator would.
+  const dataplane = buildDataplaneApp({ store, usage: reporter, allowedPrivateCidrs: ['127.0.0.0/8', '::1/128'] });
   await dataplane.listen({ port: 0, host: '127.0.0.1' });
   const dataplaneUrl = `http://127.0.0.1:${(dataplane.server.address() as AddressInfo).port}`;
   const deadline = Date.now() + 5000;

@@ -137,6 +137,32 @@ describe('tenant-given runtime addresses on the data plane', () => {
   });
 });
 
+describe('an origin that becomes tenant-given', () => {
+  let internal: Origin;
+  let node: StartedApp;
+  beforeAll(async () => {
+    internal = await startOrigin('internal');
+    node = await startDataplane(snapshot(`http://127.0.0.1:${internal.port}`, {}), memorySink());
+  });
+  afterAll(async () => {
+    await node?.app.close();
+    await internal?.close();
+  });
+
+  it('gets a guarded pool: sockets the platform opened to it are not reused for the tenant', async () => {
+    const shared = await chat(node, '/endpoints/v1/chat/completions');
+    expect(await shared.text()).toContain(INTERNAL_MARK); // a keep-alive socket to the internal runtime is now open
+    const next = snapshot(`http://127.0.0.1:${internal.port}`, { 'same-origin': `http://127.0.0.1:${internal.port}` });
+    node.store.replace({ ...next, version: 2 });
+    const before = internal.hits();
+    const res = await chat(node, dedicated('same-origin'));
+    const text = await res.text();
+    expect(res.status).toBe(502);
+    expect(text).not.toContain(INTERNAL_MARK);
+    expect(internal.hits()).toBe(before);
+  });
+});
+
 describe('upstream pools pin tenant origins to checked addresses', () => {
   let internal: Origin;
   beforeAll(async () => {

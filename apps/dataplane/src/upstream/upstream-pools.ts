@@ -25,6 +25,8 @@ export const defaultEjection: EjectionPolicy = defaultOutlierPolicy;
 export interface OriginState {
   readonly origin: string;
   readonly pool: Pool;
+  /** Whether the pool dials through the address guard (the origin is tenant-given). */
+  readonly guarded: boolean;
   inFlight: number;
   /** Recent outcomes of real traffic and past ejections. */
   readonly outlier: OutlierState;
@@ -45,7 +47,8 @@ export interface UpstreamPoolsOptions {
   /**
    * Origins a tenant gave (external deployments) connect only through this guard, which resolves the name,
    * refuses loopback/private/link-local/metadata addresses and pins the socket to the checked address;
-   * decided per connection, so a snapshot that changes an origin's provenance applies to new sockets.
+   * an origin any tenant-given upstream names is dialled that way for every route (fail closed), and a pool
+   * whose provenance changed is replaced, so no socket opened unguarded serves a tenant-given origin.
    */
   readonly addressGuard?: { readonly guard: AddressGuard; readonly isTenantOrigin: (origin: string) => boolean };
 }
@@ -93,24 +96,28 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
   const guardedConnect = addressGuard
     ? guardConnector(addressGuard.guard, buildConnector({ timeout: timeouts.connectMs, lookup: addressGuard.guard.lookup }))
     : null;
-  const connectorFor = (origin: string): buildConnector.connector =>
-    guardedConnect === null || addressGuard === undefined
-      ? plainConnect
-      : (options, callback) => (addressGuard.isTenantOrigin(origin) ? guardedConnect : plainConnect)(options, callback);
+  const guardedOrigin = (origin: string): boolean => guardedConnect !== null && addressGuard?.isTenantOrigin(origin) === true;
 
   const get = (origin: string): OriginState => {
     let s = states.get(origin);
+    const guarded = guardedOrigin(origin);
+    if (s !== undefined && s.guarded !== guarded) {
+      // Provenance changed with a snapshot: requests in flight finish on the old pool, new ones get new sockets.
+      if (s.probeTimer !== null) clearTimeout(s.probeTimer);
+      s.pool.close().catch(() => {});
+      s = undefined;
+    }
     if (s === undefined) {
       const pool = new Pool(origin, {
         connections,
         pipelining: 1,
-        connect: connectorFor(origin),
+        connect: guarded && guardedConnect !== null ? guardedConnect : plainConnect,
         // The forwarder runs its own first-byte and idle timers; these are backstops.
         headersTimeout: 0,
         bodyTimeout: 0,
         keepAliveTimeout: 30_000,
       });
-      s = { origin, pool, inFlight: 0, outlier: newOutlierState(policy), ejected: false, probeTimer: null, healthPath: '/health' };
+      s = { origin, pool, guarded, inFlight: 0, outlier: newOutlierState(policy), ejected: false, probeTimer: null, healthPath: '/health' };
       states.set(origin, s);
     }
     return s;
