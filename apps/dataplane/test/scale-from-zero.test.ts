@@ -37,7 +37,9 @@ async function startNode(scale: Partial<ScaleOptions> = {}, channelUrl = cp.url)
   const records: UsageRecord[] = [];
   const channel = createNodeChannel({ url: channelUrl, nodeToken: NODE_TOKEN, nodeId: 'node-test' });
   const app = buildDataplaneApp({
-    store, usage: { record: (r) => void records.push(r) }, logger: false,
+    store,
+    usage: { record: (r) => void records.push(r) },
+    logger: false,
     limits: { replicaBaseConcurrency: 8 },
     scale: { channel, holdMinMs: 500, tickMs: 100, ...scale },
   });
@@ -46,31 +48,43 @@ async function startNode(scale: Partial<ScaleOptions> = {}, channelUrl = cp.url)
   await waitFor(() => store.view !== null, 'the first snapshot');
   await app.listen({ port: 0, host: '127.0.0.1' });
   const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
-  return { url, app, store, client, records, close: async () => {
-    await app.close();
-    await client.close();
-  } };
+  return {
+    url,
+    app,
+    store,
+    client,
+    records,
+    close: async () => {
+      await app.close();
+      await client.close();
+    },
+  };
 }
 
 const chatUrl = (base: string, name: string): string => `${base}/funccall/scaly/endpoints/${name}/v1/chat/completions`;
 const body = (extra: Record<string, unknown> = {}) => JSON.stringify({ messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 6, ...extra });
 const post = (name: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}, signal?: AbortSignal, key = SECRET) =>
   fetch(chatUrl(node.url, name), {
-    method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, ...headers }, body: body(extra), ...(signal ? { signal } : {}),
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, ...headers },
+    body: body(extra),
+    ...(signal ? { signal } : {}),
   });
 const heldIn = (id: string): number => cp.reports.at(-1)?.deployments.find((d) => d.deploymentId === id)?.held ?? -1;
 
 beforeAll(async () => {
-  cp = await startStubControlPlane(scaleSnapshot([
-    zeroDeployment('d-json', 'zero-json', 1),
-    zeroDeployment('d-stream', 'zero-stream', 1),
-    zeroDeployment('d-slow', 'zero-slow', 60),
-    zeroDeployment('d-expire', 'zero-expire', 0.5),
-    zeroDeployment('d-full', 'zero-full', 1),
-    zeroDeployment('d-gone', 'zero-gone', 1),
-    zeroDeployment('d-burst', 'zero-burst', 1),
-    zeroDeployment('d-ctx', 'zero-ctx', 1),
-  ]));
+  cp = await startStubControlPlane(
+    scaleSnapshot([
+      zeroDeployment('d-json', 'zero-json', 1),
+      zeroDeployment('d-stream', 'zero-stream', 1),
+      zeroDeployment('d-slow', 'zero-slow', 60),
+      zeroDeployment('d-expire', 'zero-expire', 0.5),
+      zeroDeployment('d-full', 'zero-full', 1),
+      zeroDeployment('d-gone', 'zero-gone', 1),
+      zeroDeployment('d-burst', 'zero-burst', 1),
+      zeroDeployment('d-ctx', 'zero-ctx', 1),
+    ]),
+  );
   node = await startNode();
 });
 afterAll(async () => {
@@ -112,7 +126,9 @@ describe('scale from zero: the first request waits for the cold start', () => {
     cp.autoWake = { replicas: 1, sim: { coldStartMs: COLD_MS } };
     let raw = '';
     const client = new OpenAI({
-      apiKey: SECRET, baseURL: `${node.url}/funccall/scaly/endpoints/zero-stream/v1`, maxRetries: 0,
+      apiKey: SECRET,
+      baseURL: `${node.url}/funccall/scaly/endpoints/zero-stream/v1`,
+      maxRetries: 0,
       fetch: async (url: RequestInfo | URL, init?: RequestInit) => {
         const res = await fetch(url, init);
         const [mine, theirs] = res.body!.tee();
@@ -123,9 +139,14 @@ describe('scale from zero: the first request waits for the cold start', () => {
         return new Response(mine, { status: res.status, headers: res.headers });
       },
     });
-    const { data: stream, response } = await client.chat.completions.create({
-      model: 'zero-stream', messages: [{ role: 'user', content: 'Say hello.' }], max_tokens: 6, stream: true,
-    }).withResponse();
+    const { data: stream, response } = await client.chat.completions
+      .create({
+        model: 'zero-stream',
+        messages: [{ role: 'user', content: 'Say hello.' }],
+        max_tokens: 6,
+        stream: true,
+      })
+      .withResponse();
     expect(response.headers.get('x-cold-start')).toBe('true');
     expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
     let text = '';
@@ -200,11 +221,20 @@ describe('bounded hold queue and disconnects', () => {
     const small = await startNode({ queueMax: 2 });
     const aborts = [new AbortController(), new AbortController()];
     try {
-      const held = aborts.map((a) => fetch(chatUrl(small.url, 'zero-full'), {
-        method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET}` }, body: body(), signal: a.signal,
-      }).catch(() => null));
+      const held = aborts.map((a) =>
+        fetch(chatUrl(small.url, 'zero-full'), {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET}` },
+          body: body(),
+          signal: a.signal,
+        }).catch(() => null),
+      );
       await waitFor(() => cp.reports.some((r) => r.deployments.some((d) => d.deploymentId === 'd-full' && d.held === 2)), 'two held requests');
-      const third = await fetch(chatUrl(small.url, 'zero-full'), { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET}` }, body: body() });
+      const third = await fetch(chatUrl(small.url, 'zero-full'), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET}` },
+        body: body(),
+      });
       expect(third.status).toBe(429);
       expect(third.headers.get('retry-after')).not.toBeNull();
       const err = ((await third.json()) as { error: { code: string; message: string } }).error;
@@ -246,7 +276,11 @@ describe('load reports', () => {
     // A control plane that is away (a port nothing listens on): warm deployments are served, reports just fail.
     const away = await startNode({}, 'http://127.0.0.1:9');
     try {
-      const res = await fetch(chatUrl(away.url, 'zero-json'), { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET}` }, body: body() });
+      const res = await fetch(chatUrl(away.url, 'zero-json'), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET}` },
+        body: body(),
+      });
       expect(res.status).toBe(200);
       await res.text();
       expect(away.records).toHaveLength(1);

@@ -15,8 +15,19 @@ export const NODE_TOKEN = 'node-token-scale-test';
 /** A deployment row as the control plane publishes it (state scaled_to_zero, no replica). */
 export function zeroDeployment(id: string, name: string, coldStartSeconds: number): SnapshotDeployment {
   return {
-    id, tenantId: 't-s', tenantSlug: 'scaly', endpointId: `e-${id}`, endpointName: name, provider: 'meta',
-    state: 'scaled_to_zero', replicas: [], minReplicas: 0, maxReplicas: 4, targetConcurrency: 8, desiredReplicas: 0, coldStartSeconds,
+    id,
+    tenantId: 't-s',
+    tenantSlug: 'scaly',
+    endpointId: `e-${id}`,
+    endpointName: name,
+    provider: 'meta',
+    state: 'scaled_to_zero',
+    replicas: [],
+    minReplicas: 0,
+    maxReplicas: 4,
+    targetConcurrency: 8,
+    desiredReplicas: 0,
+    coldStartSeconds,
   };
 }
 
@@ -29,8 +40,18 @@ export function scaleSnapshot(deployments: SnapshotDeployment[]): ConfigSnapshot
       { id: 'k-l', tenantId: 't-s', hash: hashSecret(SECRET_LIMITED), prefix: SECRET_LIMITED.slice(0, 12), expiresAt: null, rpmLimit: 1, tpmLimit: null },
     ],
     endpoints: deployments.map((d) => ({
-      id: d.endpointId, name: d.endpointName, provider: 'meta', contextLength: 8192, concurrency: 1, coldStartSeconds: d.coldStartSeconds,
-      offeredShared: false, offeredDedicated: true, published: true, priceInputPerM: 0.1, priceOutputPerM: 0.2, upstreams: [],
+      id: d.endpointId,
+      name: d.endpointName,
+      provider: 'meta',
+      contextLength: 8192,
+      concurrency: 1,
+      coldStartSeconds: d.coldStartSeconds,
+      offeredShared: false,
+      offeredDedicated: true,
+      published: true,
+      priceInputPerM: 0.1,
+      priceOutputPerM: 0.2,
+      upstreams: [],
     })),
     deployments,
   };
@@ -79,11 +100,13 @@ export async function startStubControlPlane(initial: ConfigSnapshot): Promise<St
   const boot = async (id: string, n: number, opts: RuntimeSimOptions): Promise<void> => {
     booting.add(id);
     publish({ ...deployment(id), state: 'scaling', desiredReplicas: n });
-    const started = await Promise.all(Array.from({ length: n }, async () => {
-      const sim = createRuntimeSim({ models: [SERVED], ...opts });
-      const { url } = await sim.listen(0);
-      return { sim, url };
-    }));
+    const started = await Promise.all(
+      Array.from({ length: n }, async () => {
+        const sim = createRuntimeSim({ models: [SERVED], ...opts });
+        const { url } = await sim.listen(0);
+        return { sim, url };
+      }),
+    );
     sims.set(id, [...(sims.get(id) ?? []), ...started.map((s) => s.sim)]);
     await Promise.all(started.map((s) => s.sim.whenWarm()));
     const replicas = started.map((s, i) => ({ id: `${id}-r${i}`, url: s.url, kind: 'sim' as const, servedModel: SERVED, apiKey: null }));
@@ -93,7 +116,10 @@ export async function startStubControlPlane(initial: ConfigSnapshot): Promise<St
 
   const stub: StubControlPlane = {
     url: '',
-    wakes, reports, authHeaders, sims,
+    wakes,
+    reports,
+    authHeaders,
+    sims,
     autoWake: null,
     publish,
     deployment,

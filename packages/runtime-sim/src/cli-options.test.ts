@@ -4,7 +4,10 @@ import { parseCliOptions } from './cli-options.ts';
 describe('parseCliOptions', () => {
   it('reads flags over SIM_* env defaults', () => {
     const c = parseCliOptions(['--port', '9001', '--model', 'a', '--model', 'b', '--itl-ms', '10', '--hang'], {
-      SIM_ITL_MS: '99', SIM_TTFT_MS: '50', SIM_MODELS: 'x,y', SIM_CUT_AFTER_TOKENS: '4',
+      SIM_ITL_MS: '99',
+      SIM_TTFT_MS: '50',
+      SIM_MODELS: 'x,y',
+      SIM_CUT_AFTER_TOKENS: '4',
     });
     expect(c.port).toBe(9001);
     expect(c.host).toBe('127.0.0.1');

@@ -32,8 +32,12 @@ const FAULTS = {
 export const CLI_USAGE = `Usage: runtime-sim [flags]   (each flag also reads SIM_<FLAG> from the environment)
   --port N (SIM_PORT, 8000)   --host H (SIM_HOST, 127.0.0.1)
   --model NAME (repeatable; SIM_MODELS=a,b; default sim-model)   --api-key KEY (SIM_API_KEY)
-  ${Object.keys(NUMERIC).map((f) => `--${f} N`).join('  ')}
-  faults: ${Object.keys(FAULTS).map((f) => `--${f} N`).join('  ')}  --hang`;
+  ${Object.keys(NUMERIC)
+    .map((f) => `--${f} N`)
+    .join('  ')}
+  faults: ${Object.keys(FAULTS)
+    .map((f) => `--${f} N`)
+    .join('  ')}  --hang`;
 
 function toNumber(flag: string, raw: string): number {
   const n = Number(raw.trim());
@@ -73,9 +77,13 @@ export function parseCliOptions(argv: readonly string[], env: Readonly<Record<st
   const hangEnv = env['SIM_HANG'];
   if (values['hang'] === true || hangEnv === '1' || hangEnv === 'true') faults['hang'] = true;
   const modelFlags = values['model'];
-  const models = Array.isArray(modelFlags) && modelFlags.length > 0
-    ? modelFlags
-    : (env['SIM_MODELS'] ?? '').split(',').map((m) => m.trim()).filter((m) => m.length > 0);
+  const models =
+    Array.isArray(modelFlags) && modelFlags.length > 0
+      ? modelFlags
+      : (env['SIM_MODELS'] ?? '')
+          .split(',')
+          .map((m) => m.trim())
+          .filter((m) => m.length > 0);
   if (models.length > 0) options['models'] = models;
   options['apiKey'] = str('api-key', 'SIM_API_KEY') ?? null;
   options['faults'] = faults;

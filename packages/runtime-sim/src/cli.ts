@@ -26,7 +26,10 @@ const stop = (signal: string) => {
   if (stopping) return;
   stopping = true;
   process.stderr.write(`runtime-sim: ${signal}, shutting down\n`);
-  sim.close().then(() => process.exit(0), () => process.exit(1));
+  sim.close().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  );
 };
 process.on('SIGINT', () => stop('SIGINT'));
 process.on('SIGTERM', () => stop('SIGTERM'));

@@ -54,7 +54,9 @@ export function handleChat(ctx: ChatContext, req: IncomingMessage, res: ServerRe
     stop: parsed.stop,
   });
   runCompletion(ctx.scheduler, stats, {
-    res, entry, completion,
+    res,
+    entry,
+    completion,
     stream: parsed.stream,
     includeUsage: parsed.includeUsage,
     created: Math.floor(Date.now() / 1000),

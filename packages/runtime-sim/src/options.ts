@@ -59,8 +59,7 @@ function num(name: string, value: number | undefined, fallback: number, min: num
 }
 
 /** The cold start a sim really waits: `coldStartMs`, capped by `coldStartCapMs` when that is set. */
-export const effectiveColdStartMs = (o: ResolvedSimOptions): number =>
-  o.coldStartCapMs > 0 ? Math.min(o.coldStartMs, o.coldStartCapMs) : o.coldStartMs;
+export const effectiveColdStartMs = (o: ResolvedSimOptions): number => (o.coldStartCapMs > 0 ? Math.min(o.coldStartMs, o.coldStartCapMs) : o.coldStartMs);
 
 /** Validates options and fills defaults; throws a TypeError naming the bad option. */
 export function resolveSimOptions(o: RuntimeSimOptions = {}): ResolvedSimOptions {

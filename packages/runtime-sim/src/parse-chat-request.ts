@@ -62,7 +62,8 @@ export function parseChatRequest(raw: Buffer, models: readonly string[]): SimCha
   }
 
   const s = b['stream'];
-  if (s !== undefined && s !== null && typeof s !== 'boolean' && s !== 'true' && s !== 'false') return fail('invalid_request', 'stream must be a boolean', 'stream');
+  if (s !== undefined && s !== null && typeof s !== 'boolean' && s !== 'true' && s !== 'false')
+    return fail('invalid_request', 'stream must be a boolean', 'stream');
   const stream = s === true || s === 'true';
   const so = b['stream_options'];
   const includeUsage = stream && typeof so === 'object' && so !== null && (so as { include_usage?: unknown }).include_usage === true;

@@ -71,7 +71,10 @@ export function runCompletion(scheduler: Scheduler, stats: SimStats, run: Comple
     stats.finish(entry, completion.finishReason);
     const promptTokens = entry.promptTokens;
     const body = JSON.stringify({
-      id: entry.id, object: 'chat.completion', created: run.created, model: entry.model,
+      id: entry.id,
+      object: 'chat.completion',
+      created: run.created,
+      model: entry.model,
       choices: [{ index: 0, message: { role: 'assistant', content: completion.text }, logprobs: null, finish_reason: completion.finishReason }],
       usage: { prompt_tokens: promptTokens, completion_tokens: n, total_tokens: promptTokens + n },
     });

@@ -39,23 +39,40 @@ export function createRuntimeSim(input: RuntimeSimOptions = {}): RuntimeSim {
     markWarm = resolve;
   });
   const gauges = (): SimGauges => ({
-    warm, running: scheduler.running, waiting: scheduler.waiting, peakRunning: scheduler.peakRunning,
-    peakInFlight: scheduler.peakInFlight, listenedAt, warmAt, coldStartMs, pid: process.pid, processStartedAt: PROCESS_STARTED_AT,
+    warm,
+    running: scheduler.running,
+    waiting: scheduler.waiting,
+    peakRunning: scheduler.peakRunning,
+    peakInFlight: scheduler.peakInFlight,
+    listenedAt,
+    warmAt,
+    coldStartMs,
+    pid: process.pid,
+    processStartedAt: PROCESS_STARTED_AT,
   });
   const idPrefix = `chatcmpl-${randomBytes(6).toString('hex')}`;
   let counter = 0;
   let warm = false;
   let warmTimer: NodeJS.Timeout | undefined;
   const ctx: { -readonly [K in keyof ChatContext]: ChatContext[K] } = {
-    options, scheduler, stats, faults: options.faults,
+    options,
+    scheduler,
+    stats,
+    faults: options.faults,
     nextId: () => idPrefix + (counter++).toString(36),
   };
   const bearer = options.apiKey === null ? null : `Bearer ${options.apiKey}`;
   const modelsBody = JSON.stringify({
     object: 'list',
     data: options.models.map((id) => ({
-      id, object: 'model', created: Math.floor(Date.now() / 1000), owned_by: 'runtime-sim', root: options.models[0],
-      parent: null, max_model_len: options.maxContextLength, permission: [],
+      id,
+      object: 'model',
+      created: Math.floor(Date.now() / 1000),
+      owned_by: 'runtime-sim',
+      root: options.models[0],
+      parent: null,
+      max_model_len: options.maxContextLength,
+      permission: [],
     })),
   });
 

@@ -97,8 +97,17 @@ export function createSimStats(models: readonly string[], logSize: number, kvCac
   return {
     begin(id, model, promptTokens, stream) {
       const entry: RequestLogEntry = {
-        id, model, stream, promptTokens, completionTokens: 0, status: 0, finishReason: null,
-        aborted: false, abortedAt: null, startedAt: Date.now(), finishedAt: null,
+        id,
+        model,
+        stream,
+        promptTokens,
+        completionTokens: 0,
+        status: 0,
+        finishReason: null,
+        aborted: false,
+        abortedAt: null,
+        startedAt: Date.now(),
+        finishedAt: null,
       };
       t.requests++;
       if (log.length < logSize) log.push(entry);

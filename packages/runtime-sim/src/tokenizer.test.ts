@@ -12,7 +12,10 @@ describe('countTokens', () => {
     expect(countTokens('日本')).toBe(2);
   });
   it('counts prompts as contents plus per-message overhead, including text parts', () => {
-    const messages = [{ role: 'system', content: 'be brief' }, { role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'image_url' }] }];
+    const messages = [
+      { role: 'system', content: 'be brief' },
+      { role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'image_url' }] },
+    ];
     expect(countPromptTokens(messages)).toBe(REPLY_PRIMING_TOKENS + 2 * MESSAGE_OVERHEAD_TOKENS + 3 + 1);
   });
 });

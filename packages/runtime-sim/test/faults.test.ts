@@ -13,14 +13,19 @@ describe('fault injection', () => {
     for (let i = 0; i < 3; i++) {
       const res = await postChat(s.url, { messages: userMessages('x') });
       expect(res.status).toBe(502);
-      expect(((await res.json()) as { error: { type: string; message: string } }).error).toMatchObject({ type: 'api_error', message: expect.stringMatching(/injected/) });
+      expect(((await res.json()) as { error: { type: string; message: string } }).error).toMatchObject({
+        type: 'api_error',
+        message: expect.stringMatching(/injected/),
+      });
     }
     expect(s.sim.stats().totals.failed).toBe(3);
   });
 
   it('errorRate fails about that share of requests', async () => {
     s = await startSim({ faults: { errorRate: 0.5, errorStatus: 429 } });
-    const statuses = await Promise.all(Array.from({ length: 200 }, async () => (await postChat(s!.url, { messages: userMessages('x'), max_tokens: 1 })).status));
+    const statuses = await Promise.all(
+      Array.from({ length: 200 }, async () => (await postChat(s!.url, { messages: userMessages('x'), max_tokens: 1 })).status),
+    );
     const failed = statuses.filter((st) => st === 429).length;
     expect(statuses.every((st) => st === 200 || st === 429)).toBe(true);
     expect(failed).toBeGreaterThan(40);

@@ -38,7 +38,8 @@ describe('cold start follows the configured Cold Start TTFT, capped', () => {
   it('the CLI takes --cold-start-ms and SIM_COLD_START_CAP_MS and prints a ready line once warm', async () => {
     const cli = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
     child = spawn(process.execPath, [cli, '--port', '0', '--cold-start-ms', '90000'], {
-      env: { ...process.env, SIM_COLD_START_CAP_MS: '200' }, stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, SIM_COLD_START_CAP_MS: '200' },
+      stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';
     child.stdout!.on('data', (d: Buffer) => (out += d.toString()));

@@ -12,7 +12,10 @@ export async function startSim(options: RuntimeSimOptions = {}): Promise<Started
   return { sim, url };
 }
 
-export const userMessages = (text: string) => [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: text }];
+export const userMessages = (text: string) => [
+  { role: 'system', content: 'You are terse.' },
+  { role: 'user', content: text },
+];
 
 export function postChat(url: string, body: unknown, init: RequestInit = {}): Promise<Response> {
   return fetch(`${url}/v1/chat/completions`, {

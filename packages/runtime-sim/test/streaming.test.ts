@@ -68,7 +68,11 @@ describe('streaming', () => {
   it('records a client abort mid-stream with the tokens produced so far and frees the slot', async () => {
     s = await startSim({ itlMs: 25, batchSlots: 1 });
     const controller = new AbortController();
-    const res = await postChat(s.url, { messages: userMessages('abort me'), stream: true, max_tokens: 400 }, { signal: controller.signal, headers: { 'x-request-id': 'abort-1' } });
+    const res = await postChat(
+      s.url,
+      { messages: userMessages('abort me'), stream: true, max_tokens: 400 },
+      { signal: controller.signal, headers: { 'x-request-id': 'abort-1' } },
+    );
     const { data } = await readSse(res, 3);
     expect(data).toHaveLength(3);
     controller.abort();

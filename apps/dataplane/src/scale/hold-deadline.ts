@@ -21,12 +21,14 @@ export function defaultHoldMs(coldStartSeconds: number | null, bounds: HoldBound
 export function holdMs(header: string | string[] | undefined, coldStartSeconds: number | null, bounds: HoldBounds): number {
   const fallback = defaultHoldMs(coldStartSeconds, bounds);
   if (header === undefined) return fallback;
-  const raw = (Array.isArray(header) ? header[0] ?? '' : header).trim();
+  const raw = (Array.isArray(header) ? (header[0] ?? '') : header).trim();
   const seconds = /^\d+(\.\d+)?$/.test(raw) ? Number(raw) : Number.NaN;
   if (!Number.isFinite(seconds)) {
-    throw new ApiError('invalid_request',
+    throw new ApiError(
+      'invalid_request',
       `The ${SCALE_UP_TIMEOUT_HEADER} header must be a number of seconds from 0 to ${bounds.maxMs / 1000}, got '${raw.slice(0, 32)}'.`,
-      SCALE_UP_TIMEOUT_HEADER);
+      SCALE_UP_TIMEOUT_HEADER,
+    );
   }
   return Math.min(bounds.maxMs, Math.round(seconds * 1000));
 }

@@ -85,7 +85,12 @@ interface DeploymentInfo {
   readonly routeKey: string;
 }
 
-const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no', 'x-cold-start': 'true' } as const;
+const SSE_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache',
+  'x-accel-buffering': 'no',
+  'x-cold-start': 'true',
+} as const;
 const SAMPLES_MAX = 1000;
 const WAITED_MAX = 10_000;
 const BOOTING: ReadonlySet<string> = new Set(['pending', 'provisioning', 'scaling']);
@@ -127,8 +132,7 @@ export function createScaleHolds(opts: ScaleOptions, store: ConfigStore, inFligh
     return w.acknowledged || (d !== undefined && BOOTING.has(d.state) && d.desiredReplicas > 0) ? 'starting' : 'queued';
   };
   const retryAfter = (w: Waking): string => String(Math.max(2, Math.ceil(etaMs(w, false) / 1000)));
-  const scalingUp = (w: Waking, message: string): ApiError =>
-    new ApiError('deployment_scaling_up', message, null, { 'retry-after': retryAfter(w) });
+  const scalingUp = (w: Waking, message: string): ApiError => new ApiError('deployment_scaling_up', message, null, { 'retry-after': retryAfter(w) });
 
   const wake = (w: Waking): void => {
     if (channel === null || w.wakeInFlight || Date.now() - w.lastWakeAt < wakeResendMs) return;
@@ -286,14 +290,20 @@ export function createScaleHolds(opts: ScaleOptions, store: ConfigStore, inFligh
       const eta = etaMs(ww, target.ready);
       if (deadlineMs === 0 || deadlineMs < eta) {
         if (ww.queue.length === 0 && ww.admitting === null && target.ready) waking.delete(id);
-        throw scalingUp(ww, deadlineMs === 0
-          ? 'The deployment is scaling up from zero and the request asked not to wait (x-scale-up-timeout: 0). It has been woken; retry shortly.'
-          : `The deployment is scaling up; its cold start is expected to take about ${Math.ceil(eta / 1000)} s more, longer than this request's hold deadline of ${deadlineMs / 1000} s. It has been woken; retry shortly.`);
+        throw scalingUp(
+          ww,
+          deadlineMs === 0
+            ? 'The deployment is scaling up from zero and the request asked not to wait (x-scale-up-timeout: 0). It has been woken; retry shortly.'
+            : `The deployment is scaling up; its cold start is expected to take about ${Math.ceil(eta / 1000)} s more, longer than this request's hold deadline of ${deadlineMs / 1000} s. It has been woken; retry shortly.`,
+        );
       }
       if (ww.queue.length >= queueMax) {
-        throw new ApiError('concurrency_limit_exceeded',
+        throw new ApiError(
+          'concurrency_limit_exceeded',
           `Too many requests are waiting for this deployment to scale up: ${queueMax} are already held on this node. Retry in a few seconds.`,
-          null, { 'retry-after': retryAfter(ww) });
+          null,
+          { 'retry-after': retryAfter(ww) },
+        );
       }
       let resolve!: (t: RouteTarget) => void;
       let reject!: (e: unknown) => void;
@@ -302,7 +312,14 @@ export function createScaleHolds(opts: ScaleOptions, store: ConfigStore, inFligh
         reject = no;
       });
       const h: Held = {
-        res, usageId, stream, since: performance.now(), resolve, reject, deadline: null, done: false,
+        res,
+        usageId,
+        stream,
+        since: performance.now(),
+        resolve,
+        reject,
+        deadline: null,
+        done: false,
         onClose: () => {
           if (h.done) return;
           settle(ww, h);
@@ -312,7 +329,14 @@ export function createScaleHolds(opts: ScaleOptions, store: ConfigStore, inFligh
       };
       h.deadline = setTimeout(() => {
         if (h.done) return;
-        fail(ww, h, scalingUp(ww, `The deployment did not finish scaling up within this request's hold deadline of ${Math.round(deadlineMs / 100) / 10} s. Retry shortly.`));
+        fail(
+          ww,
+          h,
+          scalingUp(
+            ww,
+            `The deployment did not finish scaling up within this request's hold deadline of ${Math.round(deadlineMs / 100) / 10} s. Retry shortly.`,
+          ),
+        );
       }, deadlineMs);
       res.once('close', h.onClose);
       ww.queue.push(h);
