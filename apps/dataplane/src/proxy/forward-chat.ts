@@ -5,7 +5,7 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ResolvedKey, ResolvedUpstream, RouteTarget } from '../config/config-view.ts';
 import type { DataplaneMetrics, RuntimeFailure } from '../metrics.ts';
-import { estimatePromptTokens } from '../limits/token-budget.ts';
+import { countPromptTokens } from '../usage/prompt-tokens.ts';
 import { logRequest } from '../logging.ts';
 import { adapterFor } from '../runtimes/runtime-registry.ts';
 import type { OriginState, UpstreamPools, UpstreamTimeouts } from '../upstream/upstream-pools.ts';
@@ -97,13 +97,13 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
   let ttftMs: number | null = null;
   let recorded = false;
   /**
-   * Writes the one usage record. Without the runtime's `usage`, the prompt is estimated (the limiter's estimate)
+   * Writes the one usage record. Without the runtime's `usage`, the prompt is counted with the model family's tokenizer
    * when the runtime worked on it: a success, anything produced, or `prefilled` (the client left while the
    * runtime had the request); a refusal or an unreachable runtime bills no prompt.
    */
   const record = (status: number, usage: ChatUsage | null, completionEstimate: number, prefilled = false): void => {
     recorded = true;
-    const promptTokens = usage?.prompt_tokens ?? (status < 400 || completionEstimate > 0 || prefilled ? estimatePromptTokens(body) : 0);
+    const promptTokens = usage?.prompt_tokens ?? (status < 400 || completionEstimate > 0 || prefilled ? countPromptTokens(body) : 0);
     const completionTokens = usage?.completion_tokens ?? completionEstimate;
     const latencyMs = performance.now() - call.startPerf;
     deps.usage.record({
