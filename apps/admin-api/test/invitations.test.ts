@@ -22,6 +22,8 @@ interface Who {
 
 interface Reply {
   status: number;
+  // Parsed JSON bodies: the assertions check their values, property paths vary by procedure.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   data: any;
   code: string | null;
   param: string | null;
@@ -47,16 +49,26 @@ describe.each(testBackends())('tenant invitations (%s)', (kind) => {
     const res = await fetch(url, mutation ? { method: 'POST', headers: headers(who), body: JSON.stringify(input) } : { headers: headers(who) });
     const body = (await res.json()) as { result?: { data: unknown }; error?: { message: string; data: { code: string; param: string | null } } };
     return {
-      status: res.status, data: body.result?.data ?? null, code: body.error?.data.code ?? null, param: body.error?.data.param ?? null,
+      status: res.status,
+      data: body.result?.data ?? null,
+      code: body.error?.data.code ?? null,
+      param: body.error?.data.param ?? null,
       message: body.error?.message ?? null,
     };
   }
 
   async function gql(who: Who, query: string, variables: Record<string, unknown> = {}): Promise<Reply> {
     const res = await fetch(`${baseUrl}/graphql`, { method: 'POST', headers: headers(who), body: JSON.stringify({ query, variables }) });
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
     const body = (await res.json()) as { data?: any; errors?: { message: string; extensions?: { code?: string; param?: string | null } }[] };
     const err = body.errors?.[0];
-    return { status: res.status, data: body.data ?? null, code: err?.extensions?.code ?? null, param: err?.extensions?.param ?? null, message: err?.message ?? null };
+    return {
+      status: res.status,
+      data: body.data ?? null,
+      code: err?.extensions?.code ?? null,
+      param: err?.extensions?.param ?? null,
+      message: err?.message ?? null,
+    };
   }
 
   async function user(label: string): Promise<Who> {
@@ -70,7 +82,11 @@ describe.each(testBackends())('tenant invitations (%s)', (kind) => {
   beforeAll(async () => {
     database = await createTestDb(kind);
     app = await buildAdminApp({
-      db: database.db, dbKind: database.kind, pgPool: database.pool, nodeToken: NODE_TOKEN, consoleOrigins: [CONSOLE],
+      db: database.db,
+      dbKind: database.kind,
+      pgPool: database.pool,
+      nodeToken: NODE_TOKEN,
+      consoleOrigins: [CONSOLE],
       publicUrls: { sharedBaseUrl: 'http://127.0.0.1:9/endpoints/v1', dataplaneUrl: 'http://127.0.0.1:9' },
     });
     await app.listen({ port: 0, host: '127.0.0.1' });
@@ -93,7 +109,13 @@ describe.each(testBackends())('tenant invitations (%s)', (kind) => {
   /** The reply with the per-invitation values masked: what an owner could compare. */
   const shape = (r: Reply, root: string | null) => {
     const d = root ? r.data?.[root] : r.data;
-    return { status: r.status, code: r.code, keys: Object.keys(d ?? {}).sort(), role: d?.role, expiresInDays: Math.round((Date.parse(d?.expiresAt) - Date.now()) / 86_400_000) };
+    return {
+      status: r.status,
+      code: r.code,
+      keys: Object.keys(d ?? {}).sort(),
+      role: d?.role,
+      expiresInDays: Math.round((Date.parse(d?.expiresAt) - Date.now()) / 86_400_000),
+    };
   };
 
   it('answers the same whether or not the email has an account, and adds nobody (tRPC members.add)', async () => {
@@ -143,7 +165,10 @@ describe.each(testBackends())('tenant invitations (%s)', (kind) => {
     expect(again.code).toBe('conflict');
 
     const audit = await listAudit(database.db, { tenantId: tenantA, limit: 500 });
-    const actions = audit.filter((r) => r.targetId === id || r.targetId === invitee.userId).map((r) => r.action).sort();
+    const actions = audit
+      .filter((r) => r.targetId === id || r.targetId === invitee.userId)
+      .map((r) => r.action)
+      .sort();
     expect(actions).toEqual(['invitation.accept', 'invitation.create', 'membership.add']);
     expect(audit.find((r) => r.action === 'invitation.create' && r.targetId === id)?.actorUserId).toBe(ownerA.userId);
   });
@@ -202,14 +227,20 @@ describe.each(testBackends())('tenant invitations (%s)', (kind) => {
     const revoked = await user('revoked');
     const r = await gql(ownerA, INVITE, { t: tenantA, e: revoked.email });
     const rid = r.data.inviteMember.invitationId as string;
-    expect((await gql(ownerA, `mutation($t: ID!, $id: ID!) { revokeInvitation(tenantId: $t, id: $id) }`, { t: tenantA, id: rid })).data).toEqual({ revokeInvitation: true });
+    expect((await gql(ownerA, `mutation($t: ID!, $id: ID!) { revokeInvitation(tenantId: $t, id: $id) }`, { t: tenantA, id: rid })).data).toEqual({
+      revokeInvitation: true,
+    });
     expect((await trpc(ownerA, 'tenants.invitations.list', { tenantId: tenantA }, false)).data.map((i: { id: string }) => i.id)).not.toContain(rid);
     expect((await trpc(revoked, 'tenants.invitations.accept', { invitationId: rid })).code).toBe('CONFLICT');
     expect(await getMembership(database.db, tenantA, revoked.userId)).toBeNull();
 
     const late = await user('late');
     const e = await trpc(ownerA, 'tenants.members.add', { tenantId: tenantA, email: late.email });
-    await database.db.updateTable('invitations').set({ expiresAt: new Date(Date.now() - 1000) }).where('id', '=', e.data.invitationId).execute();
+    await database.db
+      .updateTable('invitations')
+      .set({ expiresAt: new Date(Date.now() - 1000) })
+      .where('id', '=', e.data.invitationId)
+      .execute();
     expect((await trpc(late, 'tenants.invitations.mine', undefined, false)).data).toEqual([]);
     const expired = await trpc(late, 'tenants.invitations.accept', { invitationId: e.data.invitationId });
     expect(expired).toMatchObject({ code: 'BAD_REQUEST', param: 'invitationId' });

@@ -15,6 +15,8 @@ const CONSOLE = 'http://console.test';
 
 interface Reply {
   status: number;
+  // Parsed JSON bodies: the assertions check their values, property paths vary by procedure.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   data: any;
   code: string | null;
   param: string | null;
@@ -35,22 +37,36 @@ describe.each(testBackends())('rules shared by tRPC and GraphQL (%s)', (kind) =>
     const res = await fetch(`${baseUrl}/trpc/${path}`, { method: 'POST', headers: headers(cookie), body: JSON.stringify(input) });
     const body = (await res.json()) as { result?: { data: unknown }; error?: { message: string; data: { code: string; param: string | null } } };
     return {
-      status: res.status, data: body.result?.data ?? null, code: body.error?.data.code ?? null, param: body.error?.data.param ?? null,
+      status: res.status,
+      data: body.result?.data ?? null,
+      code: body.error?.data.code ?? null,
+      param: body.error?.data.param ?? null,
       message: body.error?.message ?? null,
     };
   }
 
   async function gql(cookie: string, query: string, variables: Record<string, unknown> = {}): Promise<Reply> {
     const res = await fetch(`${baseUrl}/graphql`, { method: 'POST', headers: headers(cookie), body: JSON.stringify({ query, variables }) });
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
     const body = (await res.json()) as { data?: any; errors?: { message: string; extensions?: { code?: string; param?: string | null } }[] };
     const err = body.errors?.[0];
-    return { status: res.status, data: body.data ?? null, code: err?.extensions?.code ?? null, param: err?.extensions?.param ?? null, message: err?.message ?? null };
+    return {
+      status: res.status,
+      data: body.data ?? null,
+      code: err?.extensions?.code ?? null,
+      param: err?.extensions?.param ?? null,
+      message: err?.message ?? null,
+    };
   }
 
   beforeAll(async () => {
     database = await createTestDb(kind);
     app = await buildAdminApp({
-      db: database.db, dbKind: database.kind, pgPool: database.pool, nodeToken: NODE_TOKEN, consoleOrigins: [CONSOLE],
+      db: database.db,
+      dbKind: database.kind,
+      pgPool: database.pool,
+      nodeToken: NODE_TOKEN,
+      consoleOrigins: [CONSOLE],
       publicUrls: { sharedBaseUrl: 'http://127.0.0.1:9/endpoints/v1', dataplaneUrl: 'http://127.0.0.1:9' },
     });
     await app.listen({ port: 0, host: '127.0.0.1' });
@@ -72,7 +88,10 @@ describe.each(testBackends())('rules shared by tRPC and GraphQL (%s)', (kind) =>
     (await listAudit(database.db, { limit: 500 })).filter((r) => r.targetId === entryId).map((r) => ({ action: r.action, actor: r.actorUserId }));
 
   it('GraphQL catalog mutations write audit rows, as tRPC ones do', async () => {
-    const created = await gql(admin.cookie, `mutation { createCatalogEntry(input: { name: "Audited-GQL", provider: "Meta", parameterSize: "8B" }) { id published } }`);
+    const created = await gql(
+      admin.cookie,
+      `mutation { createCatalogEntry(input: { name: "Audited-GQL", provider: "Meta", parameterSize: "8B" }) { id published } }`,
+    );
     expect(created.code).toBeNull();
     const id = created.data.createCatalogEntry.id as string;
     expect(created.data.createCatalogEntry.published).toBe(false);
@@ -109,7 +128,11 @@ describe.each(testBackends())('rules shared by tRPC and GraphQL (%s)', (kind) =>
     expect(r.data.createApiKey.key).toMatchObject({ rpmLimit: 120, tpmLimit: 50_000 });
     const listed = await gql(member.cookie, `query($t: ID!) { tenant(id: $t) { apiKeys { id rpmLimit tpmLimit } } }`, { t: tenantId });
     expect(listed.data.tenant.apiKeys).toContainEqual({ id: r.data.createApiKey.key.id, rpmLimit: 120, tpmLimit: 50_000 });
-    const row = await database.db.selectFrom('apiKeys').select(['rpmLimit', 'tpmLimit', 'createdBy']).where('id', '=', r.data.createApiKey.key.id).executeTakeFirstOrThrow();
+    const row = await database.db
+      .selectFrom('apiKeys')
+      .select(['rpmLimit', 'tpmLimit', 'createdBy'])
+      .where('id', '=', r.data.createApiKey.key.id)
+      .executeTakeFirstOrThrow();
     expect(row).toEqual({ rpmLimit: 120, tpmLimit: 50_000, createdBy: member.userId });
 
     const t = await trpc(member.cookie, 'keys.create', { tenantId, name: 'limited', rpmLimit: 120, tpmLimit: 50_000 });
@@ -121,14 +144,20 @@ describe.each(testBackends())('rules shared by tRPC and GraphQL (%s)', (kind) =>
     ['tpmLimit', undefined, -5],
     ['rpmLimit', 1_500_000_000, undefined],
   ] as const)('refuses a bad %s with the same error on both transports', async (field, rpm, tpm) => {
-    const before = await database.db.selectFrom('apiKeys').select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
+    const before = await database.db
+      .selectFrom('apiKeys')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .executeTakeFirstOrThrow();
     const g = await gql(member.cookie, CREATE_KEY, { t: tenantId, rpm, tpm });
     const t = await trpc(member.cookie, 'keys.create', { tenantId, name: 'limited', rpmLimit: rpm, tpmLimit: tpm });
     expect(g).toMatchObject({ code: 'invalid', param: field });
     expect(t).toMatchObject({ status: 400, code: 'BAD_REQUEST', param: field });
     expect(g.message).toBe(t.message);
     expect(t.message).toMatch(new RegExp(`^${field} must be a whole number from 1 to`));
-    const after = await database.db.selectFrom('apiKeys').select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
+    const after = await database.db
+      .selectFrom('apiKeys')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .executeTakeFirstOrThrow();
     expect(after.n).toBe(before.n);
   });
 

@@ -36,8 +36,12 @@ export function PendingInvitations() {
               {i.invitedByEmail ? <span className="muted"> (invited by {i.invitedByEmail})</span> : null}
               <span className="muted"> · expires {formatDate(i.expiresAt)}</span>
             </span>
-            <button type="button" className="primary" onClick={() => answer.mutate({ id: i.id, accept: true })} disabled={answer.isPending}>Accept</button>
-            <button type="button" onClick={() => answer.mutate({ id: i.id, accept: false })} disabled={answer.isPending}>Decline</button>
+            <button type="button" className="primary" onClick={() => answer.mutate({ id: i.id, accept: true })} disabled={answer.isPending}>
+              Accept
+            </button>
+            <button type="button" onClick={() => answer.mutate({ id: i.id, accept: false })} disabled={answer.isPending}>
+              Decline
+            </button>
           </li>
         ))}
       </ul>

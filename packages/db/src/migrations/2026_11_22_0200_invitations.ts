@@ -11,7 +11,12 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('role', 'text', (c) => c.notNull().check(sql`role in ('owner', 'member')`))
     .addColumn('token_hash', 'text', (c) => c.notNull().unique())
     .addColumn('invited_by', 'uuid', (c) => c.references('users.id').onDelete('set null'))
-    .addColumn('status', 'text', (c) => c.notNull().defaultTo('pending').check(sql`status in ('pending', 'accepted', 'declined', 'revoked')`))
+    .addColumn('status', 'text', (c) =>
+      c
+        .notNull()
+        .defaultTo('pending')
+        .check(sql`status in ('pending', 'accepted', 'declined', 'revoked')`),
+    )
     .addColumn('expires_at', 'timestamptz', (c) => c.notNull())
     .addColumn('responded_at', 'timestamptz')
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))

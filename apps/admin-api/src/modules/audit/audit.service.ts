@@ -1,5 +1,7 @@
 import type { JsonObject, JsonValue } from '@infer/db';
 import { isUuid, type Db } from '../../db.ts';
+import { requirePlatformAdmin, requireTenantRole } from '../access/access.ts';
+import type { Principal } from '../access/principal.ts';
 
 /** Who did it: a console user, an admin token, or the system (both null). */
 export interface Actor {
@@ -70,4 +72,15 @@ export async function listAudit(
   if (input.action !== undefined) q = q.where('a.action', '=', input.action);
   const rows = await q.execute();
   return rows.map((r) => ({ ...r, id: Number(r.id) }));
+}
+
+/** The audit log as a caller may read it: one tenant's rows (its owners), or every row (platform admins). */
+export function readAuditLog(
+  db: Db,
+  principal: Principal,
+  input: { tenantId?: string; limit?: number; before?: number; action?: string } = {},
+): Promise<AuditRecord[]> {
+  if (input.tenantId === undefined) requirePlatformAdmin(principal);
+  else requireTenantRole(principal, input.tenantId, 'owner');
+  return listAudit(db, input);
 }

@@ -1,8 +1,16 @@
 import { builder } from '../../graphql/builder.ts';
 import { ServiceError } from '../../errors.ts';
 import {
-  answerInvitation, inviteMember, listMyInvitations, listTenantInvitations, revokeInvitation, type InvitationAnswer,
-  type InvitationRef, type InvitationSent, type MyInvitation, type TenantInvitation,
+  answerInvitation,
+  inviteMember,
+  listMyInvitations,
+  listTenantInvitations,
+  revokeInvitation,
+  type InvitationAnswer,
+  type InvitationRef,
+  type InvitationSent,
+  type MyInvitation,
+  type TenantInvitation,
 } from './invitations.service.ts';
 import { TenantRef, TenantRoleEnum, ViewerRef } from './tenants.graphql.ts';
 
@@ -52,7 +60,12 @@ const InvitationAnswerRef = builder.objectRef<InvitationAnswer>('InvitationAnswe
     invitationId: t.exposeID('invitationId'),
     tenantId: t.exposeID('tenantId'),
     status: t.field({ type: InvitationStatusEnum, resolve: (a) => a.status }),
-    role: t.field({ type: TenantRoleEnum, nullable: true, description: "The caller's role in the tenant now; null when not a member.", resolve: (a) => a.role }),
+    role: t.field({
+      type: TenantRoleEnum,
+      nullable: true,
+      description: "The caller's role in the tenant now; null when not a member.",
+      resolve: (a) => a.role,
+    }),
   }),
 });
 
@@ -90,8 +103,7 @@ builder.mutationFields((t) => ({
       email: t.arg.string({ required: true }),
       role: t.arg({ type: TenantRoleEnum, description: 'Default MEMBER.' }),
     },
-    resolve: (_root, args, ctx) =>
-      inviteMember(ctx.db, ctx.principal, { tenantId: String(args.tenantId), email: args.email, role: args.role ?? 'member' }),
+    resolve: (_root, args, ctx) => inviteMember(ctx.db, ctx.principal, { tenantId: String(args.tenantId), email: args.email, role: args.role ?? 'member' }),
   }),
   revokeInvitation: t.field({
     type: 'Boolean',

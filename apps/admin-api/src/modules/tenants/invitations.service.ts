@@ -93,13 +93,15 @@ export async function inviteMember(
     const row = await trx
       .insertInto('invitations')
       .values({ tenantId: input.tenantId, email, role, tokenHash, invitedBy, expiresAt })
-      .onConflict((oc) =>
-        oc.columns(['tenantId', 'email']).where('status', '=', 'pending').doUpdateSet({ role, tokenHash, invitedBy, expiresAt }),
-      )
+      .onConflict((oc) => oc.columns(['tenantId', 'email']).where('status', '=', 'pending').doUpdateSet({ role, tokenHash, invitedBy, expiresAt }))
       .returning(['id', 'expiresAt'])
       .executeTakeFirstOrThrow();
     await writeAudit(trx, {
-      actor: actorOf(principal), tenantId: input.tenantId, action: 'invitation.create', targetType: 'invitation', targetId: row.id,
+      actor: actorOf(principal),
+      tenantId: input.tenantId,
+      action: 'invitation.create',
+      targetType: 'invitation',
+      targetId: row.id,
       detail: { email, role },
     });
     return { invitationId: row.id, email, role, expiresAt: row.expiresAt, token };
@@ -121,11 +123,7 @@ export async function listTenantInvitations(db: Db, principal: Principal, tenant
 }
 
 /** Withdraws an open invitation (owners); one of another tenant is "not found". */
-export async function revokeInvitation(
-  db: Db,
-  principal: Principal,
-  ref: { readonly tenantId: string; readonly invitationId: string },
-): Promise<void> {
+export async function revokeInvitation(db: Db, principal: Principal, ref: { readonly tenantId: string; readonly invitationId: string }): Promise<void> {
   requireTenantRole(principal, ref.tenantId, 'owner');
   if (!isUuid(ref.invitationId)) throw notFound('invitation');
   await withTransaction(db, async (trx) => {
@@ -139,7 +137,11 @@ export async function revokeInvitation(
       .executeTakeFirst();
     if (!row) throw notFound('invitation');
     await writeAudit(trx, {
-      actor: actorOf(principal), tenantId: ref.tenantId, action: 'invitation.revoke', targetType: 'invitation', targetId: row.id,
+      actor: actorOf(principal),
+      tenantId: ref.tenantId,
+      action: 'invitation.revoke',
+      targetType: 'invitation',
+      targetId: row.id,
       detail: { email: row.email },
     });
   });
@@ -160,10 +162,7 @@ export async function listMyInvitations(db: Db, principal: Principal): Promise<M
     .selectFrom('invitations as i')
     .innerJoin('tenants as t', 't.id', 'i.tenantId')
     .leftJoin('users as u', 'u.id', 'i.invitedBy')
-    .select([
-      'i.id', 'i.tenantId', 't.slug as tenantSlug', 't.name as tenantName', 'i.role', 'u.email as invitedByEmail', 'i.createdAt',
-      'i.expiresAt',
-    ])
+    .select(['i.id', 'i.tenantId', 't.slug as tenantSlug', 't.name as tenantName', 'i.role', 'u.email as invitedByEmail', 'i.createdAt', 'i.expiresAt'])
     .where('i.email', '=', user.email.toLowerCase())
     .where('i.status', '=', 'pending')
     .where('i.expiresAt', '>', sql<Date>`now()`)
@@ -197,15 +196,14 @@ export async function answerInvitation(db: Db, principal: Principal, ref: Invita
       .execute();
     const actor = actorOf(principal);
     await writeAudit(trx, {
-      actor, tenantId: inv.tenantId, action: accept ? 'invitation.accept' : 'invitation.decline', targetType: 'invitation',
-      targetId: inv.id, detail: { email: inv.email, role: inv.role },
+      actor,
+      tenantId: inv.tenantId,
+      action: accept ? 'invitation.accept' : 'invitation.decline',
+      targetType: 'invitation',
+      targetId: inv.id,
+      detail: { email: inv.email, role: inv.role },
     });
-    const before = await trx
-      .selectFrom('memberships')
-      .select('role')
-      .where('tenantId', '=', inv.tenantId)
-      .where('userId', '=', user.userId)
-      .executeTakeFirst();
+    const before = await trx.selectFrom('memberships').select('role').where('tenantId', '=', inv.tenantId).where('userId', '=', user.userId).executeTakeFirst();
     if (!accept) return { invitationId: inv.id, tenantId: inv.tenantId, status: 'declined', role: before?.role ?? null };
 
     const role: MembershipRole = before?.role === 'owner' ? 'owner' : inv.role;
@@ -216,7 +214,11 @@ export async function answerInvitation(db: Db, principal: Principal, ref: Invita
         .onConflict((oc) => oc.columns(['tenantId', 'userId']).doUpdateSet({ role }))
         .execute();
       await writeAudit(trx, {
-        actor, tenantId: inv.tenantId, action: before ? 'membership.role' : 'membership.add', targetType: 'user', targetId: user.userId,
+        actor,
+        tenantId: inv.tenantId,
+        action: before ? 'membership.role' : 'membership.add',
+        targetType: 'user',
+        targetId: user.userId,
         detail: { email: inv.email, role, invitationId: inv.id, ...(before ? { from: before.role } : {}) },
       });
     }

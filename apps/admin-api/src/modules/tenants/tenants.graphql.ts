@@ -1,10 +1,8 @@
-import { isUuid } from '../../db.ts';
 import { builder } from '../../graphql/builder.ts';
-import { notFound } from '../../errors.ts';
-import { isPlatformAdmin, requireAuthenticated, requirePlatformAdmin, requireTenantRole, roleIn } from '../access/access.ts';
-import { actorOf, type Principal } from '../access/principal.ts';
+import { isPlatformAdmin, requireTenantRole, roleIn } from '../access/access.ts';
+import type { Principal } from '../access/principal.ts';
 import { getUserById } from '../auth/auth.service.ts';
-import { createTenant, getTenantById, getTenantBySlug, listCallerTenants, listTenants, type Tenant } from './tenants.service.ts';
+import { adminCreateTenant, adminListTenants, getCallerTenant, listCallerTenants, type Tenant } from './tenants.service.ts';
 
 export const TenantRoleEnum = builder.enumType('TenantRole', {
   values: { OWNER: { value: 'owner' }, MEMBER: { value: 'member' } } as const,
@@ -90,22 +88,12 @@ builder.queryFields((t) => ({
     nullable: true,
     description: 'One tenant of the caller, by id or slug (a tenant the caller cannot see is "not found").',
     args: { id: t.arg.id(), slug: t.arg.string() },
-    resolve: async (_root, args, ctx) => {
-      const id = args.id == null ? null : String(args.id);
-      const tenant = id !== null ? (isUuid(id) ? await getTenantById(ctx.db, id) : null) : args.slug ? await getTenantBySlug(ctx.db, args.slug) : null;
-      requireAuthenticated(ctx.principal);
-      if (!tenant) throw notFound('tenant');
-      requireTenantRole(ctx.principal, tenant.id);
-      return tenant;
-    },
+    resolve: (_root, args, ctx) => getCallerTenant(ctx.db, ctx.principal, { id: args.id == null ? null : String(args.id), slug: args.slug }),
   }),
   tenants: t.field({
     type: [TenantRef],
     description: 'Platform admins: every tenant.',
-    resolve: (_root, _args, ctx) => {
-      requirePlatformAdmin(ctx.principal);
-      return listTenants(ctx.db);
-    },
+    resolve: (_root, _args, ctx) => adminListTenants(ctx.db, ctx.principal),
   }),
 }));
 
@@ -120,12 +108,10 @@ builder.mutationFields((t) => ({
       tpmLimit: t.arg.int(),
       ownerEmail: t.arg.string({ description: "An existing user's email: they become the tenant's first owner." }),
     },
-    resolve: (_root, args, ctx) => {
-      requirePlatformAdmin(ctx.principal);
-      return createTenant(ctx.db, {
+    resolve: (_root, args, ctx) =>
+      adminCreateTenant(ctx.db, ctx.principal, {
         slug: args.slug, name: args.name, rpmLimit: args.rpmLimit ?? null, tpmLimit: args.tpmLimit ?? null,
-        ...(args.ownerEmail ? { ownerEmail: args.ownerEmail } : {}), actor: actorOf(ctx.principal),
-      });
-    },
+        ...(args.ownerEmail ? { ownerEmail: args.ownerEmail } : {}),
+      }),
   }),
 }));

@@ -1,13 +1,12 @@
 import { z } from 'zod';
-import { notFound, ServiceError } from '../../errors.ts';
 import { adminProcedure, authedProcedure, router, tenantProcedure } from '../../trpc/init.ts';
 import { isPlatformAdmin } from '../access/access.ts';
-import { actorOf } from '../access/principal.ts';
 import {
   answerInvitation, inviteMember, listMyInvitations, listTenantInvitations, revokeInvitation,
 } from './invitations.service.ts';
 import {
-  createTenant, getTenantById, listCallerTenants, listMembers, listTenants, removeTenantMember, setMemberRole, setTenantLimits,
+  adminCreateTenant, adminListTenants, adminSetTenantLimits, getCallerTenant, listCallerTenants, listTenantMembers, removeTenantMember,
+  setMemberRole,
 } from './tenants.service.ts';
 
 const limit = z.number().int().positive().max(1_000_000_000).nullable();
@@ -19,7 +18,7 @@ export const tenantsRouter = router({
   mine: authedProcedure.query(({ ctx }) => listCallerTenants(ctx.db, ctx.principal)),
 
   /** Every tenant (platform admin). */
-  all: adminProcedure.query(({ ctx }) => listTenants(ctx.db)),
+  all: adminProcedure.query(({ ctx }) => adminListTenants(ctx.db, ctx.principal)),
 
   /** Creates a tenant (platform admin); `ownerEmail` makes that existing user its first owner. */
   create: adminProcedure
@@ -32,17 +31,16 @@ export const tenantsRouter = router({
         ownerEmail: z.string().max(320).optional(),
       }),
     )
-    .mutation(({ ctx, input }) => createTenant(ctx.db, { ...input, actor: actorOf(ctx.principal) })),
+    .mutation(({ ctx, input }) => adminCreateTenant(ctx.db, ctx.principal, input)),
 
   /** One tenant and the caller's role in it (members). */
   get: tenantProcedure.query(async ({ ctx }) => {
-    const tenant = await getTenantById(ctx.db, ctx.tenantId);
-    if (!tenant) throw notFound('tenant');
+    const tenant = await getCallerTenant(ctx.db, ctx.principal, { id: ctx.tenantId });
     return { ...tenant, role: ctx.role, viewerIsPlatformAdmin: isPlatformAdmin(ctx.principal) };
   }),
 
   members: router({
-    list: tenantProcedure.query(({ ctx }) => listMembers(ctx.db, ctx.tenantId)),
+    list: tenantProcedure.query(({ ctx }) => listTenantMembers(ctx.db, ctx.principal, ctx.tenantId)),
     /**
      * Invites an email (owner); the same reply whether or not it has an account. They become a
      * member when they accept (`tenants.invitations.accept`).
@@ -83,6 +81,6 @@ export const tenantsRouter = router({
   setLimits: adminProcedure
     .input(z.object({ tenantId: z.uuid(), rpmLimit: limit, tpmLimit: limit }))
     .mutation(({ ctx, input }) =>
-      setTenantLimits(ctx.db, input.tenantId, { rpmLimit: input.rpmLimit, tpmLimit: input.tpmLimit }, actorOf(ctx.principal)),
+      adminSetTenantLimits(ctx.db, ctx.principal, input.tenantId, { rpmLimit: input.rpmLimit, tpmLimit: input.tpmLimit }),
     ),
 });

@@ -3,7 +3,7 @@ import type { MembershipRole } from '@infer/db';
 import type { Db } from '../../db.ts';
 import { isUuid } from '../../db.ts';
 import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
-import { requireTenantRole } from '../access/access.ts';
+import { requireAuthenticated, requirePlatformAdmin, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
 import { checkRateLimits } from '../access/rate-limits.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
@@ -293,4 +293,44 @@ export async function setMemberRole(
 export async function removeTenantMember(db: Db, principal: Principal, input: { readonly tenantId: string; readonly userId: string }): Promise<void> {
   requireTenantRole(principal, input.tenantId, 'owner');
   await removeMember(db, { ...input, actor: actorOf(principal) });
+}
+
+// Platform-admin operations and tenant reads as the transports call them: the caller is checked here.
+
+/** Creates a tenant (platform admins); `ownerEmail` makes that existing user its first owner. */
+export async function adminCreateTenant(db: Db, principal: Principal, input: Omit<CreateTenantInput, 'actor'>): Promise<Tenant> {
+  requirePlatformAdmin(principal);
+  return createTenant(db, { ...input, actor: actorOf(principal) });
+}
+
+/** Sets a tenant's rate limits (platform admins). */
+export async function adminSetTenantLimits(
+  db: Db,
+  principal: Principal,
+  tenantId: string,
+  limits: { rpmLimit: number | null; tpmLimit: number | null },
+): Promise<Tenant> {
+  requirePlatformAdmin(principal);
+  return setTenantLimits(db, tenantId, limits, actorOf(principal));
+}
+
+/** Every tenant (platform admins). */
+export async function adminListTenants(db: Db, principal: Principal): Promise<Tenant[]> {
+  requirePlatformAdmin(principal);
+  return listTenants(db);
+}
+
+/** One tenant of the caller by id or slug; a tenant the caller cannot see is "not found". */
+export async function getCallerTenant(db: Db, principal: Principal, by: { readonly id?: string | null; readonly slug?: string | null }): Promise<Tenant> {
+  requireAuthenticated(principal);
+  const tenant = by.id != null ? (isUuid(by.id) ? await getTenantById(db, by.id) : null) : by.slug ? await getTenantBySlug(db, by.slug) : null;
+  if (!tenant) throw notFound('tenant');
+  requireTenantRole(principal, tenant.id);
+  return tenant;
+}
+
+/** The members of a tenant, for its members. */
+export async function listTenantMembers(db: Db, principal: Principal, tenantId: string): Promise<Member[]> {
+  requireTenantRole(principal, tenantId, 'member');
+  return listMembers(db, tenantId);
 }
