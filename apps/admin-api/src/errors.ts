@@ -46,12 +46,20 @@ export function isDataException(err: unknown): boolean {
   return typeof code === 'string' && /^22[0-9A-Z]{3}$/.test(code);
 }
 
+/** True for a statement cancelled by `statement_timeout` (SQLSTATE 57014) on an API caller's pool. */
+export function isStatementTimeout(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '57014';
+}
+
 /**
  * The domain error an adapter should report for `err`: a ServiceError as is, a database data
  * exception as `invalid` (bad input, never a 500); undefined for anything else (a masked 500).
  */
 export function asServiceError(err: unknown): ServiceError | undefined {
   if (err instanceof ServiceError) return err;
+  if (isStatementTimeout(err)) {
+    return new ServiceError('invalid', 'the request took too long and was stopped (statement timeout): ask for a shorter range or fewer items');
+  }
   if (isDataException(err)) {
     return new ServiceError('invalid', 'a value is out of range or not valid text (e.g. it contains a NUL character)');
   }

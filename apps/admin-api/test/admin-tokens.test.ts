@@ -4,6 +4,7 @@ import { hashSecret, SECRET_PREFIX } from '@infer/shared';
 import { createAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
 import { resolvePrincipal } from '../src/modules/auth/resolve-principal.ts';
 import { ServiceError } from '../src/errors.ts';
+import { addMember } from '../src/modules/tenants/tenants.service.ts';
 import { startTestApp, type TestApp } from './helpers.ts';
 import { buildWorld, trpc, type World } from './trpc-fixtures.ts';
 
@@ -112,6 +113,8 @@ describe.each(testBackends())('admin tokens (%s)', (kind) => {
 
   it('ends the tenant tokens of a member who is removed', async () => {
     const { db } = t.database;
+    // Minted while an owner (a tenant token acts as owner, so only an owner's token works at all).
+    await addMember(db, { tenantId: w.tenantA.id, userId: w.parties.memberA.userId!, role: 'owner' });
     const token = await createAdminToken(db, { name: 'left behind', tenantId: w.tenantA.id, userId: w.parties.memberA.userId });
     const bearer = { authorization: `Bearer ${token.secret}` };
     expect((await trpc(t.baseUrl, 'keys.list', { input: { tenantId: w.tenantA.id }, headers: bearer })).status).toBe(200);

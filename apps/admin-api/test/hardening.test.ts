@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testBackends } from '@infer/db/testing';
 import { hashSecret } from '@infer/shared';
 import { SESSION_TTL_MS } from '../src/modules/auth/sessions.ts';
+import { appOn } from './app-on.ts';
 import { NODE_TOKEN, startTestApp, type TestApp } from './helpers.ts';
 import { buildWorld, type World } from './trpc-fixtures.ts';
 
@@ -160,13 +161,16 @@ describe.each(testBackends())('hardening (%s)', (kind) => {
       const token = w.parties.memberA.cookie!.slice('session='.length);
       const soon = new Date(Date.now() + SESSION_TTL_MS / 4);
       await t.database.db.updateTable('sessions').set({ expiresAt: soon }).where('id', '=', hashSecret(token)).execute();
-      const res = await fetch(`${t.baseUrl}/graphql`, {
+      // X-Forwarded-Proto counts only from a configured trusted proxy (here: this test, on loopback).
+      const proxied = await appOn(t.database, { trustProxy: ['127.0.0.1'] });
+      const res = await fetch(`${proxied.baseUrl}/graphql`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', cookie: w.parties.memberA.cookie!, 'x-forwarded-proto': 'https' },
         body: JSON.stringify({ query: '{ viewer { kind } }' }),
       });
       expect(res.status).toBe(200);
       const cookie = res.headers.getSetCookie().find((c) => c.startsWith('session='));
+      await proxied.close();
       expect(cookie).toBeDefined();
       expect(cookie).toMatch(/; Secure/);
     });

@@ -66,9 +66,13 @@ describe.each(testBackends())('console sessions over HTTP (%s)', (kind) => {
     expect(keys.status).toBe(200);
   });
 
-  it('marks the cookie Secure behind an HTTPS proxy', async () => {
-    const { res } = await login({ origin: 'https://console.example', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'console.example' });
-    expect(res.setCookie.find((s) => s.startsWith('session='))).toMatch(/; Secure/);
+  it('ignores forwarded headers from a client that is not a trusted proxy', async () => {
+    // Behind a trusted proxy the cookie gets Secure: see transport-security.test.ts.
+    const res = await trpc(t.baseUrl, 'auth.login', {
+      mutation: true, input: { email, password: PASSWORD }, headers: { origin: 'https://console.example', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'console.example' },
+    });
+    expect(res.status).toBe(403);
+    expect(res.setCookie).toEqual([]);
   });
 
   it('refuses wrong passwords and unknown emails alike', async () => {
@@ -147,8 +151,9 @@ describe.each(testBackends())('console sessions over HTTP (%s)', (kind) => {
 
     expect((await create({ origin })).status).toBe(200);
     expect((await create({ referer: `${origin}/keys` })).status).toBe(200);
-    expect((await create({ origin: 'https://console.example', 'x-forwarded-host': 'console.example' })).status).toBe(200);
-    expect(await count()).toBe(before + 3);
+    // X-Forwarded-Host from a client that is not a configured trusted proxy is ignored (finding 1).
+    expect((await create({ origin: 'https://console.example', 'x-forwarded-host': 'console.example' })).status).toBe(403);
+    expect(await count()).toBe(before + 2);
 
     // Logout is a mutation too; login CSRF (a browser Origin elsewhere) is refused.
     expect((await trpc(t.baseUrl, 'auth.logout', { mutation: true, headers: { cookie, origin: 'https://evil.example' } })).status).toBe(403);
@@ -156,8 +161,9 @@ describe.each(testBackends())('console sessions over HTTP (%s)', (kind) => {
     const csrfLogin = await trpc(t.baseUrl, 'auth.login', { mutation: true, input: { email, password: PASSWORD }, headers: { origin: 'https://evil.example' } });
     expect(csrfLogin.status).toBe(403);
     expect(csrfLogin.setCookie).toEqual([]);
-    // Queries are not state-changing and stay readable with the cookie.
-    expect((await trpc(t.baseUrl, 'keys.list', { input: { tenantId }, headers: { cookie, origin: 'https://evil.example' } })).status).toBe(200);
+    // Cookie-authenticated reads from a foreign origin are refused too; without an Origin they work.
+    expect((await trpc(t.baseUrl, 'keys.list', { input: { tenantId }, headers: { cookie, origin: 'https://evil.example' } })).status).toBe(403);
+    expect((await trpc(t.baseUrl, 'keys.list', { input: { tenantId }, headers: { cookie } })).status).toBe(200);
   });
 
   it('throttles failed logins per email and IP with a clear 429', async () => {
@@ -211,5 +217,5 @@ describe('allowed console origins and logging', () => {
       await app.close();
       await database.close();
     }
-  });
+  }, 60_000);
 });

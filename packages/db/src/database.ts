@@ -1,6 +1,7 @@
 import type { AdminTokenTable } from './tables/admin-token.table.ts';
 import type { ApiKeyTable } from './tables/api-key.table.ts';
 import type { AuditLogTable } from './tables/audit-log.table.ts';
+import type { AuthThrottleTable } from './tables/auth-throttle.table.ts';
 import type { CatalogEntryTable } from './tables/catalog-entry.table.ts';
 import type { ConfigOutboxTable } from './tables/config-outbox.table.ts';
 import type { DeploymentReplicaTable } from './tables/deployment-replica.table.ts';
@@ -30,5 +31,6 @@ export interface DB {
   configOutbox: ConfigOutboxTable;
   usageRecords: UsageRecordTable;
   auditLog: AuditLogTable;
+  authThrottle: AuthThrottleTable;
   nodeCredentials: NodeCredentialTable;
 }

@@ -1,7 +1,7 @@
 import type { Db } from '../db.ts';
 import type { Principal } from '../modules/access/principal.ts';
 import type { DeploymentsContext } from '../modules/deployments/deployments-context.ts';
-import type { PublicUrls } from '../trpc/context.ts';
+import type { PublicUrls } from '@infer/shared';
 
 /** Depth and cost budget of one GraphQL operation. */
 export interface GraphQLLimits {
@@ -9,11 +9,15 @@ export interface GraphQLLimits {
   readonly maxDepth: number;
   /** Introspection is cyclic and tooling's standard query nests ~12 levels. */
   readonly maxIntrospectionDepth: number;
-  /** Cost budget: each field costs 1, times the page size (`first`) or 10 for lists, nested. */
+  /** Cost budget: each field costs 1 (aggregates far more), times the page size (`first`) or 10 for lists, nested. */
   readonly maxComplexity: number;
+  /** Aliased fields per operation (aliases are how one costly field is asked for many times). */
+  readonly maxAliases: number;
+  /** Field selections per operation, fragments expanded. */
+  readonly maxFields: number;
 }
 
-export const DEFAULT_GRAPHQL_LIMITS: GraphQLLimits = Object.freeze({ maxDepth: 10, maxIntrospectionDepth: 15, maxComplexity: 5000 });
+export const DEFAULT_GRAPHQL_LIMITS: GraphQLLimits = Object.freeze({ maxDepth: 10, maxIntrospectionDepth: 15, maxComplexity: 5000, maxAliases: 30, maxFields: 1000 });
 
 /** What resolvers get: the database, the resolved caller, the public URLs and the operation budget. */
 export interface GraphQLContext {

@@ -1,14 +1,15 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { createGraphQLError, createYoga, type Plugin } from 'graphql-yoga';
+import { createYoga, type Plugin } from 'graphql-yoga';
+import type { PublicUrls } from '@infer/shared';
 import type { Db } from '../db.ts';
-import { asServiceError, ServiceError } from '../errors.ts';
-import { isSameOrigin } from '../modules/auth/origin.ts';
-import { resolveCaller } from '../modules/auth/resolve-principal.ts';
-import { sessionCookie } from '../modules/auth/sessions.ts';
+import { maskGraphQLError, toGraphQLError } from '../error-mapping.ts';
+import { asServiceError } from '../errors.ts';
+import { createPrincipalRateLimit, type PrincipalRateLimit } from '../modules/auth/principal-rate-limit.ts';
+import { csrfRefusal, resolveRequestCaller, type RequestCaller } from '../modules/auth/request-caller.ts';
 import type { DeploymentsContext } from '../modules/deployments/deployments-context.ts';
-import { isHttps, type PublicUrls } from '../trpc/context.ts';
 import { useDepthLimit } from './depth-limit.ts';
 import { DEFAULT_GRAPHQL_LIMITS, type GraphQLContext, type GraphQLLimits } from './context.ts';
+import { operationSize, useOperationSizeLimit } from './operation-limits.ts';
 import { schema } from './schema/index.ts';
 
 interface ServerContext {
@@ -23,51 +24,46 @@ export interface GraphQLServerOptions {
   readonly limits?: Partial<GraphQLLimits>;
   /** Where unexpected (masked) errors are reported; callers only see "Unexpected error.". */
   readonly onUnexpectedError?: (err: unknown) => void;
-  /** Console origins (normalised) allowed to send cookie-authenticated mutations besides this host. */
+  /**
+   * Console origins (normalised): the only foreign origins that get credentialed CORS, and that may
+   * send cookie-authenticated operations besides this server's own origin.
+   */
   readonly allowedOrigins?: readonly string[];
+  /** Per-principal work budget (shared with tRPC when the app passes one). */
+  readonly rateLimit?: PrincipalRateLimit;
 }
 
-type UserContext = GraphQLContext & { via: 'cookie' | 'bearer' | 'none' };
+type UserContext = GraphQLContext & { caller: RequestCaller };
 type Context = UserContext & ServerContext;
 
-const HTTP_STATUS: Readonly<Record<string, number>> = Object.freeze({ unauthenticated: 401 });
+/** Fields per rate-limit point: a small query costs 1, a wide one more. */
+const FIELDS_PER_POINT = 25;
 
-/** A ServiceError as a GraphQL error: its (safe) message, code and param; nothing else. */
-function fromServiceError(err: ServiceError, path?: readonly (string | number)[]) {
-  const status = HTTP_STATUS[err.code];
-  return createGraphQLError(err.message, {
-    path,
-    extensions: { code: err.code, param: err.param, ...(status ? { http: { status } } : {}) },
-  });
-}
-
-const isGraphQLError = (e: unknown): e is Error & { originalError?: unknown; path?: readonly (string | number)[] } =>
-  e instanceof Error && e.name === 'GraphQLError';
-
-/** The innermost cause of a GraphQL error (variable coercion wraps a scalar's error twice), or undefined. */
-function rootCause(error: unknown): unknown {
-  let cause = isGraphQLError(error) ? error.originalError : undefined;
-  while (isGraphQLError(cause) && cause.originalError) cause = cause.originalError;
-  return cause;
-}
-
-/** Cookie-authenticated mutations must come from this host or an allowed console origin (CSRF). */
-function originCheck(allowedOrigins: readonly string[]): Plugin<Context> {
+/**
+ * Before an operation executes: the CSRF decision (the one tRPC applies too) and the caller's work
+ * budget, charged by the operation's size.
+ */
+function requestGuard(limits: GraphQLLimits, rateLimit: PrincipalRateLimit): Plugin<Context> {
   return {
     onExecute({ args, setResultAndStopExecution }) {
       const ctx = args.contextValue;
-      if (ctx.via !== 'cookie') return;
-      let isMutation = false;
+      let mutation = false;
       for (const d of args.document.definitions) {
         if (d.kind === 'OperationDefinition' && (!args.operationName || d.name?.value === args.operationName)) {
-          isMutation = d.operation === 'mutation';
+          mutation = d.operation === 'mutation';
           break;
         }
       }
-      if (!isMutation || isSameOrigin(ctx.req.headers, allowedOrigins)) return;
-      setResultAndStopExecution({
-        errors: [createGraphQLError('cross-origin mutation refused: send an Origin of this console, or use an admin token', { extensions: { code: 'forbidden' } })],
-      });
+      try {
+        const refusal = csrfRefusal(ctx.caller, { mutation });
+        if (refusal) throw refusal;
+        const size = operationSize(args.document, args.operationName, limits.maxFields);
+        rateLimit.take(ctx.principal, ctx.caller.ip, Math.max(1, Math.ceil(size.fields / FIELDS_PER_POINT)));
+      } catch (err) {
+        const domain = asServiceError(err);
+        if (!domain) throw err;
+        setResultAndStopExecution({ errors: [toGraphQLError(domain)] });
+      }
     },
   };
 }
@@ -75,46 +71,31 @@ function originCheck(allowedOrigins: readonly string[]): Plugin<Context> {
 /** The Yoga instance behind `/graphql`: resolves the caller per request, masks unexpected errors. */
 export function createGraphQLServer(opts: GraphQLServerOptions) {
   const limits: GraphQLLimits = Object.freeze({ ...DEFAULT_GRAPHQL_LIMITS, ...opts.limits });
+  const allowed = opts.allowedOrigins ?? [];
+  const rateLimit = opts.rateLimit ?? createPrincipalRateLimit();
   return createYoga<ServerContext, UserContext>({
     schema,
     graphqlEndpoint: '/graphql',
     logging: false,
     landingPage: false,
-    plugins: [useDepthLimit(limits), originCheck(opts.allowedOrigins ?? [])],
+    // Yoga's default reflects any Origin with credentials; only the configured consoles get CORS.
+    cors: (request) => {
+      const origin = request.headers.get('origin');
+      if (origin === null || !allowed.includes(origin.toLowerCase())) return false;
+      return { origin: [origin], credentials: true, methods: ['GET', 'POST'], allowedHeaders: ['content-type', 'authorization'] };
+    },
+    plugins: [useDepthLimit(limits), useOperationSizeLimit(limits), requestGuard(limits, rateLimit)],
     context: async ({ req, reply }) => {
-      let caller;
+      let caller: RequestCaller;
       try {
-        caller = await resolveCaller(opts.db, {
-          cookieHeader: req.headers.cookie,
-          authorization: req.headers.authorization,
-        });
+        caller = await resolveRequestCaller({ db: opts.db, consoleOrigins: allowed }, req, reply);
       } catch (err) {
-        throw err instanceof ServiceError ? fromServiceError(err) : err;
-      }
-      if (caller.renewed) {
-        reply.header('set-cookie', sessionCookie(caller.renewed.token, caller.renewed.session.expiresAt, isHttps(req)));
+        const domain = asServiceError(err);
+        throw domain ? toGraphQLError(domain) : err;
       }
       const memo = new Map<string, Promise<unknown>>();
-      return { db: opts.db, principal: caller.principal, via: caller.via, publicUrls: opts.publicUrls, deployments: opts.deployments, limits, memo };
+      return { db: opts.db, principal: caller.principal, caller, publicUrls: opts.publicUrls, deployments: opts.deployments, limits, memo };
     },
-    maskedErrors: {
-      maskError: (error, message) => {
-        if (error instanceof ServiceError) return fromServiceError(error);
-        const path = isGraphQLError(error) ? error.path : undefined;
-        const cause = rootCause(error);
-        if (cause instanceof ServiceError) {
-          // A scalar's ServiceError inside a variable error: graphql's message names the variable, keep it.
-          const variableError = !path && isGraphQLError(error) && error.originalError !== cause;
-          return fromServiceError(variableError ? new ServiceError(cause.code, (error as Error).message, cause.param) : cause, path);
-        }
-        // A database data exception (NUL in text, a number or date out of range) is bad input, not a 500.
-        const domain = asServiceError(cause);
-        if (domain) return fromServiceError(domain, path);
-        // Parse, validation and coercion errors are graphql's own (no foreign cause): safe to show.
-        if (isGraphQLError(error) && (cause === undefined || isGraphQLError(cause))) return error;
-        opts.onUnexpectedError?.(cause ?? error);
-        return createGraphQLError(message, { extensions: { code: 'internal_error' } });
-      },
-    },
+    maskedErrors: { maskError: (error, message) => maskGraphQLError(error, message, opts.onUnexpectedError) },
   });
 }

@@ -1,50 +1,36 @@
-import { TRPCError } from '@trpc/server';
 import type { CreateFastifyContextOptions } from '@trpc/server/adapters/fastify';
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { PublicUrls } from '@infer/shared';
 import type { Db } from '../db.ts';
-import { ServiceError } from '../errors.ts';
+import { toTrpcError } from '../error-mapping.ts';
 import { createDeploymentsContext, type DeploymentsContext } from '../modules/deployments/deployments-context.ts';
 import { ANONYMOUS, type Principal } from '../modules/access/principal.ts';
 import { createLoginThrottle, type LoginThrottle } from '../modules/auth/login-throttle.ts';
-import { hasOriginHeader, isSameOrigin } from '../modules/auth/origin.ts';
-import { resolveCaller } from '../modules/auth/resolve-principal.ts';
-import { blankSessionCookie, sessionCookie } from '../modules/auth/sessions.ts';
+import { createPrincipalRateLimit, type PrincipalRateLimit } from '../modules/auth/principal-rate-limit.ts';
+import { resolveRequestCaller, type RequestCaller } from '../modules/auth/request-caller.ts';
 
 // The URL rules are shared with the console; re-exported for the app's existing importers.
 export type { PublicUrls };
-
-/** The HTTP side of a call: absent for in-process callers (tests, scripts). */
-export interface TrpcHttp {
-  readonly req: FastifyRequest;
-  readonly reply: FastifyReply;
-  /** The request came over HTTPS (protocol or X-Forwarded-Proto): cookies get `Secure`. */
-  readonly secure: boolean;
-}
 
 export interface TrpcContext {
   readonly db: Db;
   readonly publicUrls: PublicUrls;
   /** The deployment service's dependencies (provisioners, reconciler), built once by the app. */
   readonly deployments: DeploymentsContext;
-  /** Who is calling (see `resolvePrincipal`). */
+  /** Who is calling (see `resolveRequestCaller`). */
   readonly principal: Principal;
-  /** How: 'cookie' mutations must pass the origin check; 'bearer' (admin token) skips it. */
-  readonly authVia: 'cookie' | 'bearer' | 'none';
-  /** The request carried a session cookie (valid or not). */
-  readonly sessionCookieSent: boolean;
-  /** The Origin / Referer names this host or an allowed console origin. */
-  readonly sameOrigin: boolean;
-  /** An Origin or Referer header was sent at all. */
-  readonly originSent: boolean;
-  /** Client IP (login throttling). */
+  /** The request's caller facts the guards read (credential kind, origin); in-process calls are same-origin. */
+  readonly caller: Pick<RequestCaller, 'via' | 'sessionCookieSent' | 'origin'>;
+  /** Procedure calls in this HTTP request (credential procedures refuse batches of more than one). */
+  readonly batchSize: number;
+  /** Client IP (login throttling, anonymous rate limits). */
   readonly ip: string;
   readonly loginThrottle: LoginThrottle;
+  /** Per-principal work budget; absent for in-process callers. */
+  readonly rateLimit?: PrincipalRateLimit;
   /** Sets the session cookie on the response (no-op without HTTP). */
   setSessionCookie(token: string, expiresAt: Date): void;
   /** Clears the session cookie on the response (no-op without HTTP). */
   clearSessionCookie(): void;
-  readonly http?: TrpcHttp;
 }
 
 export interface InnerContextOptions {
@@ -53,34 +39,25 @@ export interface InnerContextOptions {
   /** Default: no provisioners (deploys are refused; lists and deletes work). */
   readonly deployments?: DeploymentsContext;
   readonly principal?: Principal;
-  readonly authVia?: TrpcContext['authVia'];
-  readonly sameOrigin?: boolean;
   readonly ip?: string;
   readonly loginThrottle?: LoginThrottle;
-  readonly http?: TrpcHttp;
 }
 
 /** The context without HTTP: tests and server-side callers build it directly (same-origin, anonymous by default). */
 export async function createContextInner(opts: InnerContextOptions): Promise<TrpcContext> {
-  const { http } = opts;
+  const principal = opts.principal ?? ANONYMOUS;
+  const via = principal.kind === 'admin_token' ? 'bearer' : principal.kind === 'user' ? 'cookie' : 'none';
   return {
     db: opts.db,
     publicUrls: opts.publicUrls,
     deployments: opts.deployments ?? createDeploymentsContext({ db: opts.db, provisioners: {} }),
-    principal: opts.principal ?? ANONYMOUS,
-    authVia: opts.authVia ?? (opts.principal?.kind === 'admin_token' ? 'bearer' : opts.principal?.kind === 'user' ? 'cookie' : 'none'),
-    sessionCookieSent: opts.principal?.kind === 'user',
-    sameOrigin: opts.sameOrigin ?? true,
-    originSent: true,
+    principal,
+    caller: { via, sessionCookieSent: principal.kind === 'user', origin: 'same' },
+    batchSize: 1,
     ip: opts.ip ?? 'local',
-    loginThrottle: opts.loginThrottle ?? createLoginThrottle(),
-    setSessionCookie(token, expiresAt) {
-      http?.reply.header('set-cookie', sessionCookie(token, expiresAt, http.secure));
-    },
-    clearSessionCookie() {
-      http?.reply.header('set-cookie', blankSessionCookie(http.secure));
-    },
-    ...(http ? { http } : {}),
+    loginThrottle: opts.loginThrottle ?? createLoginThrottle(opts.db),
+    setSessionCookie() {},
+    clearSessionCookie() {},
   };
 }
 
@@ -88,45 +65,36 @@ export interface ContextFactoryOptions {
   readonly db: Db;
   readonly publicUrls: PublicUrls;
   readonly deployments: DeploymentsContext;
-  /** Origins besides the request's own host allowed to send cookie-authenticated mutations. */
+  /** Normalised console origins trusted besides this server's own origin. */
   readonly consoleOrigins?: readonly string[];
   readonly loginThrottle?: LoginThrottle;
+  readonly rateLimit?: PrincipalRateLimit;
 }
 
-const firstHeader = (v: string | string[] | undefined): string | undefined => (Array.isArray(v) ? v[0] : v);
-
-/** The request came over HTTPS, directly or through a TLS-terminating proxy (X-Forwarded-Proto). */
-export function isHttps(req: FastifyRequest): boolean {
-  const forwarded = firstHeader(req.headers['x-forwarded-proto'])?.split(',')[0]?.trim().toLowerCase();
-  return forwarded ? forwarded === 'https' : req.protocol === 'https';
-}
-
-/** The per-request factory for the Fastify adapter: resolves the principal from cookie or Bearer. */
+/** The per-request factory for the Fastify adapter: the caller comes from `resolveRequestCaller`. */
 export function createContextFactory(opts: ContextFactoryOptions) {
-  const loginThrottle = opts.loginThrottle ?? createLoginThrottle();
-  const allowed = opts.consoleOrigins ?? [];
-  return async ({ req, res }: CreateFastifyContextOptions): Promise<TrpcContext> => {
-    const http: TrpcHttp = { req, reply: res, secure: isHttps(req) };
-    let caller;
+  const loginThrottle = opts.loginThrottle ?? createLoginThrottle(opts.db);
+  const rateLimit = opts.rateLimit ?? createPrincipalRateLimit();
+  const callerOptions = { db: opts.db, consoleOrigins: opts.consoleOrigins ?? [] };
+  return async ({ req, res, info }: CreateFastifyContextOptions): Promise<TrpcContext> => {
+    let caller: RequestCaller;
     try {
-      caller = await resolveCaller(opts.db, { cookieHeader: req.headers.cookie, authorization: req.headers.authorization });
+      caller = await resolveRequestCaller(callerOptions, req, res);
     } catch (err) {
-      if (err instanceof ServiceError) throw new TRPCError({ code: 'UNAUTHORIZED', message: err.message, cause: err });
-      throw err;
+      throw toTrpcError(err) ?? err;
     }
-    const ctx = await createContextInner({
+    return {
       db: opts.db,
       publicUrls: opts.publicUrls,
       deployments: opts.deployments,
       principal: caller.principal,
-      authVia: caller.via,
-      sameOrigin: isSameOrigin(req.headers, allowed),
-      ip: req.ip,
+      caller,
+      batchSize: info.calls.length,
+      ip: caller.ip,
       loginThrottle,
-      http,
-    });
-    if (caller.renewed) ctx.setSessionCookie(caller.renewed.token, caller.renewed.session.expiresAt);
-    else if (caller.sessionCookieSent && caller.via === 'none') ctx.clearSessionCookie();
-    return { ...ctx, sessionCookieSent: caller.sessionCookieSent, originSent: hasOriginHeader(req.headers) };
+      rateLimit,
+      setSessionCookie: caller.setSessionCookie,
+      clearSessionCookie: caller.clearSessionCookie,
+    };
   };
 }

@@ -1,60 +1,45 @@
 import { initTRPC, TRPCError } from '@trpc/server';
 import { z } from 'zod';
-import { asServiceError, ServiceError, type ServiceErrorCode } from '../errors.ts';
+import { formatTrpcError, toTrpcError } from '../error-mapping.ts';
 import { requireAuthenticated, requirePlatformAdmin, requireTenantRole, roleIn } from '../modules/access/access.ts';
 import type { Principal, TenantRole } from '../modules/access/principal.ts';
+import { csrfRefusal } from '../modules/auth/request-caller.ts';
 import type { TrpcContext } from './context.ts';
 
-const t = initTRPC.context<TrpcContext>().create({
-  errorFormatter({ shape, error }) {
-    // `param` names the offending input field (domain errors and zod issues alike), for forms.
-    const cause = error.cause;
-    let param: string | null = null;
-    if (cause instanceof ServiceError) param = cause.param;
-    else if (cause && 'issues' in cause && Array.isArray(cause.issues)) {
-      const path = (cause.issues[0] as { path?: readonly PropertyKey[] } | undefined)?.path ?? [];
-      param = path.map((p) => (typeof p === 'object' && p !== null && 'key' in p ? String((p as { key: unknown }).key) : String(p))).join('.') || null;
-    }
-    // Unexpected failures are logged (onError) and never described to the caller.
-    const message = error.code === 'INTERNAL_SERVER_ERROR' ? 'Internal server error.' : shape.message;
-    return { ...shape, message, data: { ...shape.data, param, stack: undefined } };
-  },
-});
+const t = initTRPC.context<TrpcContext>().create({ errorFormatter: formatTrpcError });
 
-const TRPC_CODE: Readonly<Record<ServiceErrorCode, TRPCError['code']>> = Object.freeze({
-  not_found: 'NOT_FOUND',
-  conflict: 'CONFLICT',
-  invalid: 'BAD_REQUEST',
-  forbidden: 'FORBIDDEN',
-  unauthenticated: 'UNAUTHORIZED',
-  rate_limited: 'TOO_MANY_REQUESTS',
-});
-
-/**
- * Domain errors (and database data exceptions, which are bad input) become tRPC errors with their
- * (safe) message; anything else stays a masked 500.
- */
+/** Domain errors (and database data exceptions) keep their safe message; anything else stays a masked 500. */
 const serviceErrors = t.middleware(async ({ next }) => {
   const result = await next();
   if (!result.ok) {
-    const cause = asServiceError(result.error.cause);
-    if (cause) throw new TRPCError({ code: TRPC_CODE[cause.code], message: cause.message, cause });
+    const mapped = toTrpcError(result.error.cause);
+    if (mapped && mapped !== result.error) throw mapped;
   }
   return result;
 });
 
 /**
- * CSRF defence on every mutation a browser could be tricked into sending: when the request carries
- * a session cookie, its Origin (or Referer) must be this host or an allowed console origin. Login
- * is checked too when a browser sent an Origin (login CSRF). Admin-token (Bearer) calls skip it.
+ * Procedures that check a password. Each call is one counted guess (see `LoginThrottle`), so a
+ * batch of them in one HTTP request is refused as a whole: a batch could otherwise carry dozens of
+ * guesses past a throttle that reacts between requests.
  */
-const originGuard = t.middleware(({ ctx, type, path, next }) => {
-  if (type === 'mutation' && ctx.authVia !== 'bearer' && !ctx.sameOrigin) {
-    const cookieCall = ctx.sessionCookieSent || ctx.authVia === 'cookie';
-    const browserLogin = path === 'auth.login' && ctx.originSent;
-    if (cookieCall || browserLogin) {
-      throw new TRPCError({ code: 'FORBIDDEN', message: 'cross-origin request refused (Origin does not match this console)' });
-    }
+const CREDENTIAL_PROCEDURES: ReadonlySet<string> = new Set(['auth.login', 'auth.changePassword']);
+
+/**
+ * Every call, before its procedure runs: credential procedures alone in their request; the CSRF
+ * decision (`csrfRefusal`, the same one GraphQL applies); the caller's work budget.
+ */
+const requestGuard = t.middleware(({ ctx, type, path, next }) => {
+  const credential = CREDENTIAL_PROCEDURES.has(path);
+  if (credential && ctx.batchSize > 1) {
+    throw new TRPCError({ code: 'BAD_REQUEST', message: `${path} cannot be batched: send it in a request of its own` });
+  }
+  const refusal = csrfRefusal(ctx.caller, { mutation: type === 'mutation', credential });
+  if (refusal) throw toTrpcError(refusal) ?? refusal;
+  try {
+    ctx.rateLimit?.take(ctx.principal, ctx.ip);
+  } catch (err) {
+    throw toTrpcError(err) ?? err;
   }
   return next();
 });
@@ -64,7 +49,7 @@ export const middleware = t.middleware;
 export const createCallerFactory = t.createCallerFactory;
 
 /** Anyone (anonymous included); the catalog and login use it. */
-export const publicProcedure = t.procedure.use(serviceErrors).use(originGuard);
+export const publicProcedure = t.procedure.use(serviceErrors).use(requestGuard);
 
 type Authenticated = Exclude<Principal, { kind: 'anonymous' }>;
 

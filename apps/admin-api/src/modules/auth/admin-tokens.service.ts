@@ -121,19 +121,33 @@ export interface AdminTokenIdentity {
 const LAST_USED_RESOLUTION_MS = 60_000;
 
 /**
- * The identity of an `infa_…` secret, or a `unauthenticated` error (unknown, revoked, expired).
- * Bumps `last_used_at` at most once a minute.
+ * The identity of an `infa_…` secret, or a `unauthenticated` error (unknown, revoked, expired, or
+ * beyond its creator's current rights). Bumps `last_used_at` at most once a minute.
+ *
+ * A token never carries more than the user who minted it has NOW: a tenant token acts as owner, so
+ * its creator must still own that tenant (or be a platform admin); a platform token's creator must
+ * still be a platform admin. Checked on every use, so a demotion takes effect at once even where
+ * `revokeAdminTokensBeyondRole` was not called.
  */
 export async function authenticateAdminToken(db: Db, secret: string): Promise<AdminTokenIdentity> {
   const refused = new ServiceError('unauthenticated', 'admin token is invalid, revoked or expired');
   if (!secret.startsWith(SECRET_PREFIX.admin) || !hasValidChecksum(secret)) throw refused;
   const row = await db
-    .selectFrom('adminTokens')
-    .select(['id', 'userId', 'tenantId', 'expiresAt', 'revokedAt', 'lastUsedAt'])
-    .where('hash', '=', hashSecret(secret))
+    .selectFrom('adminTokens as t')
+    .leftJoin('users as u', 'u.id', 't.userId')
+    .leftJoin('memberships as m', (j) => j.onRef('m.userId', '=', 't.userId').onRef('m.tenantId', '=', 't.tenantId'))
+    .select(['t.id', 't.userId', 't.tenantId', 't.expiresAt', 't.revokedAt', 't.lastUsedAt', 'u.isPlatformAdmin as creatorIsPlatformAdmin', 'm.role as creatorRole'])
+    .where('t.hash', '=', hashSecret(secret))
     .executeTakeFirst();
   const now = Date.now();
   if (!row || row.revokedAt !== null || (row.expiresAt !== null && row.expiresAt.getTime() <= now)) throw refused;
+  if (row.userId !== null) {
+    const creatorIsAdmin = row.creatorIsPlatformAdmin === true;
+    const withinRights = row.tenantId === null ? creatorIsAdmin : creatorIsAdmin || row.creatorRole === 'owner';
+    if (!withinRights) {
+      throw new ServiceError('unauthenticated', "admin token exceeds its creator's current role (the creator was demoted or removed); mint a new one");
+    }
+  }
   if (row.lastUsedAt === null || now - row.lastUsedAt.getTime() >= LAST_USED_RESOLUTION_MS) {
     await db
       .updateTable('adminTokens')
@@ -143,4 +157,28 @@ export async function authenticateAdminToken(db: Db, secret: string): Promise<Ad
       .execute();
   }
   return { tokenId: row.id, userId: row.userId, tenantId: row.tenantId };
+}
+
+/**
+ * Revokes the tenant admin tokens `userId` minted for `tenantId` when the user's current rights
+ * there are below what such a token carries (owner): the membership change paths (demotion,
+ * removal) call it inside their transaction. Returns the ids revoked (for the audit row).
+ */
+export async function revokeAdminTokensBeyondRole(trx: Db, input: { tenantId: string; userId: string }): Promise<string[]> {
+  const creator = await trx
+    .selectFrom('users as u')
+    .leftJoin('memberships as m', (j) => j.onRef('m.userId', '=', 'u.id').on('m.tenantId', '=', input.tenantId))
+    .select(['u.isPlatformAdmin', 'm.role'])
+    .where('u.id', '=', input.userId)
+    .executeTakeFirst();
+  if (creator && (creator.isPlatformAdmin || creator.role === 'owner')) return [];
+  const rows = await trx
+    .updateTable('adminTokens')
+    .set({ revokedAt: sql<Date>`now()` })
+    .where('tenantId', '=', input.tenantId)
+    .where('userId', '=', input.userId)
+    .where('revokedAt', 'is', null)
+    .returning('id')
+    .execute();
+  return rows.map((r) => r.id);
 }

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { publicProcedure, router } from '../../trpc/init.ts';
 import { isPlatformAdmin } from '../access/access.ts';
 import { listTenantsOfUser } from '../tenants/tenants.service.ts';
-import { getUserById, login } from './auth.service.ts';
+import { changePassword, getUserById, login } from './auth.service.ts';
 import { invalidateSession } from './sessions.ts';
 
 const loginInput = z.object({
@@ -11,7 +11,7 @@ const loginInput = z.object({
 });
 
 export const authRouter = router({
-  /** Email + password -> session cookie (HttpOnly, SameSite=Lax). Throttled per email + IP. */
+  /** Email + password -> session cookie (HttpOnly, SameSite=Lax). Throttled per account, IP and both; never batched. */
   login: publicProcedure.input(loginInput).mutation(async ({ ctx, input }) => {
     const { user, token, session } = await login(ctx.db, { ...input, ip: ctx.ip }, ctx.loginThrottle);
     ctx.setSessionCookie(token, session.expiresAt);
@@ -20,6 +20,14 @@ export const authRouter = router({
       expiresAt: session.expiresAt,
     };
   }),
+
+  /**
+   * The logged-in user's new password (the current one must be right; counted like a login). Every
+   * other session of the user ends; this one stays.
+   */
+  changePassword: publicProcedure
+    .input(z.object({ currentPassword: z.string().min(1).max(1024), newPassword: z.string().min(8).max(1024) }))
+    .mutation(async ({ ctx, input }) => changePassword(ctx.db, ctx.principal, { ...input, ip: ctx.ip }, ctx.loginThrottle)),
 
   /** Ends the session (row deleted) and clears the cookie; harmless when not logged in. */
   logout: publicProcedure.mutation(async ({ ctx }) => {

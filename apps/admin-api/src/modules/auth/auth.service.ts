@@ -1,8 +1,12 @@
 import type { Db } from '../../db.ts';
 import { isUniqueViolation, ServiceError } from '../../errors.ts';
 import { hashPassword, verifyPassword } from './password.ts';
-import { throttleKey, type LoginThrottle } from './login-throttle.ts';
-import { createSession, type Session } from './sessions.ts';
+import type { LoginThrottle } from './login-throttle.ts';
+import { requireAuthenticated } from '../access/access.ts';
+import type { Principal } from '../access/principal.ts';
+import { writeAudit } from '../audit/audit.service.ts';
+import { withTransaction } from '../snapshots/outbox.ts';
+import { createSession, invalidateUserSessions, type Session } from './sessions.ts';
 
 export { hashPassword, verifyPassword } from './password.ts';
 
@@ -81,26 +85,54 @@ export interface LoginResult {
 }
 
 /**
- * Checks email + password (same work for unknown emails), throttled per email + client IP, and
- * starts a session. Wrong credentials and unknown emails give the same error.
+ * Checks email + password (same work for unknown emails) and starts a session. The attempt is
+ * counted per account, per client IP and per both before the password is checked (see
+ * `LoginThrottle`). Wrong credentials and unknown emails give the same error.
  */
 export async function login(
   db: Db,
   input: { email: string; password: string; ip: string },
   throttle: LoginThrottle,
 ): Promise<LoginResult> {
-  const key = throttleKey(input.email, input.ip);
-  throttle.check(key);
+  const attempt = await throttle.begin(input.email, input.ip);
   const user = await verifyCredentials(db, input.email, input.password);
-  if (!user) {
-    throttle.recordFailure(key);
-    throw new ServiceError('unauthenticated', 'email or password is incorrect');
-  }
-  throttle.reset(key);
-  // Housekeeping: this user's expired sessions go now (others on their next use or login).
+  if (!user) throw new ServiceError('unauthenticated', 'email or password is incorrect');
+  await attempt.succeeded();
+  // Housekeeping: this user's expired sessions go now (the sweeper takes everyone's).
   await db.deleteFrom('sessions').where('userId', '=', user.id).where('expiresAt', '<=', new Date()).execute();
   const { token, session } = await createSession(db, user.id);
   return { user, token, session };
+}
+
+/**
+ * A user changes their own password: the current one must be right (counted like a login, so a
+ * stolen session cannot be used to guess it), and every other session of the user ends, so a
+ * password change locks out whoever else was logged in. The caller's own session stays.
+ */
+export async function changePassword(
+  db: Db,
+  principal: Principal,
+  input: { currentPassword: string; newPassword: string; ip: string },
+  throttle: LoginThrottle,
+): Promise<{ endedSessions: number }> {
+  requireAuthenticated(principal);
+  if (principal.kind !== 'user') throw new ServiceError('forbidden', 'only a logged-in user can change their password (not an admin token)');
+  if (input.newPassword.length < 8) throw new ServiceError('invalid', 'newPassword must be at least 8 characters', 'newPassword');
+  if (input.newPassword === input.currentPassword) throw new ServiceError('invalid', 'newPassword must differ from the current password', 'newPassword');
+  const attempt = await throttle.begin(principal.email, input.ip);
+  const user = await verifyCredentials(db, principal.email, input.currentPassword);
+  if (!user || user.id !== principal.userId) throw new ServiceError('invalid', 'the current password is incorrect', 'currentPassword');
+  await attempt.succeeded();
+  const passwordHash = await hashPassword(input.newPassword);
+  return withTransaction(db, async (trx) => {
+    await trx.updateTable('users').set({ passwordHash }).where('id', '=', user.id).execute();
+    const ended = await invalidateUserSessions(trx, user.id, { except: principal.sessionId });
+    await writeAudit(trx, {
+      actor: { userId: user.id }, tenantId: null, action: 'user.password_change', targetType: 'user', targetId: user.id,
+      detail: { endedSessions: ended },
+    });
+    return { endedSessions: ended };
+  });
 }
 
 export async function getUserByEmail(db: Db, email: string): Promise<User | null> {

@@ -1,63 +1,81 @@
+import { sql } from 'kysely';
+import { hashSecret } from '@infer/shared';
+import type { Db } from '../../db.ts';
 import { ServiceError } from '../../errors.ts';
 
 export interface LoginThrottleOptions {
-  /** Failed attempts allowed per key in the window (default 5). */
-  readonly maxFailures?: number;
-  /** Window in ms (default 15 minutes). */
+  /** Attempts per account from one client IP in the window (default 5). */
+  readonly perAccountIp?: number;
+  /** Attempts per account from all addresses (default 20): slows a botnet guessing one password. */
+  readonly perAccount?: number;
+  /** Attempts per client IP over all accounts (default 50): slows password spraying. */
+  readonly perIp?: number;
+  /** Fixed window in ms (default 15 minutes). */
   readonly windowMs?: number;
-  /** Keys tracked at most; the oldest are dropped beyond (default 10,000). */
-  readonly maxKeys?: number;
-  readonly now?: () => number;
 }
 
-/** In-memory failed-login counter per email + client IP (one process; enough for a console). */
+/** One counted attempt; a successful login gives it back so that it never locks anyone out. */
+export interface LoginAttempt {
+  succeeded(): Promise<void>;
+}
+
+/**
+ * Login attempts counted in PostgreSQL, so every control-plane replica shares them. An attempt is
+ * counted (atomically, one statement) BEFORE the password is checked, so parallel or batched
+ * guesses cannot all slip through before the first failure is recorded.
+ */
 export interface LoginThrottle {
-  /** Throws `rate_limited` while the key has used up its failures. */
-  check(key: string): void;
-  recordFailure(key: string): void;
-  /** A successful login clears the key's failures. */
-  reset(key: string): void;
+  /** Counts one attempt for email + IP; throws `rate_limited` (without checking anything) past a limit. */
+  begin(email: string, ip: string): Promise<LoginAttempt>;
+  /** Drops counters whose window is over (the session sweeper calls it). */
+  sweep(): Promise<number>;
 }
 
-export const throttleKey = (email: string, ip: string): string => `${email.trim().toLowerCase()}|${ip}`;
+const keysOf = (email: string, ip: string) => {
+  const account = email.trim().toLowerCase();
+  // Hashed: a mistyped password in the email field must not end up stored in clear.
+  return { accountIp: `ai:${hashSecret(`${account}|${ip}`)}`, account: `a:${hashSecret(account)}`, ip: `i:${hashSecret(ip)}` };
+};
 
-export function createLoginThrottle(opts: LoginThrottleOptions = {}): LoginThrottle {
-  const maxFailures = opts.maxFailures ?? 5;
-  const windowMs = opts.windowMs ?? 15 * 60 * 1000;
-  const maxKeys = opts.maxKeys ?? 10_000;
-  const now = opts.now ?? Date.now;
-  // key -> failure times, oldest first; Map order doubles as LRU for eviction.
-  const failures = new Map<string, number[]>();
-
-  const recent = (key: string): number[] => {
-    const cutoff = now() - windowMs;
-    const list = (failures.get(key) ?? []).filter((t) => t > cutoff);
-    if (list.length === 0) failures.delete(key);
-    else failures.set(key, list);
-    return list;
-  };
+export function createLoginThrottle(db: Db, opts: LoginThrottleOptions = {}): LoginThrottle {
+  const windowS = (opts.windowMs ?? 15 * 60 * 1000) / 1000;
+  const limits = { accountIp: opts.perAccountIp ?? 5, account: opts.perAccount ?? 20, ip: opts.perIp ?? 50 };
+  const expired = sql<boolean>`auth_throttle.window_start <= now() - make_interval(secs => ${windowS})`;
 
   return {
-    check(key) {
-      const list = recent(key);
-      if (list.length >= maxFailures) {
-        const retryS = Math.max(1, Math.ceil(((list[0] ?? now()) + windowMs - now()) / 1000));
-        throw new ServiceError('rate_limited', `too many failed login attempts; try again in ${Math.ceil(retryS / 60)} minute(s)`);
+    async begin(email, ip) {
+      const keys = keysOf(email, ip);
+      const rows = await db
+        .insertInto('authThrottle')
+        .values([keys.accountIp, keys.account, keys.ip].map((key) => ({ key, windowStart: sql<Date>`now()`, attempts: 1 })))
+        .onConflict((oc) =>
+          oc.column('key').doUpdateSet({
+            attempts: sql<number>`case when ${expired} then 1 else auth_throttle.attempts + 1 end`,
+            windowStart: sql<Date>`case when ${expired} then now() else auth_throttle.window_start end`,
+          }),
+        )
+        .returning(['key', 'attempts', 'windowStart', sql<number>`extract(epoch from now())`.as('nowS')])
+        .execute();
+      for (const row of rows) {
+        const limit = row.key === keys.accountIp ? limits.accountIp : row.key === keys.account ? limits.account : limits.ip;
+        if (row.attempts > limit) {
+          const leftS = row.windowStart.getTime() / 1000 + windowS - Number(row.nowS);
+          throw new ServiceError('rate_limited', `too many failed login attempts; try again in ${Math.max(1, Math.ceil(leftS / 60))} minute(s)`);
+        }
       }
+      return {
+        async succeeded() {
+          await db
+            .updateTable('authThrottle')
+            .set({ attempts: sql<number>`greatest(attempts - 1, 0)` })
+            .where('key', 'in', [keys.accountIp, keys.account, keys.ip])
+            .execute();
+        },
+      };
     },
-    recordFailure(key) {
-      const list = recent(key);
-      list.push(now());
-      failures.delete(key);
-      failures.set(key, list);
-      while (failures.size > maxKeys) {
-        const oldest = failures.keys().next().value;
-        if (oldest === undefined) break;
-        failures.delete(oldest);
-      }
-    },
-    reset(key) {
-      failures.delete(key);
+    async sweep() {
+      const res = await db.deleteFrom('authThrottle').where(sql<boolean>`window_start <= now() - make_interval(secs => ${windowS})`).executeTakeFirst();
+      return Number(res.numDeletedRows);
     },
   };
 }

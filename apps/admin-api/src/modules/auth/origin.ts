@@ -2,21 +2,19 @@
 export interface OriginHeaders {
   readonly origin?: string | string[];
   readonly referer?: string | string[];
-  readonly host?: string | string[];
-  readonly 'x-forwarded-host'?: string | string[];
 }
 
 const first = (v: string | string[] | undefined): string | undefined => {
   const s = Array.isArray(v) ? v[0] : v;
-  const t = s?.split(',')[0]?.trim();
+  const t = s?.trim();
   return t ? t : undefined;
 };
 
-function originOf(value: string | undefined): URL | undefined {
-  if (!value || value === 'null') return undefined;
+function originOf(value: string | undefined): string | undefined {
+  if (!value) return undefined;
   try {
     const url = new URL(value);
-    return url.protocol === 'http:' || url.protocol === 'https:' ? url : undefined;
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url.origin : undefined;
   } catch {
     return undefined;
   }
@@ -24,22 +22,28 @@ function originOf(value: string | undefined): URL | undefined {
 
 /** Normalises configured console origins (`https://console.example.com`) for comparison. */
 export function normaliseOrigins(list: readonly string[]): readonly string[] {
-  return Object.freeze(list.map((o) => originOf(o)?.origin).filter((o): o is string => o !== undefined));
+  return Object.freeze(list.map((o) => originOf(o)).filter((o): o is string => o !== undefined));
 }
 
 /**
- * CSRF defence for cookie-authenticated mutations (the Lucia check): the Origin header, or the
- * Referer's origin when there is none, must name this host (Host / X-Forwarded-Host) or one of the
- * allowed console origins. A request with neither header fails.
+ * Where a browser request comes from, as far as CSRF is concerned:
+ * - 'same': its Origin (or, when no Origin was sent, its Referer's origin) is one of `trusted`;
+ * - 'foreign': it names anything else, `Origin: null` (sandboxed frames, opaque redirects) included;
+ * - 'absent': neither header (scripts, curl; browsers send Origin on every POST).
+ * When an Origin header is present it alone decides: a same-origin Referer cannot vouch for it.
  */
-export function isSameOrigin(headers: OriginHeaders, allowedOrigins: readonly string[] = []): boolean {
-  const source = originOf(first(headers.origin)) ?? originOf(first(headers.referer));
-  if (!source) return false;
-  if (allowedOrigins.includes(source.origin)) return true;
-  const host = first(headers['x-forwarded-host']) ?? first(headers.host);
-  return host !== undefined && source.host.toLowerCase() === host.toLowerCase();
+export function classifyOrigin(headers: OriginHeaders, trusted: readonly string[]): 'same' | 'foreign' | 'absent' {
+  const origin = first(headers.origin);
+  const source = origin !== undefined ? origin : first(headers.referer);
+  if (source === undefined) return 'absent';
+  const normalised = originOf(source);
+  return normalised !== undefined && trusted.includes(normalised) ? 'same' : 'foreign';
 }
 
-/** True when the request sent an Origin or Referer at all (browsers do on every POST). */
-export const hasOriginHeader = (headers: OriginHeaders): boolean =>
-  first(headers.origin) !== undefined || first(headers.referer) !== undefined;
+/**
+ * True when the request's Origin (or Referer) is one of `trusted` (the console origins and this
+ * server's own public origin); kept for callers outside the request path.
+ */
+export function isSameOrigin(headers: OriginHeaders, trusted: readonly string[] = []): boolean {
+  return classifyOrigin(headers, trusted) === 'same';
+}

@@ -67,15 +67,53 @@ export async function invalidateSession(db: Db, sessionId: string): Promise<void
   await db.deleteFrom('sessions').where('id', '=', sessionId).execute();
 }
 
-/** Ends every session of a user (password change, account removal). */
-export async function invalidateUserSessions(db: Db, userId: string): Promise<void> {
-  await db.deleteFrom('sessions').where('userId', '=', userId).execute();
+/**
+ * Ends every session of a user (password change, account removal), or every one but `except`
+ * (the session that changed the password stays logged in). Returns how many ended.
+ */
+export async function invalidateUserSessions(db: Db, userId: string, opts: { except?: string } = {}): Promise<number> {
+  let q = db.deleteFrom('sessions').where('userId', '=', userId);
+  if (opts.except !== undefined) q = q.where('id', '!=', opts.except);
+  const res = await q.executeTakeFirst();
+  return Number(res.numDeletedRows);
 }
 
-/** Removes expired rows; cheap to run now and then. */
+/** Removes expired rows (the app's sweeper runs it periodically). */
 export async function deleteExpiredSessions(db: Db): Promise<number> {
   const res = await db.deleteFrom('sessions').where('expiresAt', '<=', new Date()).executeTakeFirst();
   return Number(res.numDeletedRows);
+}
+
+export interface SessionSweeper {
+  /** Runs one sweep now (tests; also what the timer runs). */
+  sweepNow(): Promise<number>;
+  stop(): void;
+}
+
+/**
+ * Deletes expired sessions (and finished login-throttle windows through `also`) every
+ * `intervalMs`; a failed sweep is reported and retried on the next tick. The timer does not keep
+ * the process alive.
+ */
+export function startSessionSweeper(
+  db: Db,
+  opts: { intervalMs: number; also?: () => Promise<unknown>; onSwept?: (deleted: number) => void; onError?: (err: unknown) => void },
+): SessionSweeper {
+  let running: Promise<number> | undefined;
+  const sweepNow = (): Promise<number> =>
+    (running ??= (async () => {
+      try {
+        const deleted = await deleteExpiredSessions(db);
+        await opts.also?.();
+        opts.onSwept?.(deleted);
+        return deleted;
+      } finally {
+        running = undefined;
+      }
+    })());
+  const timer = setInterval(() => void sweepNow().catch((err: unknown) => opts.onError?.(err)), opts.intervalMs);
+  timer.unref();
+  return { sweepNow, stop: () => clearInterval(timer) };
 }
 
 /** The `Set-Cookie` value that stores a session token. */

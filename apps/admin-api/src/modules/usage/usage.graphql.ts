@@ -52,7 +52,8 @@ builder.objectField(TenantRef, 'usage', (t) =>
     type: Usage,
     description: 'Requests, tokens and cost in [from, to) (default: the last 30 days; at most 366 days), by UTC day and by endpoint.',
     args: { from: t.arg({ type: 'DateTime' }), to: t.arg({ type: 'DateTime' }) },
-    complexity: 5,
+    // An aggregate over up to a year of usage records (hundreds of ms on a busy tenant), not one row.
+    complexity: 250,
     resolve: (tenant, args, ctx) => {
       requireTenantRole(ctx.principal, tenant.id);
       return summariseUsage(ctx.db, { tenantId: tenant.id, ...usageRange(args) });

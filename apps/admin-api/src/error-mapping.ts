@@ -1,0 +1,136 @@
+import { TRPCError } from '@trpc/server';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { GraphQLError } from 'graphql';
+import { createGraphQLError } from 'graphql-yoga';
+import { errorBody, type ErrorCode } from '@infer/shared';
+import { asServiceError, ServiceError, type ServiceErrorCode } from './errors.ts';
+
+/**
+ * The one translation of failures for every transport: a ServiceError (or a database data
+ * exception, which is bad input) keeps its safe message, code and `param`; anything else is a
+ * masked 500 that only the log describes.
+ */
+
+// ---- tRPC ----------------------------------------------------------------------------------
+
+const TRPC_CODE: Readonly<Record<ServiceErrorCode, TRPCError['code']>> = Object.freeze({
+  not_found: 'NOT_FOUND',
+  conflict: 'CONFLICT',
+  invalid: 'BAD_REQUEST',
+  forbidden: 'FORBIDDEN',
+  unauthenticated: 'UNAUTHORIZED',
+  rate_limited: 'TOO_MANY_REQUESTS',
+});
+
+/** The tRPC error for a domain failure, or undefined (left to tRPC: a masked 500). */
+export function toTrpcError(err: unknown): TRPCError | undefined {
+  if (err instanceof TRPCError) return err;
+  const domain = asServiceError(err);
+  return domain ? new TRPCError({ code: TRPC_CODE[domain.code], message: domain.message, cause: domain }) : undefined;
+}
+
+interface ZodLikeIssue {
+  readonly path?: readonly PropertyKey[];
+  readonly message?: string;
+}
+
+const pathOf = (path: readonly PropertyKey[] | undefined): string =>
+  (path ?? [])
+    .map((p) => (typeof p === 'object' && p !== null && 'key' in p ? String((p as { key: unknown }).key) : String(p)))
+    .reduce((acc, p) => (/^\d+$/.test(p) ? `${acc}[${p}]` : acc ? `${acc}.${p}` : p), '');
+
+function zodIssues(cause: unknown): readonly ZodLikeIssue[] | undefined {
+  if (typeof cause !== 'object' || cause === null || !('issues' in cause)) return undefined;
+  const issues = (cause as { issues: unknown }).issues;
+  return Array.isArray(issues) ? (issues as ZodLikeIssue[]) : undefined;
+}
+
+/**
+ * tRPC's error shape with a readable message: an input error names the field(s)
+ * ("name: Too small: expected string to have >=1 characters") instead of zod's JSON dump, and
+ * `data.param` names the first one; internal errors say nothing; no stack.
+ */
+export function formatTrpcError<S extends { message: string; data: object }>({ shape, error }: { shape: S; error: TRPCError }): S {
+  const cause = error.cause;
+  let param: string | null = null;
+  let message = shape.message;
+  const issues = cause instanceof ServiceError ? undefined : zodIssues(cause);
+  if (cause instanceof ServiceError) param = cause.param;
+  else if (issues && issues.length > 0) {
+    param = pathOf(issues[0]?.path) || null;
+    message = issues.map((i) => (pathOf(i.path) ? `${pathOf(i.path)}: ${i.message ?? 'invalid'}` : (i.message ?? 'invalid input'))).join('; ');
+  }
+  if (error.code === 'INTERNAL_SERVER_ERROR') message = 'Internal server error.';
+  return { ...shape, message, data: { ...shape.data, param, stack: undefined } };
+}
+
+// ---- GraphQL -------------------------------------------------------------------------------
+
+const GRAPHQL_HTTP_STATUS: Readonly<Partial<Record<ServiceErrorCode, number>>> = Object.freeze({ unauthenticated: 401, rate_limited: 429 });
+
+/** A ServiceError as a GraphQL error: its (safe) message, code and param; nothing else. */
+export function toGraphQLError(err: ServiceError, path?: readonly (string | number)[]): GraphQLError {
+  const status = GRAPHQL_HTTP_STATUS[err.code];
+  return createGraphQLError(err.message, {
+    path,
+    extensions: { code: err.code, param: err.param, ...(status ? { http: { status } } : {}) },
+  });
+}
+
+const isGraphQLError = (e: unknown): e is Error & { originalError?: unknown; path?: readonly (string | number)[] } =>
+  e instanceof Error && e.name === 'GraphQLError';
+
+/** The innermost cause of a GraphQL error (variable coercion wraps a scalar's error twice), or undefined. */
+function rootCause(error: unknown): unknown {
+  let cause = isGraphQLError(error) ? error.originalError : undefined;
+  while (isGraphQLError(cause) && cause.originalError) cause = cause.originalError;
+  return cause;
+}
+
+/** Yoga's `maskError`: domain errors shown, graphql's own parse/validation errors shown, the rest masked. */
+export function maskGraphQLError(error: unknown, message: string, onUnexpected?: (err: unknown) => void): Error {
+  if (error instanceof ServiceError) return toGraphQLError(error);
+  const path = isGraphQLError(error) ? error.path : undefined;
+  const cause = rootCause(error);
+  if (cause instanceof ServiceError) {
+    // A scalar's ServiceError inside a variable error: graphql's message names the variable, keep it.
+    const variableError = !path && isGraphQLError(error) && error.originalError !== cause;
+    return toGraphQLError(variableError ? new ServiceError(cause.code, (error as Error).message, cause.param) : cause, path);
+  }
+  const domain = asServiceError(cause);
+  if (domain) return toGraphQLError(domain, path);
+  // Parse, validation and coercion errors are graphql's own (no foreign cause): safe to show.
+  if (isGraphQLError(error) && (cause === undefined || isGraphQLError(cause))) return error;
+  onUnexpected?.(cause ?? error);
+  return createGraphQLError(message, { extensions: { code: 'internal_error' } });
+}
+
+// ---- plain HTTP (Fastify routes) -------------------------------------------------------------
+
+/** The OpenAI-shaped error code of a plain HTTP status. */
+export function httpStatusCode(status: number): ErrorCode {
+  switch (status) {
+    case 401: return 'invalid_api_key';
+    case 403: return 'permission_denied';
+    case 404: return 'not_found';
+    case 405: return 'method_not_allowed';
+    case 413: return 'request_too_large';
+    case 415: return 'unsupported_media_type';
+    case 429: return 'rate_limit_exceeded';
+    default: return 'invalid_request';
+  }
+}
+
+/** Fastify's error handler: OpenAI-shaped bodies, domain errors with their status, 5xx masked. */
+export function sendHttpError(err: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const domain = asServiceError(err);
+  if (domain) return reply.code(domain.status).send(domain.toBody());
+  const e = err as { statusCode?: number; code?: string; message?: string };
+  const status = typeof e.statusCode === 'number' ? e.statusCode : 500;
+  if (status >= 500) {
+    request.log.error({ err }, 'request failed');
+    return reply.code(status === 503 ? 503 : 500).send(errorBody(status === 503 ? 'service_unavailable' : 'internal_error', 'Internal server error.'));
+  }
+  const code = e.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ? 'invalid_json' : httpStatusCode(status);
+  return reply.code(status).send(errorBody(code, e.message ?? 'Bad request.'));
+}

@@ -1,0 +1,103 @@
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
+import { asServiceError } from '../src/errors.ts';
+import { createRequestDb } from '../src/request-db.ts';
+import { appOn, gql, type RunningApp } from './app-on.ts';
+import { buildWorld, trpc, type World } from './trpc-fixtures.ts';
+
+/** Finding 5: 620 aliases of `usage` fitted the cost budget; one request ran 4.9 s and stalled others. */
+describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
+  let database: TestDatabase;
+  let w: World;
+  let t: RunningApp;
+  /** Queries on usage_records the app ran (a Kysely plugin on the app's database handle). */
+  let usageQueries = 0;
+
+  beforeAll(async () => {
+    database = await createTestDb(kind);
+    w = await buildWorld(database.db);
+    const counted = database.db.withPlugin({
+      transformQuery(args) {
+        if (/usage_?records/i.test(JSON.stringify(args.node))) usageQueries++;
+        return args.node;
+      },
+      transformResult: async (args) => args.result,
+    });
+    // No separate timeout pool, so that API queries go through the counting handle on PostgreSQL too.
+    t = await appOn({ ...database, db: counted }, { apiStatementTimeoutMs: 0 });
+  }, 60_000);
+  afterAll(async () => {
+    await t?.close();
+    await database?.close();
+  });
+
+  const owner = () => ({ cookie: w.parties.ownerA.cookie!, origin: t.baseUrl });
+  const usageAliases = (n: number) =>
+    `query { tenant(id: "${w.tenantA.id}") { ${Array.from({ length: n }, (_, i) => `u${i}: usage { totals { requests costUsd } }`).join(' ')} } }`;
+
+  it('refuses 620 aliases of usage with a clear 400 before running anything', async () => {
+    const res = await gql(t.baseUrl, usageAliases(620), owner());
+    expect(res.status).toBe(400);
+    expect(res.body.data).toBeUndefined();
+    expect(res.body.errors?.[0]?.extensions?.code).toBe('too_many_aliases');
+    expect(res.body.errors?.[0]?.message).toMatch(/too many aliases: (at least )?\d+ \(the maximum is 30\)/);
+    expect(usageQueries).toBe(0);
+  });
+
+  it('gives usage a realistic cost: 25 aliases (under the alias cap) exceed the budget', async () => {
+    const before = usageQueries;
+    const res = await gql(t.baseUrl, usageAliases(25), owner());
+    // The cost is checked before the root field resolves: no tenant, no usage read.
+    expect(res.body.data?.tenant ?? null).toBeNull();
+    expect(res.body.errors?.[0]?.message).toMatch(/too costly: cost \d+ exceeds the budget of 5000/);
+    expect(usageQueries).toBe(before);
+    // A handful is fine.
+    const ok = await gql(t.baseUrl, usageAliases(3), owner());
+    expect(ok.status).toBe(200);
+    expect(ok.body.data?.tenant?.u0?.totals?.requests).toBe(0);
+    expect(usageQueries).toBeGreaterThan(before); // the counter does see usage reads
+  });
+
+  it('caps the fields of one operation, fragments counted where they are spread', async () => {
+    const spreads = Array.from({ length: 40 }, () => '...T').join(' ');
+    const query = `query { tenant(id: "${w.tenantA.id}") { ${spreads} } } fragment T on Tenant { id slug name rpmLimit tpmLimit createdAt viewerRole }`;
+    // 40 spreads of 7 fields: 280 fields, under the cap of 1000.
+    expect((await gql(t.baseUrl, query, owner())).status).toBe(200);
+    const wide = `query { tenant(id: "${w.tenantA.id}") { ${Array.from({ length: 200 }, () => '...W').join(' ')} } } fragment W on Tenant { id slug name rpmLimit tpmLimit createdAt }`;
+    const res = await gql(t.baseUrl, wide, owner());
+    expect(res.status).toBe(400);
+    expect(res.body.errors?.[0]?.extensions?.code).toBe('too_many_fields');
+  });
+
+  it('rate-limits each principal, on GraphQL and tRPC alike', async () => {
+    const limited = await appOn(database, { principalPointsPerMinute: 4 });
+    try {
+      const q = `query { tenant(id: "${w.tenantA.id}") { name } }`;
+      const headers = { cookie: w.parties.ownerB.cookie!, origin: limited.baseUrl };
+      for (let i = 0; i < 2; i++) expect((await gql(limited.baseUrl, q.replace(w.tenantA.id, w.tenantB.id), headers)).status).toBe(200);
+      for (let i = 0; i < 2; i++) expect((await trpc(limited.baseUrl, 'tenants.mine', { headers })).status).toBe(200);
+      const refusedGql = await gql(limited.baseUrl, q.replace(w.tenantA.id, w.tenantB.id), headers);
+      expect(refusedGql.status).toBe(429);
+      expect(refusedGql.body.errors?.[0]?.extensions?.code).toBe('rate_limited');
+      expect((await trpc(limited.baseUrl, 'tenants.mine', { headers })).status).toBe(429);
+      // Another principal has its own budget.
+      expect((await trpc(limited.baseUrl, 'tenants.mine', { headers: { cookie: w.parties.ownerA.cookie!, origin: limited.baseUrl } })).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it.runIf(kind === 'postgres')('stops an API caller’s statement at the statement timeout (PostgreSQL)', async () => {
+    const requestDb = createRequestDb({ db: database.db, kind: database.kind, pool: database.pool, timeoutMs: 200 });
+    try {
+      const err = await sql`select pg_sleep(5)`.execute(requestDb.db).then(() => undefined, (e: unknown) => e);
+      expect((err as { code?: string }).code).toBe('57014');
+      expect(asServiceError(err)?.message).toMatch(/statement timeout/);
+      // The app's own pool has no such limit.
+      await expect(sql`select pg_sleep(0.3)`.execute(database.db)).resolves.toBeDefined();
+    } finally {
+      await requestDb.close();
+    }
+  });
+});
