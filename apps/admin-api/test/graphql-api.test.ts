@@ -17,6 +17,7 @@ const DATAPLANE = 'http://dp.test';
 /** A provisioner that "starts" replicas at once, so deployments reach running without processes. */
 const instant: Provisioner = Object.freeze<Provisioner>({
   kind: 'local' as const,
+  billsGpuTime: true,
   start: async (spec) => ({ url: `http://127.0.0.1:1/${spec.deploymentId}`, kind: 'sim' as const, servedModel: spec.servedModel }),
   stop: async () => {},
   health: async () => true,
@@ -353,7 +354,7 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
       expect(keyA.secret.startsWith(tenant.apiKeys[0].prefix)).toBe(true);
       expect(r.text).not.toContain(keyA.secret);
       expect(tenant.deployments).toEqual([expect.objectContaining({
-        id: deploymentA, endpointName: 'Llama-3.3-70B-Instruct', minReplicas: 1, maxReplicas: 1,
+        id: deploymentA, endpointName: 'Llama-3.3-70B-Instruct', minReplicas: 0, maxReplicas: 1, // issue 10: min 0 by default
         apiBaseUrl: `${DATAPLANE}/funccall/acme/endpoints/Llama-3.3-70B-Instruct/v1`, modelName: 'Meta/Llama-3.3-70B-Instruct',
       })]);
       expect(tenant.usage.totals).toEqual({ requests: 1, promptTokens: 1000, completionTokens: 500, costUsd: 0.001 });

@@ -46,6 +46,9 @@ const endpoint = (id: string, name: string, upstreams: SnapshotUpstream[], extra
   priceInputPerM: 0.1, priceOutputPerM: 0.2, upstreams,
 });
 
+/** Autoscaling fields of a snapshot deployment (issue 10) that these tests do not exercise. */
+const scaling = (replicas: number) => ({ minReplicas: replicas, maxReplicas: replicas, targetConcurrency: 32, desiredReplicas: replicas, coldStartSeconds: 10 });
+
 /** A snapshot with two tenants, three keys, shared endpoints and dedicated deployments. */
 export function makeSnapshot(urls: { sim: string; faulty: string; dead: string }, version = 1): ConfigSnapshot {
   return {
@@ -69,15 +72,15 @@ export function makeSnapshot(urls: { sim: string; faulty: string; dead: string }
     deployments: [
       {
         id: 'd-a', tenantId: 't-a', tenantSlug: 'acme', endpointId: 'e-llama', endpointName: NAME, provider: 'meta',
-        state: 'running', replicas: [upstream('r-1', urls.sim)],
+        state: 'running', replicas: [upstream('r-1', urls.sim)], ...scaling(1),
       },
       {
         id: 'd-cold', tenantId: 't-a', tenantSlug: 'acme', endpointId: 'e-ded', endpointName: 'dedicated-only', provider: 'meta',
-        state: 'provisioning', replicas: [],
+        state: 'provisioning', replicas: [], ...scaling(1),
       },
       {
         id: 'd-slash', tenantId: 't-a', tenantSlug: 'acme', endpointId: 'e-llama', endpointName: 'meta/llama-slash', provider: 'meta',
-        state: 'running', replicas: [upstream('r-2', urls.sim)],
+        state: 'running', replicas: [upstream('r-2', urls.sim)], ...scaling(1),
       },
     ],
   };

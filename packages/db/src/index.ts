@@ -33,6 +33,10 @@ export type {
   OutboxOp,
 } from './tables/config-outbox.table.ts';
 export { replicaStates } from './tables/deployment-replica.table.ts';
+export { replicaPhases } from './tables/replica-interval.table.ts';
+export type { ReplicaIntervalRow, ReplicaIntervalTable, ReplicaPhase } from './tables/replica-interval.table.ts';
+export type { ColdStartRow, ColdStartTable } from './tables/cold-start.table.ts';
+export type { NodeLoadRow, NodeLoadTable } from './tables/node-load.table.ts';
 export type {
   DeploymentReplicaRow,
   DeploymentReplicaTable,

@@ -18,6 +18,18 @@ export function formatTokenPrice(inputPerM: number | null, outputPerM: number | 
   return `${f(inputPerM)} / ${f(outputPerM)} per 1M tokens (input / output)`;
 }
 
+/** Dedicated price as shown: "$<n> per GPU-hour", or "" when unpriced. */
+export const formatGpuHourPrice = (usdPerGpuHour: number | null): string => (usdPerGpuHour == null ? '' : `$${trimNum(usdPerGpuHour)} per GPU-hour`);
+
+/** "$2.5 per GPU-hour", "2.5 / GPU-hour", "$2.5/gpu-hr" or "" (null); throws on anything else. */
+export function parseGpuHourPrice(value: string): number | null {
+  const v = value.trim();
+  if (v === '') return null;
+  const m = /^\$?\s*(\d+(?:\.\d+)?)\s*(?:(?:per|\/)\s*GPU[- ]?(?:hour|hr|h))?$/i.exec(v);
+  if (!m?.[1]) throw new Error('Dedicated price must look like "$<n> per GPU-hour"');
+  return Number(m[1]);
+}
+
 function parseForm(value: string, re: RegExp, field: string): number | null {
   const v = value.trim();
   if (v === '') return null;

@@ -19,7 +19,7 @@ export { usageRecordSchema, usageBatchSchema } from './usage.ts';
 export type { UsageRecord, UsageBatch } from './usage.ts';
 export {
   DEFAULT_SUMMARY, formatParameterSize, formatConcurrency, formatColdStart, formatUseCases, formatSummary,
-  formatTokenPrice, parseParameterSize, parseConcurrency, parseColdStart, parseUseCases,
+  formatTokenPrice, parseParameterSize, parseConcurrency, parseColdStart, parseUseCases, formatGpuHourPrice, parseGpuHourPrice,
 } from './catalog-format.ts';
 export { SECRET_PREFIX, generateSecret, hasValidChecksum, secretDisplayPrefix, hashSecret } from './secrets.ts';
 export { isSealed, sealedKeyId, sealSecret, openSecret, deriveSecretKey } from './secret-box.ts';

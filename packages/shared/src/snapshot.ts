@@ -60,7 +60,8 @@ export const snapshotEndpointSchema = z.object({
 });
 export type SnapshotEndpoint = z.infer<typeof snapshotEndpointSchema>;
 
-export const deploymentStates = ['pending', 'provisioning', 'running', 'stopped', 'failed'] as const;
+/** `scaling`: replicas are starting or draining toward `desiredReplicas`; `scaled_to_zero`: idle, no replica, wakes on demand. */
+export const deploymentStates = ['pending', 'provisioning', 'running', 'scaling', 'scaled_to_zero', 'stopped', 'failed'] as const;
 export type DeploymentState = (typeof deploymentStates)[number];
 
 export const snapshotDeploymentSchema = z.object({
@@ -71,7 +72,15 @@ export const snapshotDeploymentSchema = z.object({
   endpointName: z.string(),
   provider: z.string().nullable(),
   state: z.enum(deploymentStates),
+  /** Replicas that take traffic; a draining replica leaves this list before it stops. */
   replicas: z.array(upstreamSchema),
+  minReplicas: z.number().int().min(0).default(0),
+  maxReplicas: z.number().int().min(0).default(1),
+  /** Requests one replica should carry at once (resolved: never null). */
+  targetConcurrency: z.number().int().min(1).default(1),
+  desiredReplicas: z.number().int().min(0).default(0),
+  /** The entry's stated Cold Start TTFT in seconds, for the hold deadline. */
+  coldStartSeconds: z.number().nullable().default(null),
 });
 export type SnapshotDeployment = z.infer<typeof snapshotDeploymentSchema>;
 

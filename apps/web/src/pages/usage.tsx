@@ -14,7 +14,7 @@ function fillDays(summary: UsageSummary, from: string, to: string) {
   const out: UsageSummary['byDay'] = [];
   for (let t = Date.parse(`${from}T00:00:00Z`); t < Date.parse(`${to}T00:00:00Z`); t += DAY) {
     const day = isoDay(new Date(t));
-    out.push(byDay.get(day) ?? { day, requests: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 });
+    out.push(byDay.get(day) ?? { day, requests: 0, promptTokens: 0, completionTokens: 0, gpuSeconds: 0, costUsd: 0 });
   }
   return out;
 }

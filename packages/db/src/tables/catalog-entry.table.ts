@@ -16,6 +16,8 @@ export interface CatalogEntryTable {
   priceInputPerM: number | null;
   /** USD per million output tokens. */
   priceOutputPerM: number | null;
+  /** USD per GPU-hour of a dedicated replica. */
+  dedicatedPricePerGpuHour: ColumnType<number | null, number | null | undefined, number | null>;
   useCases: TextArray;
   summary: string | null;
   detailedIntro: string | null;

@@ -14,6 +14,14 @@ export interface DeploymentTable {
   provisioner: ColumnType<string, string | undefined, string>;
   externalUrl: string | null;
   lastError: string | null;
+  /** Requests per replica the autoscaler aims at; null: the entry's base concurrency x its Concurrency multiplier. */
+  targetConcurrency: number | null;
+  scaleToZeroAfterSeconds: ColumnType<number, number | undefined, number>;
+  scaleDownDelaySeconds: ColumnType<number, number | undefined, number>;
+  /** The autoscaler's latest decision (the reconciler converges the replicas to it). */
+  desiredReplicas: ColumnType<number, number | undefined, number>;
+  lastScaleReason: string | null;
+  lastScaleAt: Date | null;
   createdAt: CreatedAt;
   updatedAt: UpdatedAt;
 }

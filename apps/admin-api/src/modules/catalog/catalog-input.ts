@@ -1,4 +1,4 @@
-import { parseColdStart, parseConcurrency, parseParameterSize, parseUseCases } from '@infer/shared';
+import { parseColdStart, parseConcurrency, parseGpuHourPrice, parseParameterSize, parseUseCases } from '@infer/shared';
 import { ServiceError } from '../../errors.ts';
 import type { EntryFields } from './catalog.service.ts';
 
@@ -20,6 +20,9 @@ export interface CatalogEntryInput {
   readonly tokenPrice?: string | null;
   readonly priceInputPerMillion?: number | null;
   readonly priceOutputPerMillion?: number | null;
+  /** Dedicated price, "$<n> per GPU-hour" (or empty). */
+  readonly dedicatedPrice?: string | null;
+  readonly dedicatedPricePerGpuHour?: number | null;
   readonly recommendedUseCases?: string | null;
   readonly useCases?: readonly string[] | null;
   readonly summary?: string | null;
@@ -104,6 +107,8 @@ export function parseEntryInput(input: CatalogEntryInput): EntryFields {
     'priceInputPerMillion', number('priceInputPerMillion', input.priceInputPerMillion, { min: 0, max: 1_000_000 })));
   set('priceOutputPerM', either('tokenPrice', price === undefined ? undefined : (price?.output ?? null),
     'priceOutputPerMillion', number('priceOutputPerMillion', input.priceOutputPerMillion, { min: 0, max: 1_000_000 })));
+  set('dedicatedPricePerGpuHour', either('dedicatedPrice', fromForm('dedicatedPrice', input.dedicatedPrice, parseGpuHourPrice, '"$<n> per GPU-hour", e.g. "$2.50 per GPU-hour"'),
+    'dedicatedPricePerGpuHour', number('dedicatedPricePerGpuHour', input.dedicatedPricePerGpuHour, { min: 0, max: 1_000_000 })));
 
   const fromCsv = input.recommendedUseCases === undefined ? undefined : parseUseCases(input.recommendedUseCases ?? '');
   const useCases = labels('useCases', input.useCases);

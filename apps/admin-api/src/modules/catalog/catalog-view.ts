@@ -1,5 +1,5 @@
 import {
-  formatColdStart, formatConcurrency, formatParameterSize, formatSummary, formatTokenPrice, formatUseCases,
+  formatColdStart, formatConcurrency, formatGpuHourPrice, formatParameterSize, formatSummary, formatTokenPrice, formatUseCases,
 } from '@infer/shared';
 import type { CatalogEntry } from './catalog.service.ts';
 
@@ -23,6 +23,9 @@ export interface CatalogView {
   tokenPrice: string;
   priceInputPerM: number | null;
   priceOutputPerM: number | null;
+  /** "$<n> per GPU-hour" or "". */
+  dedicatedPrice: string;
+  dedicatedPricePerGpuHour: number | null;
   /** Comma-separated labels. */
   recommendedUseCases: string;
   useCases: string[];
@@ -52,6 +55,8 @@ export function toCatalogView(entry: CatalogEntry): CatalogView {
     tokenPrice: formatTokenPrice(entry.priceInputPerM, entry.priceOutputPerM),
     priceInputPerM: entry.priceInputPerM,
     priceOutputPerM: entry.priceOutputPerM,
+    dedicatedPrice: formatGpuHourPrice(entry.dedicatedPricePerGpuHour),
+    dedicatedPricePerGpuHour: entry.dedicatedPricePerGpuHour,
     recommendedUseCases: formatUseCases(entry.useCases),
     useCases: [...entry.useCases],
     summary: formatSummary(entry.summary),

@@ -37,6 +37,8 @@ const entryFields = z.object({
   tokenPrice: str(200),
   priceInputPerMillion: num,
   priceOutputPerMillion: num,
+  dedicatedPrice: str(100),
+  dedicatedPricePerGpuHour: num,
   recommendedUseCases: str(5000),
   useCases: z.array(z.string()).nullable().optional(),
   summary: str(4000),

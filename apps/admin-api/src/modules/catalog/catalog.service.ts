@@ -22,6 +22,8 @@ export interface CatalogEntry {
   coldStartSeconds: number | null;
   priceInputPerM: number | null;
   priceOutputPerM: number | null;
+  /** Dedicated deployments: USD per GPU-hour. */
+  dedicatedPricePerGpuHour: number | null;
   useCases: string[];
   summary: string | null;
   detailedIntro: string | null;
@@ -61,7 +63,7 @@ export interface EntryFilter {
 
 const entryColumns = [
   'id', 'name', 'provider', 'parameterSizeB', 'gpuCount', 'contextLength', 'concurrency', 'coldStartSeconds',
-  'priceInputPerM', 'priceOutputPerM', 'useCases', 'summary', 'detailedIntro', 'tags', 'offeredShared',
+  'priceInputPerM', 'priceOutputPerM', 'dedicatedPricePerGpuHour', 'useCases', 'summary', 'detailedIntro', 'tags', 'offeredShared',
   'offeredDedicated', 'published', 'createdAt', 'updatedAt',
 ] as const;
 

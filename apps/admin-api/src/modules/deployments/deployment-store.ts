@@ -6,11 +6,9 @@ import { isUuid, type Db } from '../../db.ts';
 import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
+import type { ProvisionerKind } from './provisioners/provisioner.ts';
 import { recordChange } from '../snapshots/snapshots.service.ts';
 
-/** Provisioner kinds a deployment row may name (the column is open text; 'kubernetes' is future work). */
-export const provisionerNames = ['local', 'kubernetes', 'external'] as const;
-export type ProvisionerName = (typeof provisionerNames)[number];
 
 export interface Deployment {
   id: string;
@@ -24,6 +22,17 @@ export interface Deployment {
   provisioner: string;
   externalUrl: string | null;
   lastError: string | null;
+  /** Null: the entry's default (see `resolveTargetConcurrency`). */
+  targetConcurrency: number | null;
+  scaleToZeroAfterSeconds: number;
+  scaleDownDelaySeconds: number;
+  desiredReplicas: number;
+  lastScaleReason: string | null;
+  lastScaleAt: Date | null;
+  /** The entry's Concurrency multiplier, GPU Count and Cold Start TTFT (for the autoscaler and the ledger). */
+  entryConcurrency: number | null;
+  gpuCount: number | null;
+  coldStartSeconds: number | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -37,10 +46,13 @@ export interface Replica {
   state: ReplicaState;
   pid: number | null;
   port: number | null;
+  readyAt: Date | null;
+  drainStartedAt: Date | null;
+  attempt: number;
   createdAt: Date;
 }
 
-const replicaColumns = ['id', 'deploymentId', 'url', 'kind', 'servedModel', 'state', 'pid', 'port', 'createdAt'] as const;
+const replicaColumns = ['id', 'deploymentId', 'url', 'kind', 'servedModel', 'state', 'pid', 'port', 'readyAt', 'drainStartedAt', 'attempt', 'createdAt'] as const;
 
 function selectDeployments(db: Db) {
   return db
@@ -48,7 +60,9 @@ function selectDeployments(db: Db) {
     .innerJoin('catalogEntries as e', 'e.id', 'd.entryId')
     .select([
       'd.id', 'd.tenantId', 'd.entryId', 'e.name as entryName', 'e.provider', 'd.state', 'd.minReplicas',
-      'd.maxReplicas', 'd.provisioner', 'd.externalUrl', 'd.lastError', 'd.createdAt', 'd.updatedAt',
+      'd.maxReplicas', 'd.provisioner', 'd.externalUrl', 'd.lastError', 'd.targetConcurrency', 'd.scaleToZeroAfterSeconds',
+      'd.scaleDownDelaySeconds', 'd.desiredReplicas', 'd.lastScaleReason', 'd.lastScaleAt', 'e.concurrency as entryConcurrency',
+      'e.gpuCount', 'e.coldStartSeconds', 'd.createdAt', 'd.updatedAt',
     ]);
 }
 
@@ -58,27 +72,30 @@ async function loadDeployment(db: Db, id: string): Promise<Deployment> {
   return row;
 }
 
+/** Autoscaling knobs as stored; `deployments.service.ts` validates them (one home for the rules). */
+export interface AutoscalingSettings {
+  readonly targetConcurrency: number | null;
+  readonly scaleToZeroAfterSeconds: number;
+  readonly scaleDownDelaySeconds: number;
+}
+
 export interface CreateDeploymentInput {
   readonly tenantId: string;
   readonly entryName: string;
   readonly minReplicas: number;
   readonly maxReplicas: number;
-  readonly provisioner: ProvisionerName;
+  readonly provisioner: ProvisionerKind;
   readonly externalUrl?: string | null;
+  readonly autoscaling?: Partial<AutoscalingSettings>;
   readonly actor?: Actor;
 }
 
-/** Deploys a catalog entry as a tenant's dedicated endpoint (state 'pending'). */
+/**
+ * Deploys a catalog entry as a tenant's dedicated endpoint (state 'pending', desired = minReplicas).
+ * Rows only: the service validates input first (the table's checks are the last line).
+ */
 export async function createDeployment(db: Db, input: CreateDeploymentInput): Promise<Deployment> {
   const { minReplicas, maxReplicas } = input;
-  if (!Number.isInteger(minReplicas) || minReplicas < 0) throw new ServiceError('invalid', 'minReplicas must be an integer >= 0', 'minReplicas');
-  if (!Number.isInteger(maxReplicas) || maxReplicas < Math.max(1, minReplicas)) {
-    throw new ServiceError('invalid', 'maxReplicas must be an integer >= max(1, minReplicas)', 'maxReplicas');
-  }
-  if (!provisionerNames.includes(input.provisioner)) throw new ServiceError('invalid', `provisioner must be one of ${provisionerNames.join(', ')}`, 'provisioner');
-  if (input.provisioner === 'external' && !input.externalUrl) {
-    throw new ServiceError('invalid', 'externalUrl is required for the external provisioner', 'externalUrl');
-  }
   if (!isUuid(input.tenantId)) throw notFound('tenant');
   try {
     return await withTransaction(db, async (trx) => {
@@ -101,6 +118,10 @@ export async function createDeployment(db: Db, input: CreateDeploymentInput): Pr
           state: 'pending',
           minReplicas,
           maxReplicas,
+          desiredReplicas: minReplicas,
+          targetConcurrency: input.autoscaling?.targetConcurrency ?? null,
+          ...(input.autoscaling?.scaleToZeroAfterSeconds === undefined ? {} : { scaleToZeroAfterSeconds: input.autoscaling.scaleToZeroAfterSeconds }),
+          ...(input.autoscaling?.scaleDownDelaySeconds === undefined ? {} : { scaleDownDelaySeconds: input.autoscaling.scaleDownDelaySeconds }),
           provisioner: input.provisioner,
           externalUrl: input.externalUrl ?? null,
         })
@@ -284,10 +305,15 @@ export async function findRuntimeInfo(db: Db, entryId: string): Promise<Deployme
   return { coldStartSeconds: entry.coldStartSeconds, servedModel: upstream?.servedModel ?? entry.name };
 }
 
-/** Ids of deployments that should have replicas (provisioning or running). */
+/** Ids of deployments that should converge to their desired replicas (see SERVING_STATES). */
 export async function listActiveDeploymentIds(db: Db): Promise<string[]> {
-  const rows = await db.selectFrom('deployments').select('id').where('state', 'in', ['provisioning', 'running']).orderBy('createdAt').execute();
+  const rows = await db.selectFrom('deployments').select('id').where('state', 'in', [...SERVING_STATES]).orderBy('createdAt').execute();
   return rows.map((r) => r.id);
+}
+
+/** Every serving deployment with its settings (the autoscaler's view). */
+export async function listServingDeployments(db: Db): Promise<Deployment[]> {
+  return selectDeployments(db).where('d.state', 'in', [...SERVING_STATES]).orderBy('d.createdAt').execute();
 }
 
 export interface TransitionInput {
@@ -308,7 +334,12 @@ export async function transitionDeployment(db: Db, input: TransitionInput): Prom
   return withTransaction(db, async (trx) => {
     const row = await trx
       .updateTable('deployments')
-      .set({ state: input.to, lastError: input.to === 'failed' ? (input.lastError ?? 'failed') : null, updatedAt: sql<Date>`now()` })
+      .set({
+        state: input.to,
+        // A failure says why; a fresh start forgets the old reason; other moves keep it visible.
+        lastError: input.to === 'failed' ? (input.lastError ?? 'failed') : input.lastError !== undefined ? input.lastError : input.to === 'provisioning' ? null : sql<string | null>`last_error`,
+        updatedAt: sql<Date>`now()`,
+      })
       .where('id', '=', input.deploymentId)
       .where('state', 'in', [...input.from])
       .returning(['id', 'tenantId'])
@@ -319,23 +350,137 @@ export async function transitionDeployment(db: Db, input: TransitionInput): Prom
   });
 }
 
-/** Sets a deployment's replica bounds (the reconciler acts on them). */
+/**
+ * Sets a deployment's replica bounds and autoscaling knobs; the desired count moves into the new
+ * bounds at once (the reconciler acts on it), the autoscaler takes it from there.
+ */
 export async function updateDeploymentScale(
   db: Db,
-  input: { deploymentId: string; minReplicas: number; maxReplicas: number; actor?: Actor },
+  input: { deploymentId: string; minReplicas: number; maxReplicas: number; autoscaling?: Partial<AutoscalingSettings>; actor?: Actor },
 ): Promise<Deployment> {
   if (!isUuid(input.deploymentId)) throw notFound('deployment');
+  const a = input.autoscaling ?? {};
   return withTransaction(db, async (trx) => {
     const row = await trx
       .updateTable('deployments')
-      .set({ minReplicas: input.minReplicas, maxReplicas: input.maxReplicas, updatedAt: sql<Date>`now()` })
+      .set({
+        minReplicas: input.minReplicas,
+        maxReplicas: input.maxReplicas,
+        desiredReplicas: sql<number>`least(greatest(desired_replicas, ${input.minReplicas}::int), ${input.maxReplicas}::int)`,
+        ...(a.targetConcurrency === undefined ? {} : { targetConcurrency: a.targetConcurrency }),
+        ...(a.scaleToZeroAfterSeconds === undefined ? {} : { scaleToZeroAfterSeconds: a.scaleToZeroAfterSeconds }),
+        ...(a.scaleDownDelaySeconds === undefined ? {} : { scaleDownDelaySeconds: a.scaleDownDelaySeconds }),
+        updatedAt: sql<Date>`now()`,
+      })
       .where('id', '=', input.deploymentId)
       .returning(['id', 'tenantId'])
       .executeTakeFirst();
     if (!row) throw notFound('deployment');
-    return publishDeploymentChange(trx, row, {
-      actor: input.actor, action: 'deployment.scale', detail: { minReplicas: input.minReplicas, maxReplicas: input.maxReplicas },
-    });
+    const detail: JsonObject = { minReplicas: input.minReplicas, maxReplicas: input.maxReplicas };
+    for (const [k, v] of Object.entries(a)) if (v !== undefined) detail[k] = v;
+    return publishDeploymentChange(trx, row, { actor: input.actor, action: 'deployment.scale', detail });
+  });
+}
+
+export interface ScaleDecisionInput {
+  readonly deploymentId: string;
+  readonly desiredReplicas: number;
+  readonly reason: string;
+  /** Set the state in the same step (only from these states). */
+  readonly state?: { readonly from: readonly DeploymentState[]; readonly to: DeploymentState };
+  readonly actor?: Actor;
+}
+
+/**
+ * Records a scaling decision (autoscaler or wake): desired count, reason and time; published to the
+ * data plane. Only deployments that serve (provisioning, running, scaling, scaled_to_zero) change.
+ * Returns null when the deployment is gone or not serving.
+ */
+export async function recordScaleDecision(db: Db, input: ScaleDecisionInput): Promise<Deployment | null> {
+  if (!isUuid(input.deploymentId)) return null;
+  return withTransaction(db, async (trx) => {
+    const row = await trx
+      .updateTable('deployments')
+      .set({
+        desiredReplicas: input.desiredReplicas,
+        lastScaleReason: input.reason.slice(0, 500),
+        lastScaleAt: sql<Date>`now()`,
+        updatedAt: sql<Date>`now()`,
+      })
+      .where('id', '=', input.deploymentId)
+      .where('state', 'in', [...SERVING_STATES])
+      .returning(['id', 'tenantId'])
+      .executeTakeFirst();
+    if (!row) return null;
+    if (input.state) {
+      await trx.updateTable('deployments').set({ state: input.state.to }).where('id', '=', row.id).where('state', 'in', [...input.state.from]).execute();
+    }
+    if (input.actor) return publishDeploymentChange(trx, row, { actor: input.actor, action: 'deployment.wake', detail: { desiredReplicas: input.desiredReplicas } });
+    await recordChange(trx, 'deployment', row.id);
+    return loadDeployment(trx, row.id);
+  });
+}
+
+/** States in which a deployment should converge to its desired replica count. */
+export const SERVING_STATES: readonly DeploymentState[] = Object.freeze(['provisioning', 'running', 'scaling', 'scaled_to_zero']);
+
+/** Sets (or clears) why the deployment's replicas misbehave, without changing its state. */
+export async function setDeploymentError(db: Db, deploymentId: string, lastError: string | null): Promise<void> {
+  if (!isUuid(deploymentId)) return;
+  await db.updateTable('deployments').set({ lastError: lastError === null ? null : lastError.slice(0, 1000) }).where('id', '=', deploymentId).execute();
+}
+
+/** A replica row about to be started (not routable yet): its id names the replica in the GPU-time ledger. */
+export async function insertStartingReplica(
+  db: Db,
+  input: { deploymentId: string; kind: RuntimeKind; servedModel: string; attempt: number },
+): Promise<Replica | null> {
+  if (!isUuid(input.deploymentId)) return null;
+  try {
+    return await db
+      .insertInto('deploymentReplicas')
+      .values({ deploymentId: input.deploymentId, url: '', kind: input.kind, servedModel: input.servedModel, state: 'starting', attempt: input.attempt })
+      .returning(replicaColumns)
+      .executeTakeFirstOrThrow();
+  } catch (err) {
+    if ((err as { code?: string }).code === '23503') return null; // deployment deleted meanwhile
+    throw err;
+  }
+}
+
+/** A started replica turns ready: it joins the routing snapshot in the same transaction. Null if its row is gone. */
+export async function markReplicaReady(
+  db: Db,
+  replicaId: string,
+  started: { url: string; kind: RuntimeKind; servedModel: string; pid: number | null; port: number | null },
+): Promise<Replica | null> {
+  return withTransaction(db, async (trx) => {
+    const replica = await trx
+      .updateTable('deploymentReplicas')
+      .set({ url: started.url.replace(/\/+$/, ''), kind: started.kind, servedModel: started.servedModel, pid: started.pid, port: started.port, state: 'ready', readyAt: sql<Date>`now()` })
+      .where('id', '=', replicaId)
+      .where('state', '=', 'starting')
+      .returning(replicaColumns)
+      .executeTakeFirst();
+    if (!replica) return null;
+    await recordChange(trx, 'deployment', replica.deploymentId);
+    return replica;
+  });
+}
+
+/** A replica leaves the routing snapshot (drain first, stop later); false when it was not ready. */
+export async function markReplicaDraining(db: Db, replicaId: string): Promise<boolean> {
+  return withTransaction(db, async (trx) => {
+    const replica = await trx
+      .updateTable('deploymentReplicas')
+      .set({ state: 'draining', drainStartedAt: sql<Date>`now()` })
+      .where('id', '=', replicaId)
+      .where('state', '=', 'ready')
+      .returning('deploymentId')
+      .executeTakeFirst();
+    if (!replica) return false;
+    await recordChange(trx, 'deployment', replica.deploymentId);
+    return true;
   });
 }
 

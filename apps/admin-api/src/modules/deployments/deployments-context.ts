@@ -3,7 +3,8 @@ import type { Db } from '../../db.ts';
 import { createExternalProvisioner, type ExternalProvisionerOptions } from './provisioners/external/external-provisioner.ts';
 import { createLocalProvisioner, type LocalProvisionerOptions } from './provisioners/local/local-provisioner.ts';
 import type { Provisioners } from './provisioners/provisioner.ts';
-import { createReconciler, type DeploymentLog, type Reconciler } from './reconciler.ts';
+import { DEFAULT_REPLICA_BASE_CONCURRENCY } from './target-concurrency.ts';
+import { createReconciler, type DeploymentLog, type Reconciler, type ReconcilerOptions } from './reconciler.ts';
 
 /** What the deployment service needs; tRPC and GraphQL contexts carry one (the app builds it). */
 export interface DeploymentsContext {
@@ -15,7 +16,30 @@ export interface DeploymentsContext {
   /** Checks an external runtime's host at registration (resolves names; every address must be allowed). */
   readonly addressGuard: AddressGuard;
   readonly reconciler: Reconciler;
+  /** Requests one replica carries at once before the data plane queues (REPLICA_BASE_CONCURRENCY); x the entry's Concurrency multiplier. */
+  readonly replicaBaseConcurrency: number;
+  /** Wake requests, so the autoscaler (when this process leads) acts at once rather than at its next tick. */
+  readonly wakes: WakeSignal;
 }
+
+export interface WakeSignal {
+  notify(deploymentId: string): void;
+  subscribe(listener: (deploymentId: string) => void): () => void;
+}
+
+function createWakeSignal(): WakeSignal {
+  const listeners = new Set<(deploymentId: string) => void>();
+  return Object.freeze({
+    notify(deploymentId: string): void {
+      for (const l of listeners) l(deploymentId);
+    },
+    subscribe(listener: (deploymentId: string) => void): () => void {
+      listeners.add(listener);
+      return () => void listeners.delete(listener);
+    },
+  });
+}
+
 
 export interface DeploymentsContextOptions {
   readonly db: Db;
@@ -26,6 +50,8 @@ export interface DeploymentsContextOptions {
   readonly allowedPrivateCidrs?: readonly string[];
   /** Overrides the guard built from the two options above (tests inject a resolver). */
   readonly addressGuard?: AddressGuard;
+  readonly replicaBaseConcurrency?: number;
+  readonly reconciler?: ReconcilerOptions;
 }
 
 const silent: DeploymentLog = Object.freeze({ info() {}, warn() {}, error() {} });
@@ -38,7 +64,9 @@ export function createDeploymentsContext(opts: DeploymentsContextOptions): Deplo
     log,
     allowPrivateExternalUrls: opts.allowPrivateExternalUrls ?? false,
     addressGuard: opts.addressGuard ?? createAddressGuard({ allowAll: opts.allowPrivateExternalUrls, allowedCidrs: opts.allowedPrivateCidrs }),
-    reconciler: createReconciler({ db: opts.db, provisioners: opts.provisioners, log }),
+    reconciler: createReconciler({ db: opts.db, provisioners: opts.provisioners, log, options: opts.reconciler }),
+    replicaBaseConcurrency: opts.replicaBaseConcurrency ?? DEFAULT_REPLICA_BASE_CONCURRENCY,
+    wakes: createWakeSignal(),
   });
 }
 

@@ -3,10 +3,13 @@ import { builder } from '../../graphql/builder.ts';
 import { buildIntegration, dedicatedModelName } from '../catalog/integration.ts';
 import { TenantRef } from '../tenants/tenants.graphql.ts';
 import { getTenantById } from '../tenants/tenants.service.ts';
+import { Endpoint } from '../catalog/catalog.graphql.ts';
 import {
-  deleteDeployment, deployEndpoint, getDeployment, listDeployments, scaleDeployment, startDeployment, stopDeployment,
-  type DeploymentView, type ReplicaView,
+  deleteDeployment, deployEndpoint, getDeployment, getDeploymentGpuSeconds, listDeployments, scaleDeployment, startDeployment,
+  stopDeployment, wakeDeployment, type AutoscalingView, type DeploymentView, type ReplicaView,
 } from './deployments.service.ts';
+import { observedColdStart, type ObservedColdStart } from './node-load.ts';
+import { usageRange } from '../usage/usage.service.ts';
 import { provisionerKinds } from './provisioners/provisioner.ts';
 
 /** A deployment with the slug of its tenant (for its URLs). */
@@ -18,6 +21,7 @@ const DeploymentStateEnum = builder.enumType('DeploymentState', {
     PROVISIONING: { value: 'provisioning' },
     RUNNING: { value: 'running' },
     SCALING: { value: 'scaling' },
+    SCALED_TO_ZERO: { value: 'scaled_to_zero', description: 'Idle with no replica; the next request (or wakeDeployment) starts one.' },
     STOPPED: { value: 'stopped' },
     FAILED: { value: 'failed' },
   } as const,
@@ -38,6 +42,43 @@ const ReplicaRef = builder.objectRef<ReplicaView>('Replica').implement({
   }),
 });
 
+const Autoscaling = builder.objectRef<AutoscalingView>('Autoscaling').implement({
+  description: 'How the autoscaler sizes a deployment (docs/autoscaling.md).',
+  fields: (t) => ({
+    targetConcurrency: t.exposeInt('targetConcurrency', { description: 'Requests one replica should carry at once (resolved: the default is the entry base concurrency x its Concurrency multiplier).' }),
+    targetConcurrencyIsDefault: t.exposeBoolean('targetConcurrencyIsDefault'),
+    scaleToZeroAfterSeconds: t.exposeInt('scaleToZeroAfterSeconds', { description: 'Idle time (nothing in flight or held) before the last replica stops.' }),
+    scaleDownDelaySeconds: t.exposeInt('scaleDownDelaySeconds', { description: 'Load must stay lower this long before replicas are removed.' }),
+  }),
+});
+
+const AutoscalingInput = builder.inputType('AutoscalingInput', {
+  description: 'Autoscaling knobs; a field left out keeps its current (or default) value.',
+  fields: (t) => ({
+    targetConcurrency: t.int({ description: 'Requests per replica (1 to 10000); null: the entry default.' }),
+    scaleToZeroAfterSeconds: t.int({ description: 'At least 10 (default 900).' }),
+    scaleDownDelaySeconds: t.int({ description: 'At least 0 (default 60).' }),
+  }),
+});
+
+const ObservedColdStartRef = builder.objectRef<ObservedColdStart>('ObservedColdStart').implement({
+  description: 'Measured time to first token of requests that waited for a cold start (latest 1000).',
+  fields: (t) => ({
+    samples: t.exposeInt('samples'),
+    p50Seconds: t.exposeFloat('p50Seconds', { nullable: true }),
+    p95Seconds: t.exposeFloat('p95Seconds', { nullable: true }),
+  }),
+});
+
+builder.objectField(Endpoint, 'observedColdStart', (t) =>
+  t.field({
+    type: ObservedColdStartRef,
+    description: 'Cold starts measured on dedicated deployments of this entry, beside the stated Cold Start TTFT.',
+    complexity: 5,
+    resolve: (entry, _args, ctx) => observedColdStart(ctx.db, entry.id),
+  }),
+);
+
 const Deployment = builder.objectRef<DeploymentShape>('Deployment').implement({
   description: "A tenant's dedicated deployment of a catalog endpoint.",
   fields: (t) => ({
@@ -49,6 +90,16 @@ const Deployment = builder.objectRef<DeploymentShape>('Deployment').implement({
     minReplicas: t.exposeInt('minReplicas'),
     maxReplicas: t.exposeInt('maxReplicas'),
     readyReplicas: t.exposeInt('readyReplicas', { description: 'Replicas taking traffic.' }),
+    desiredReplicas: t.exposeInt('desiredReplicas', { description: "The autoscaler's latest decision (within min and max)." }),
+    autoscaling: t.field({ type: Autoscaling, resolve: (d) => d.autoscaling }),
+    lastScaleReason: t.exposeString('lastScaleReason', { nullable: true, description: 'Why the desired count last changed.' }),
+    lastScaleAt: t.field({ type: 'DateTime', nullable: true, resolve: (d) => d.lastScaleAt }),
+    gpuSeconds: t.float({
+      description: 'GPU-seconds billed in [from, to) (default: the last 30 days): replica lifetime x the entry GPU Count, boot, serving and idle.',
+      args: { from: t.arg({ type: 'DateTime' }), to: t.arg({ type: 'DateTime' }) },
+      complexity: 5,
+      resolve: async (d, args, ctx) => (await getDeploymentGpuSeconds(ctx.deployments, ctx.principal, { tenantId: d.tenantId, deploymentId: d.id, ...usageRange(args) })).total,
+    }),
     replicas: t.field({ type: [ReplicaRef], complexity: { field: 1, multiplier: 4 }, resolve: (d) => [...d.replicas] }),
     provisioner: t.exposeString('provisioner'),
     lastError: t.exposeString('lastError', { nullable: true }),
@@ -98,38 +149,51 @@ builder.mutationFields((t) => ({
     args: {
       tenantId: t.arg.id({ required: true }),
       endpointName: t.arg.string({ required: true }),
-      minReplicas: t.arg.int({ defaultValue: 1 }),
+      minReplicas: t.arg.int({ defaultValue: 0, description: '0 (the default) scales to zero when idle.' }),
       maxReplicas: t.arg.int({ defaultValue: 1 }),
       provisioner: t.arg({ type: ProvisionerEnum, defaultValue: 'local' }),
       externalUrl: t.arg.string({ description: 'Required for EXTERNAL: the runtime base URL.' }),
+      autoscaling: t.arg({ type: AutoscalingInput }),
     },
     resolve: async (_root, args, ctx) => {
       const tenantId = String(args.tenantId);
       const d = await deployEndpoint(ctx.deployments, ctx.principal, {
         tenantId,
         entryName: args.endpointName,
-        minReplicas: args.minReplicas ?? 1,
+        minReplicas: args.minReplicas ?? 0,
         maxReplicas: args.maxReplicas ?? 1,
         provisioner: args.provisioner ?? 'local',
         externalUrl: args.externalUrl ?? null,
+        autoscaling: args.autoscaling ?? null,
       });
       return { ...d, tenantSlug: await slugOf(ctx, tenantId) };
     },
   }),
   scaleDeployment: t.field({
     type: Deployment,
-    description: 'Changes replica bounds (members).',
+    description: 'Changes replica bounds and autoscaling knobs (members).',
     args: {
       tenantId: t.arg.id({ required: true }),
       id: t.arg.id({ required: true }),
       minReplicas: t.arg.int({ required: true }),
       maxReplicas: t.arg.int({ required: true }),
+      autoscaling: t.arg({ type: AutoscalingInput }),
     },
     resolve: async (_root, args, ctx) => {
       const tenantId = String(args.tenantId);
       const d = await scaleDeployment(ctx.deployments, ctx.principal, {
-        tenantId, deploymentId: String(args.id), minReplicas: args.minReplicas, maxReplicas: args.maxReplicas,
+        tenantId, deploymentId: String(args.id), minReplicas: args.minReplicas, maxReplicas: args.maxReplicas, autoscaling: args.autoscaling ?? null,
       });
+      return { ...d, tenantSlug: await slugOf(ctx, tenantId) };
+    },
+  }),
+  wakeDeployment: t.field({
+    type: Deployment,
+    description: 'Pre-warms a deployment ahead of traffic: at least one replica now, until it is idle for scaleToZeroAfterSeconds (members).',
+    args: { id: t.arg.id({ required: true }), tenantId: t.arg.id({ required: true }) },
+    resolve: async (_root, args, ctx) => {
+      const tenantId = String(args.tenantId);
+      const d = await wakeDeployment(ctx.deployments, ctx.principal, { tenantId, deploymentId: String(args.id) });
       return { ...d, tenantSlug: await slugOf(ctx, tenantId) };
     },
   }),

@@ -1,12 +1,25 @@
 import { z } from 'zod';
 import { router, tenantProcedure } from '../../trpc/init.ts';
+import { usageRange } from '../usage/usage.service.ts';
 import {
-  deleteDeployment, deployEndpoint, getDeployment, listDeployments, scaleDeployment, startDeployment, stopDeployment,
+  deleteDeployment, deployEndpoint, getDeployment, getDeploymentGpuSeconds, listDeployments, scaleDeployment, startDeployment,
+  stopDeployment, wakeDeployment,
 } from './deployments.service.ts';
 import { provisionerKinds } from './provisioners/provisioner.ts';
 
-const replicas = z.number().int().min(0).max(1000);
+// Shapes only: ranges (MAX_REPLICAS, autoscaling bounds) are the service's, with errors naming the field.
+const replicas = z.number().int();
 const ref = z.object({ deploymentId: z.uuid() });
+const autoscaling = z
+  .object({
+    targetConcurrency: z.number().int().nullable().optional(),
+    scaleToZeroAfterSeconds: z.number().int().optional(),
+    scaleDownDelaySeconds: z.number().int().optional(),
+  })
+  .strict()
+  .nullable()
+  .optional();
+const instant = z.union([z.iso.datetime({ offset: true }), z.iso.date()]).transform((s) => new Date(s));
 
 /** Thin adapter over the deployment service, which holds the rules (tenant role, state machine, provisioners). */
 export const deploymentsRouter = router({
@@ -19,16 +32,27 @@ export const deploymentsRouter = router({
     .input(
       z.object({
         entryName: z.string().min(1).max(200),
-        minReplicas: replicas.default(1),
+        minReplicas: replicas.default(0),
         maxReplicas: replicas.default(1),
+        autoscaling,
         provisioner: z.enum(provisionerKinds).default('local'),
         externalUrl: z.string().max(2000).nullable().optional(),
       }),
     )
     .mutation(({ ctx, input }) => deployEndpoint(ctx.deployments, ctx.principal, { ...input, tenantId: ctx.tenantId })),
   scale: tenantProcedure
-    .input(ref.extend({ minReplicas: replicas, maxReplicas: replicas }))
+    .input(ref.extend({ minReplicas: replicas, maxReplicas: replicas, autoscaling }))
     .mutation(({ ctx, input }) => scaleDeployment(ctx.deployments, ctx.principal, { ...input, tenantId: ctx.tenantId })),
+  /** Pre-warms: at least one replica now, kept until idle for scaleToZeroAfterSeconds. */
+  wake: tenantProcedure.input(ref).mutation(({ ctx, input }) =>
+    wakeDeployment(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId }),
+  ),
+  /** GPU-seconds in [from, to) by phase (boot, serving, idle) and in total. */
+  gpuSeconds: tenantProcedure
+    .input(ref.extend({ from: instant.optional(), to: instant.optional() }))
+    .query(({ ctx, input }) =>
+      getDeploymentGpuSeconds(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId, ...usageRange(input) }),
+    ),
   stop: tenantProcedure.input(ref).mutation(({ ctx, input }) =>
     stopDeployment(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId }),
   ),

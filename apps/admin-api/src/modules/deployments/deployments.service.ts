@@ -8,9 +8,11 @@ import { actorOf, type Principal } from '../access/principal.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import type { DeploymentsContext } from './deployments-context.ts';
 import {
-  createDeployment, deleteDeploymentRow, findTenantDeployment, listReplicas, listTenantDeployments, setReplicasState,
-  transitionDeployment, updateDeploymentScale, type Deployment, type Replica,
+  createDeployment, deleteDeploymentRow, findDeploymentById, findTenantDeployment, listReplicas, listTenantDeployments, setReplicasState,
+  recordScaleDecision, transitionDeployment, updateDeploymentScale, SERVING_STATES, type AutoscalingSettings, type Deployment, type Replica,
 } from './deployment-store.ts';
+import { closeReplicaInterval, gpuSecondsOf, type GpuSeconds } from './gpu-ledger.ts';
+import { resolveTargetConcurrency } from './target-concurrency.ts';
 import { normaliseRuntimeUrl } from './provisioners/external/external-provisioner.ts';
 import { AddressRefusedError } from '@infer/shared/address-guard';
 import { provisionerKinds, type ProvisionerKind } from './provisioners/provisioner.ts';
@@ -21,8 +23,31 @@ export {
 } from './deployment-store.ts';
 export type { Deployment, Replica, CreateDeploymentInput } from './deployment-store.ts';
 
-/** Most replicas one deployment may ask for. */
+/** Most replicas one deployment may ask for (the one bound: tRPC and GraphQL leave it to this service). */
 export const MAX_REPLICAS = 8;
+/** Bounds of the autoscaling knobs. */
+export const AUTOSCALING_LIMITS = Object.freeze({
+  targetConcurrency: { min: 1, max: 10_000 },
+  scaleToZeroAfterSeconds: { min: 10, max: 7 * 86_400, default: 900 },
+  scaleDownDelaySeconds: { min: 0, max: 86_400, default: 60 },
+});
+
+/** Autoscaling knobs as callers give them: absent keeps the current (or default) value; targetConcurrency null = the entry's default. */
+export interface AutoscalingInput {
+  readonly targetConcurrency?: number | null;
+  readonly scaleToZeroAfterSeconds?: number | null;
+  readonly scaleDownDelaySeconds?: number | null;
+}
+
+/** Autoscaling as shown: the stored knobs with the target resolved. */
+export interface AutoscalingView {
+  /** Requests per replica the autoscaler aims at (resolved). */
+  readonly targetConcurrency: number;
+  /** True when it is the entry's default (base concurrency x the entry's Concurrency multiplier). */
+  readonly targetConcurrencyIsDefault: boolean;
+  readonly scaleToZeroAfterSeconds: number;
+  readonly scaleDownDelaySeconds: number;
+}
 
 /** A replica as tenants see it (no pids, ports or internal URLs). */
 export interface ReplicaView {
@@ -37,7 +62,9 @@ export interface DeploymentView extends Deployment {
   readonly replicas: readonly ReplicaView[];
   /** Replicas taking traffic. */
   readonly readyReplicas: number;
+  readonly autoscaling: AutoscalingView;
 }
+
 
 export interface DeployEndpointInput {
   readonly tenantId: string;
@@ -48,6 +75,7 @@ export interface DeployEndpointInput {
   readonly provisioner: ProvisionerKind;
   /** Required for 'external': the runtime's base URL (with or without `/v1`). */
   readonly externalUrl?: string | null;
+  readonly autoscaling?: AutoscalingInput | null;
 }
 
 export interface ScaleDeploymentInput {
@@ -55,6 +83,7 @@ export interface ScaleDeploymentInput {
   readonly deploymentId: string;
   readonly minReplicas: number;
   readonly maxReplicas: number;
+  readonly autoscaling?: AutoscalingInput | null;
 }
 
 export interface DeploymentRef {
@@ -62,12 +91,32 @@ export interface DeploymentRef {
   readonly deploymentId: string;
 }
 
-function validateScale(minReplicas: number, maxReplicas: number): void {
-  if (!Number.isInteger(minReplicas) || minReplicas < 0) throw new ServiceError('invalid', 'minReplicas must be an integer >= 0', 'minReplicas');
+/**
+ * The one home of the scaling rules (every surface reaches here): replica bounds and autoscaling knobs.
+ * Returns the knobs to store (absent ones left out).
+ */
+function validateScaling(minReplicas: number, maxReplicas: number, autoscaling: AutoscalingInput | null | undefined): Partial<AutoscalingSettings> {
+  if (!Number.isInteger(minReplicas) || minReplicas < 0 || minReplicas > MAX_REPLICAS) {
+    throw new ServiceError('invalid', `minReplicas must be an integer from 0 to ${MAX_REPLICAS}`, 'minReplicas');
+  }
   if (!Number.isInteger(maxReplicas) || maxReplicas < 1 || maxReplicas > MAX_REPLICAS) {
     throw new ServiceError('invalid', `maxReplicas must be an integer from 1 to ${MAX_REPLICAS}`, 'maxReplicas');
   }
   if (minReplicas > maxReplicas) throw new ServiceError('invalid', 'minReplicas must not exceed maxReplicas', 'minReplicas');
+  const out: { -readonly [K in keyof AutoscalingSettings]?: AutoscalingSettings[K] } = {};
+  const a = autoscaling ?? {};
+  const L = AUTOSCALING_LIMITS;
+  const int = (field: 'targetConcurrency' | 'scaleToZeroAfterSeconds' | 'scaleDownDelaySeconds', v: number): number => {
+    const { min, max } = L[field];
+    if (!Number.isInteger(v) || v < min || v > max) {
+      throw new ServiceError('invalid', `autoscaling.${field} must be an integer from ${min} to ${max}`, `autoscaling.${field}`);
+    }
+    return v;
+  };
+  if (a.targetConcurrency !== undefined) out.targetConcurrency = a.targetConcurrency === null ? null : int('targetConcurrency', a.targetConcurrency);
+  if (a.scaleToZeroAfterSeconds !== undefined && a.scaleToZeroAfterSeconds !== null) out.scaleToZeroAfterSeconds = int('scaleToZeroAfterSeconds', a.scaleToZeroAfterSeconds);
+  if (a.scaleDownDelaySeconds !== undefined && a.scaleDownDelaySeconds !== null) out.scaleDownDelaySeconds = int('scaleDownDelaySeconds', a.scaleDownDelaySeconds);
+  return out;
 }
 
 async function validateExternalUrl(ctx: DeploymentsContext, raw: string | null | undefined): Promise<string> {
@@ -96,7 +145,13 @@ async function validateExternalUrl(ctx: DeploymentsContext, raw: string | null |
 
 async function toView(ctx: DeploymentsContext, d: Deployment): Promise<DeploymentView> {
   const replicas = (await listReplicas(ctx.db, d.id)).map(({ id, state, kind, servedModel, createdAt }: Replica): ReplicaView => ({ id, state, kind, servedModel, createdAt }));
-  return { ...d, replicas, readyReplicas: replicas.filter((r) => r.state === 'ready').length };
+  const autoscaling: AutoscalingView = {
+    targetConcurrency: resolveTargetConcurrency(d, ctx.replicaBaseConcurrency),
+    targetConcurrencyIsDefault: d.targetConcurrency === null,
+    scaleToZeroAfterSeconds: d.scaleToZeroAfterSeconds,
+    scaleDownDelaySeconds: d.scaleDownDelaySeconds,
+  };
+  return { ...d, replicas, readyReplicas: replicas.filter((r) => r.state === 'ready').length, autoscaling };
 }
 
 async function requireDeployment(ctx: DeploymentsContext, ref: DeploymentRef): Promise<Deployment> {
@@ -115,11 +170,12 @@ async function move(ctx: DeploymentsContext, principal: Principal, d: Deployment
 /**
  * Deploys a catalog entry as the tenant's dedicated endpoint. Any member of the tenant may (owners and
  * members alike; platform admins and the tenant's admin tokens act as owners). Returns at once in
- * `provisioning`; the reconciler starts `minReplicas` replicas and moves it to `running` or `failed`.
+ * `provisioning`; the reconciler starts `minReplicas` replicas (none: `scaled_to_zero`, woken by the
+ * first request) and the autoscaler takes it from there.
  */
 export async function deployEndpoint(ctx: DeploymentsContext, principal: Principal, input: DeployEndpointInput): Promise<DeploymentView> {
   requireTenantRole(principal, input.tenantId, 'member');
-  validateScale(input.minReplicas, input.maxReplicas);
+  const autoscaling = validateScaling(input.minReplicas, input.maxReplicas, input.autoscaling);
   if (!provisionerKinds.includes(input.provisioner) || !ctx.provisioners[input.provisioner]) {
     const available = provisionerKinds.filter((k) => ctx.provisioners[k]);
     throw new ServiceError('invalid', `provisioner must be one of ${available.join(', ')}`, 'provisioner');
@@ -127,21 +183,69 @@ export async function deployEndpoint(ctx: DeploymentsContext, principal: Princip
   const externalUrl = input.provisioner === 'external' ? await validateExternalUrl(ctx, input.externalUrl) : null;
   const actor = actorOf(principal);
   const d = await withTransaction(ctx.db, async (trx) => {
-    const created = await createDeployment(trx, { ...input, externalUrl, actor });
+    const created = await createDeployment(trx, { ...input, externalUrl, autoscaling, actor });
     return (await transitionDeployment(trx, { deploymentId: created.id, from: ['pending'], to: 'provisioning', actor })) ?? created;
   });
   void ctx.reconciler.schedule(d.id);
   return toView(ctx, d);
 }
 
-/** Changes replica bounds in any state; a provisioning or running deployment converges to `minReplicas`. */
+/**
+ * Changes replica bounds and autoscaling knobs in any state; the desired count moves into the new bounds
+ * at once and a serving deployment converges to it (then the autoscaler decides within the bounds).
+ */
 export async function scaleDeployment(ctx: DeploymentsContext, principal: Principal, input: ScaleDeploymentInput): Promise<DeploymentView> {
   requireTenantRole(principal, input.tenantId, 'member');
   await requireDeployment(ctx, input);
-  validateScale(input.minReplicas, input.maxReplicas);
-  const d = await updateDeploymentScale(ctx.db, { ...input, actor: actorOf(principal) });
-  if (d.state === 'provisioning' || d.state === 'running') void ctx.reconciler.schedule(d.id);
+  const autoscaling = validateScaling(input.minReplicas, input.maxReplicas, input.autoscaling);
+  const d = await updateDeploymentScale(ctx.db, { ...input, autoscaling, actor: actorOf(principal) });
+  if (SERVING_STATES.includes(d.state)) {
+    ctx.reconciler.resetFailures(d.id);
+    void ctx.reconciler.schedule(d.id);
+  }
   return toView(ctx, d);
+}
+
+/**
+ * Pre-warms a deployment ahead of traffic (members): at least one replica at once, kept until the
+ * autoscaler finds it idle for scaleToZeroAfterSeconds. A stopped or failed deployment must be started.
+ */
+export async function wakeDeployment(ctx: DeploymentsContext, principal: Principal, ref: DeploymentRef): Promise<DeploymentView> {
+  requireTenantRole(principal, ref.tenantId, 'member');
+  const d = await requireDeployment(ctx, ref);
+  if (!SERVING_STATES.includes(d.state)) throw new ServiceError('invalid', `cannot wake a deployment that is ${d.state}; start it first`, 'state');
+  return toView(ctx, (await wake(ctx, d, 'wake requested', actorOf(principal))) ?? d);
+}
+
+/** Wakes a deployment for a node holding a request for it (node-authenticated): returns its state. */
+export async function wakeForNode(ctx: DeploymentsContext, nodeId: string, deploymentId: string): Promise<{ state: string }> {
+  const d = await findDeploymentById(ctx.db, deploymentId);
+  if (!d) throw notFound('deployment');
+  if (!SERVING_STATES.includes(d.state)) return { state: d.state };
+  const woken = await wake(ctx, d, `request held on node ${nodeId.slice(0, 64)}`);
+  return { state: (woken ?? d).state };
+}
+
+async function wake(ctx: DeploymentsContext, d: Deployment, reason: string, actor?: ReturnType<typeof actorOf>): Promise<Deployment | null> {
+  ctx.reconciler.resetFailures(d.id);
+  let out: Deployment | null = d;
+  if (d.desiredReplicas < 1 && d.maxReplicas >= 1) {
+    out = await recordScaleDecision(ctx.db, {
+      deploymentId: d.id, desiredReplicas: 1, reason: `0 -> 1: ${reason}`, state: { from: ['scaled_to_zero'], to: 'scaling' }, actor,
+    });
+  }
+  ctx.wakes.notify(d.id);
+  void ctx.reconciler.schedule(d.id);
+  return out;
+}
+
+/** GPU-seconds of one of the tenant's deployments in [from, to), by phase (members). */
+export async function getDeploymentGpuSeconds(
+  ctx: DeploymentsContext, principal: Principal, ref: DeploymentRef & { from: Date; to: Date },
+): Promise<GpuSeconds> {
+  requireTenantRole(principal, ref.tenantId, 'member');
+  // Deleted deployments stay billable: the ledger is scoped by tenant, so another tenant's id finds nothing.
+  return gpuSecondsOf(ctx.db, { tenantId: ref.tenantId, deploymentId: ref.deploymentId, from: ref.from, to: ref.to });
 }
 
 /** Stops serving at once (replicas leave the routing table in the same step) and stops the replicas in the background. */
@@ -149,7 +253,7 @@ export async function stopDeployment(ctx: DeploymentsContext, principal: Princip
   requireTenantRole(principal, ref.tenantId, 'member');
   const current = await requireDeployment(ctx, ref);
   const d = await withTransaction(ctx.db, async (trx) => {
-    const moved = await move({ ...ctx, db: trx }, principal, current, ['pending', 'provisioning', 'running', 'failed'], 'stopped', 'stop');
+    const moved = await move({ ...ctx, db: trx }, principal, current, ['pending', ...SERVING_STATES, 'failed'], 'stopped', 'stop');
     await setReplicasState(trx, moved.id, 'stopped');
     return moved;
   });
@@ -162,6 +266,7 @@ export async function startDeployment(ctx: DeploymentsContext, principal: Princi
   requireTenantRole(principal, ref.tenantId, 'member');
   const current = await requireDeployment(ctx, ref);
   const d = await move(ctx, principal, current, ['stopped', 'failed'], 'provisioning', 'start');
+  ctx.reconciler.resetFailures(d.id);
   void ctx.reconciler.schedule(d.id);
   return toView(ctx, d);
 }
@@ -175,8 +280,12 @@ export async function deleteDeployment(ctx: DeploymentsContext, principal: Princ
   const provisioner = ctx.provisioners[d.provisioner as ProvisionerKind];
   // After any reconcile in flight (whose late starts stop themselves once they find the row gone).
   await ctx.reconciler.exclusive(d.id, async () => {
-    for (const r of replicas) await provisioner?.stop(r).catch((err: unknown) => ctx.log.warn({ err, replicaId: r.id }, 'stopping a replica failed'));
+    for (const r of replicas) {
+      await provisioner?.stop(r).catch((err: unknown) => ctx.log.warn({ err, replicaId: r.id }, 'stopping a replica failed'));
+      await closeReplicaInterval(ctx.db, r.id);
+    }
   });
+  await ctx.reconciler.schedule(d.id); // starts still in flight stop themselves
 }
 
 /** The tenant's deployments with their replicas. */

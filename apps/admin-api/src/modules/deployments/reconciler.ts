@@ -1,9 +1,11 @@
 import type { Db } from '../../db.ts';
 import {
-  findDeploymentById, findRuntimeInfo, listActiveDeploymentIds, listReplicas, registerReplica, removeReplica, setReplicaState,
-  transitionDeployment, type Deployment, type Replica,
+  findDeploymentById, findRuntimeInfo, insertStartingReplica, listActiveDeploymentIds, listReplicas, markReplicaDraining,
+  markReplicaReady, removeReplica, setDeploymentError, transitionDeployment, SERVING_STATES, type Deployment, type Replica,
 } from './deployment-store.ts';
-import type { Provisioner, ProvisionerKind, Provisioners, ReplicaSpec } from './provisioners/provisioner.ts';
+import { closeReplicaInterval, openReplicaInterval, switchReplicaPhase } from './gpu-ledger.ts';
+import type { Provisioner, ProvisionerKind, Provisioners, ReplicaRef, ReplicaSpec } from './provisioners/provisioner.ts';
+import { scrapeRuntimeLoad } from './runtime-metrics.ts';
 
 export interface DeploymentLog {
   info(obj: object, msg: string): void;
@@ -11,35 +13,92 @@ export interface DeploymentLog {
   error(obj: object, msg: string): void;
 }
 
-/** Brings each deployment's replicas to what its row asks for; one run at a time per deployment. */
+/** Brings each deployment's replicas to its desired count; one run at a time per deployment. */
 export interface Reconciler {
   /** Queues a reconcile of one deployment (runs coalesce); resolves when that run has finished. */
   schedule(deploymentId: string): Promise<void>;
   /** Runs `fn` after, and before any later, reconcile of the deployment. */
   exclusive<T>(deploymentId: string, fn: () => Promise<T>): Promise<T>;
-  /** Resolves when the deployment (or, without an id, every deployment) has no run queued or in flight. */
+  /** Resolves when the deployment (or every deployment) has no run, start or drain queued or in flight. */
   settled(deploymentId?: string): Promise<void>;
-  /** Reconciles every provisioning or running deployment (control-plane start-up). */
+  /** Reconciles every serving deployment, and stops replicas whose rows are gone (deleted elsewhere). */
   reconcileAll(): Promise<void>;
+  /** Forgets earlier start failures (a user asked again: scale, start, wake). */
+  resetFailures(deploymentId: string): void;
+  /** Ready or draining replicas this process runs, by id (the ledger's heartbeat and phases). */
+  ownedReplicas(): ReadonlyMap<string, OwnedReplica>;
+  /** Every replica this process is starting, running or draining (their ledger intervals are alive). */
+  liveReplicaIds(): string[];
+  /** Stops every replica this process runs (leadership lost); the reconciler may be used again later. */
+  relinquish(): Promise<void>;
   /** Cancels starts in flight and stops every replica the provisioners started (shutdown). */
   close(): Promise<void>;
+}
+
+export interface OwnedReplica {
+  readonly id: string;
+  readonly deploymentId: string;
+  readonly url: string;
+  readonly metered: boolean;
+  /** True once it left the routing snapshot. */
+  draining: boolean;
+}
+
+export interface ReconcilerOptions {
+  /** A replica not ready this long after its start is replaced (default 120 s plus the simulated cold start). */
+  readonly startTimeoutMs?: number;
+  /** Consecutive failed starts before the deployment stops retrying and reports why (default 3). */
+  readonly maxStartAttempts?: number;
+  /** After a replica leaves the snapshot, time for every node to apply that (default 1 s). */
+  readonly drainGraceMs?: number;
+  /** Longest wait for a draining replica's in-flight requests (default 30 s). */
+  readonly drainTimeoutMs?: number;
+  /** Only the leader acts; a follower's schedule() is a no-op (default: always leader). */
+  readonly isLeader?: () => boolean;
+  /** In-flight requests the nodes report for a deployment (drain fallback when a runtime has no metrics). */
+  readonly reportedInFlight?: (deploymentId: string) => number | undefined;
 }
 
 interface ReconcilerDeps {
   readonly db: Db;
   readonly provisioners: Provisioners;
   readonly log: DeploymentLog;
+  readonly options?: ReconcilerOptions;
+}
+
+interface StartTask {
+  readonly deploymentId: string;
+  readonly abort: AbortController;
+  readonly done: Promise<void>;
 }
 
 const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+const sleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+  });
 
-/** External deployments are one URL, so one replica; local ones run `minReplicas`. */
-const desiredReplicas = (d: Deployment): number => (d.provisioner === 'external' ? Math.min(d.minReplicas, 1) : d.minReplicas);
+/** The replica count the deployment converges to: desired within [min, max]; an external URL is one replica. */
+export function targetReplicas(d: Pick<Deployment, 'desiredReplicas' | 'minReplicas' | 'maxReplicas' | 'provisioner'>): number {
+  const n = Math.min(Math.max(d.desiredReplicas, d.minReplicas), d.maxReplicas);
+  return d.provisioner === 'external' ? Math.min(n, 1) : n;
+}
 
-export function createReconciler({ db, provisioners, log }: ReconcilerDeps): Reconciler {
+export function createReconciler({ db, provisioners, log, options = {} }: ReconcilerDeps): Reconciler {
+  const startTimeoutMs = options.startTimeoutMs ?? 120_000;
+  const maxStartAttempts = Math.max(1, options.maxStartAttempts ?? 3);
+  const drainGraceMs = options.drainGraceMs ?? 1_000;
+  const drainTimeoutMs = options.drainTimeoutMs ?? 30_000;
+  const isLeader = options.isLeader ?? (() => true);
   const tails = new Map<string, Promise<unknown>>();
   const queued = new Map<string, Promise<void>>();
-  const abort = new AbortController();
+  const starts = new Map<string, StartTask>();
+  const drains = new Map<string, { deploymentId: string; done: Promise<void> }>();
+  const owned = new Map<string, OwnedReplica & { ref: ReplicaRef; provisioner: Provisioner }>();
+  const failures = new Map<string, number>();
+  let abort = new AbortController();
+  let closed = false;
 
   function chain<T>(id: string, fn: () => Promise<T>): Promise<T> {
     const run = (tails.get(id) ?? Promise.resolve()).catch(() => undefined).then(fn);
@@ -50,32 +109,114 @@ export function createReconciler({ db, provisioners, log }: ReconcilerDeps): Rec
     return run;
   }
 
+  async function stopOwned(replicaId: string): Promise<void> {
+    const o = owned.get(replicaId);
+    if (!o) return;
+    owned.delete(replicaId);
+    await o.provisioner.stop(o.ref).catch((err: unknown) => log.warn({ err, replicaId }, 'stopping a replica failed'));
+  }
+
+  /** Stops a replica (whoever's row it is) and forgets it: row gone, ledger interval closed. */
   async function retire(provisioner: Provisioner | undefined, r: Replica): Promise<void> {
-    await provisioner?.stop(r).catch((err: unknown) => log.warn({ err, replicaId: r.id }, 'stopping a replica failed'));
+    starts.get(r.id)?.abort.abort();
+    if (owned.has(r.id)) await stopOwned(r.id);
+    else await provisioner?.stop(r).catch((err: unknown) => log.warn({ err, replicaId: r.id }, 'stopping a replica failed'));
+    await closeReplicaInterval(db, r.id).catch((err: unknown) => log.warn({ err, replicaId: r.id }, 'closing a GPU-time interval failed'));
     await removeReplica(db, r.id).catch(() => undefined); // already gone with its deployment
   }
 
-  async function startOne(d: Deployment, provisioner: Provisioner, spec: ReplicaSpec): Promise<void> {
-    const started = await provisioner.start(spec, abort.signal);
-    try {
-      await registerReplica(db, {
-        deploymentId: d.id, url: started.url, kind: started.kind, servedModel: started.servedModel, state: 'ready',
-        pid: started.pid ?? null, port: started.port ?? null,
-      });
-      log.info({ deploymentId: d.id, url: started.url }, 'replica ready');
-    } catch (err) {
-      // Deleted while it started: nothing may keep running for it.
-      await provisioner.stop({ deploymentId: d.id, url: started.url, pid: started.pid ?? null, port: started.port ?? null });
-      throw err;
+  function launch(d: Deployment, provisioner: Provisioner, base: Omit<ReplicaSpec, 'replicaId'>, row: Replica): void {
+    const ac = new AbortController();
+    let deadlineHit = false;
+    const timer = setTimeout(() => {
+      deadlineHit = true;
+      ac.abort();
+    }, startTimeoutMs + Math.min(base.coldStartSeconds ?? 0, 600) * 1000);
+    timer.unref();
+    const done = (async () => {
+      try {
+        const started = await provisioner.start({ ...base, replicaId: row.id }, AbortSignal.any([ac.signal, abort.signal]));
+        const ref: ReplicaRef = { deploymentId: d.id, url: started.url, pid: started.pid ?? null, port: started.port ?? null };
+        const ready = await markReplicaReady(db, row.id, {
+          url: started.url, kind: started.kind, servedModel: started.servedModel, pid: started.pid ?? null, port: started.port ?? null,
+        }).catch(() => null);
+        if (!ready || ac.signal.aborted) {
+          // Deleted or retired while it started: nothing may keep running for it.
+          await provisioner.stop(ref).catch(() => undefined);
+          await closeReplicaInterval(db, row.id).catch(() => undefined);
+          return;
+        }
+        owned.set(row.id, { id: row.id, deploymentId: d.id, url: ready.url, metered: provisioner.billsGpuTime, draining: false, ref, provisioner });
+        if (provisioner.billsGpuTime) await switchReplicaPhase(db, row.id, 'idle');
+        failures.delete(d.id);
+        log.info({ deploymentId: d.id, replicaId: row.id, url: started.url, attempt: row.attempt }, 'replica ready');
+      } catch (err) {
+        const why = deadlineHit ? `the replica was not ready within its start deadline (${Math.round(startTimeoutMs / 1000)} s after its cold start)` : errorText(err);
+        if (abort.signal.aborted || (ac.signal.aborted && !deadlineHit)) {
+          await closeReplicaInterval(db, row.id).catch(() => undefined);
+          await removeReplica(db, row.id).catch(() => undefined);
+          return; // cancelled (scale-down, stop, shutdown): not a failure
+        }
+        const n = (failures.get(d.id) ?? 0) + 1;
+        failures.set(d.id, n);
+        const lastError = `replica start failed (attempt ${n} of ${maxStartAttempts}): ${why}`;
+        log.warn({ deploymentId: d.id, replicaId: row.id, lastError }, 'replica did not start');
+        await closeReplicaInterval(db, row.id).catch(() => undefined);
+        await removeReplica(db, row.id).catch(() => undefined);
+        await setDeploymentError(db, d.id, lastError).catch(() => undefined);
+      } finally {
+        clearTimeout(timer);
+        starts.delete(row.id);
+        if (!abort.signal.aborted) void schedule(d.id);
+      }
+    })();
+    starts.set(row.id, { deploymentId: d.id, abort: ac, done });
+  }
+
+  /** Still busy: the runtime's own gauges when it has them, else the nodes' reports for the deployment. */
+  async function busy(r: OwnedReplica): Promise<boolean> {
+    const load = await scrapeRuntimeLoad(r.url, 1_000);
+    if (load) return load.running + load.waiting > 0;
+    return (options.reportedInFlight?.(r.deploymentId) ?? 0) > 0;
+  }
+
+  /** Scale-down without failures: out of the snapshot first, then in-flight requests finish, then stop. */
+  async function drain(provisioner: Provisioner, r: Replica): Promise<void> {
+    const o = owned.get(r.id);
+    if (!o || !(await markReplicaDraining(db, r.id))) {
+      await retire(provisioner, r);
+      return;
     }
+    o.draining = true;
+    const done = (async () => {
+      try {
+        await sleep(drainGraceMs, abort.signal);
+        const deadline = Date.now() + drainTimeoutMs;
+        while (Date.now() < deadline && !abort.signal.aborted && (await busy(o))) await sleep(100, abort.signal);
+        await retire(provisioner, r);
+        log.info({ deploymentId: r.deploymentId, replicaId: r.id }, 'replica drained and stopped');
+      } finally {
+        drains.delete(r.id);
+        if (!abort.signal.aborted) void schedule(r.deploymentId);
+      }
+    })();
+    drains.set(r.id, { deploymentId: r.deploymentId, done });
   }
 
   async function reconcileOnce(id: string): Promise<void> {
-    if (abort.signal.aborted) return;
+    if (abort.signal.aborted || !isLeader()) return;
     const d = await findDeploymentById(db, id);
-    if (!d) return; // deleted: deleteDeployment stopped its replicas
+    if (!d) {
+      // Deleted (maybe by another control-plane replica): stop what this process runs for it.
+      for (const [rid, t] of starts) if (t.deploymentId === id) t.abort.abort();
+      for (const o of [...owned.values()]) if (o.deploymentId === id) {
+        await stopOwned(o.id);
+        await closeReplicaInterval(db, o.id).catch(() => undefined);
+      }
+      return;
+    }
     const provisioner = provisioners[d.provisioner as ProvisionerKind];
-    const active = d.state === 'provisioning' || d.state === 'running';
+    const active = SERVING_STATES.includes(d.state);
     const replicas = await listReplicas(db, id);
     if (!provisioner) {
       for (const r of replicas) await retire(undefined, r);
@@ -85,44 +226,68 @@ export function createReconciler({ db, provisioners, log }: ReconcilerDeps): Rec
       return;
     }
 
-    const live: Replica[] = [];
+    const ready: Replica[] = [];
+    const starting: Replica[] = [];
     for (const r of replicas) {
-      const ok = active && (r.state === 'ready' || r.state === 'starting') && (await provisioner.health(r));
-      if (ok) live.push(r);
+      if (r.state === 'draining' && drains.has(r.id)) continue;
+      if (r.state === 'starting' && starts.has(r.id)) {
+        if (active) starting.push(r);
+        else await retire(provisioner, r);
+        continue;
+      }
+      // A 'starting' or 'draining' row nobody here works on was left by an earlier process.
+      const ok = active && r.state === 'ready' && (await provisioner.health(r));
+      if (ok) ready.push(r);
       else await retire(provisioner, r);
     }
     if (!active) return;
 
-    const desired = desiredReplicas(d);
-    while (live.length > desired) {
-      const extra = live.pop();
-      if (extra) await retire(provisioner, extra); // newest first
+    const want = targetReplicas(d);
+    // Too many: cancel starts first (newest first), then drain the newest ready replicas.
+    while (ready.length + starting.length > want && starting.length > 0) {
+      const r = starting.pop();
+      if (r) await retire(provisioner, r);
     }
-    for (const r of live) if (r.state !== 'ready') await setReplicaState(db, r.id, 'ready');
+    while (ready.length > want) {
+      const r = ready.pop();
+      if (r) await drain(provisioner, r);
+    }
 
-    const info = await findRuntimeInfo(db, d.entryId);
-    const spec: ReplicaSpec = {
-      deploymentId: d.id, tenantId: d.tenantId, entryName: d.entryName, servedModel: info?.servedModel ?? d.entryName,
-      coldStartSeconds: info?.coldStartSeconds ?? null, externalUrl: d.externalUrl,
-    };
-    const missing = Math.max(0, desired - live.length);
-    const results = await Promise.allSettled(Array.from({ length: missing }, () => startOne(d, provisioner, spec)));
-    const errors = results.flatMap((r) => (r.status === 'rejected' ? [errorText(r.reason)] : []));
-    const ready = live.length + results.length - errors.length;
-    if (errors.length > 0) log.warn({ deploymentId: id, errors }, 'some replicas did not start');
-    if (abort.signal.aborted) return;
+    const failed = failures.get(id) ?? 0;
+    const missing = Math.max(0, want - ready.length - starting.length);
+    if (missing > 0 && failed < maxStartAttempts && !abort.signal.aborted) {
+      const info = await findRuntimeInfo(db, d.entryId);
+      const base: Omit<ReplicaSpec, 'replicaId'> = {
+        deploymentId: d.id, tenantId: d.tenantId, entryName: d.entryName, servedModel: info?.servedModel ?? d.entryName,
+        coldStartSeconds: info?.coldStartSeconds ?? null, externalUrl: d.externalUrl,
+      };
+      for (let i = 0; i < missing; i++) {
+        const row = await insertStartingReplica(db, { deploymentId: d.id, kind: 'sim', servedModel: base.servedModel, attempt: failed + 1 });
+        if (!row) return; // deleted meanwhile
+        if (provisioner.billsGpuTime) {
+          await openReplicaInterval(db, { replicaId: row.id, deploymentId: d.id, tenantId: d.tenantId, entryId: d.entryId, gpuCount: d.gpuCount ?? 1 });
+        }
+        launch(d, provisioner, base, row);
+        starting.push(row);
+      }
+    }
 
-    if (ready > 0 || desired === 0) {
-      await transitionDeployment(db, { deploymentId: id, from: ['provisioning'], to: 'running' });
+    // The state says how far the replicas are from the decision.
+    if (want === 0 && ready.length === 0 && starting.length === 0) {
+      await transitionDeployment(db, { deploymentId: id, from: ['provisioning', 'running', 'scaling'], to: 'scaled_to_zero' });
+    } else if (ready.length >= want && starting.length === 0) {
+      await transitionDeployment(db, { deploymentId: id, from: ['provisioning', 'scaling', 'scaled_to_zero'], to: 'running' });
+    } else if (ready.length === 0 && starting.length === 0 && failed >= maxStartAttempts) {
+      const row = await findDeploymentById(db, id);
+      await transitionDeployment(db, { deploymentId: id, from: [...SERVING_STATES], to: 'failed', lastError: row?.lastError ?? 'no replica could be started' });
+      log.warn({ deploymentId: id, lastError: row?.lastError }, 'deployment failed');
     } else {
-      const lastError = [...new Set(errors)].join('; ') || 'no replica could be started';
-      await transitionDeployment(db, { deploymentId: id, from: ['provisioning', 'running'], to: 'failed', lastError });
-      log.warn({ deploymentId: id, lastError }, 'deployment failed');
+      await transitionDeployment(db, { deploymentId: id, from: ['running', 'scaled_to_zero'], to: 'scaling' });
     }
   }
 
   function schedule(id: string): Promise<void> {
-    if (abort.signal.aborted) return Promise.resolve();
+    if (abort.signal.aborted || closed || !isLeader()) return Promise.resolve();
     const pending = queued.get(id);
     if (pending) return pending;
     const run = chain(id, async () => {
@@ -144,9 +309,22 @@ export function createReconciler({ db, provisioners, log }: ReconcilerDeps): Rec
 
   async function settled(id?: string): Promise<void> {
     for (;;) {
-      const pending = id === undefined ? [...tails.values()] : [tails.get(id)].filter((p) => p !== undefined);
+      const pending = [
+        ...(id === undefined ? [...tails.values()] : [tails.get(id)].filter((p) => p !== undefined)),
+        ...[...starts.values()].filter((t) => id === undefined || t.deploymentId === id).map((t) => t.done),
+        ...[...drains.values()].filter((t) => id === undefined || t.deploymentId === id).map((t) => t.done),
+      ];
       if (pending.length === 0) return;
       await Promise.allSettled(pending);
+    }
+  }
+
+  async function stopEverything(): Promise<void> {
+    abort.abort();
+    await settled();
+    for (const o of [...owned.values()]) {
+      await stopOwned(o.id);
+      await closeReplicaInterval(db, o.id).catch(() => undefined);
     }
   }
 
@@ -155,13 +333,32 @@ export function createReconciler({ db, provisioners, log }: ReconcilerDeps): Rec
     exclusive: chain,
     settled,
     async reconcileAll(): Promise<void> {
+      if (!isLeader()) return;
       const ids = await listActiveDeploymentIds(db);
-      if (ids.length > 0) log.info({ deployments: ids.length }, 'reconciling deployments');
-      await Promise.all(ids.map(schedule));
+      // Replicas whose deployment left the serving states (or the database) are reconciled too.
+      const extra = new Set([...owned.values()].map((o) => o.deploymentId).filter((x) => !ids.includes(x)));
+      const rows = owned.size === 0 ? [] : await db.selectFrom('deploymentReplicas').select('id').where('id', 'in', [...owned.keys()]).execute();
+      const present = new Set(rows.map((r) => r.id));
+      for (const o of [...owned.values()]) if (!present.has(o.id) && !drains.has(o.id)) {
+        await stopOwned(o.id);
+        await closeReplicaInterval(db, o.id).catch(() => undefined);
+      }
+      await Promise.all([...ids, ...extra].map(schedule));
+    },
+    resetFailures(deploymentId: string): void {
+      failures.delete(deploymentId);
+    },
+    ownedReplicas: () => owned,
+    liveReplicaIds: () => [...owned.keys(), ...starts.keys()],
+    async relinquish(): Promise<void> {
+      await stopEverything();
+      failures.clear();
+      if (!closed) abort = new AbortController();
     },
     async close(): Promise<void> {
-      abort.abort();
-      await settled();
+      if (closed) return; // idempotent: provisioners close once
+      closed = true;
+      await stopEverything();
       await Promise.all(Object.values(provisioners).map((p) => p?.close?.()));
     },
   });

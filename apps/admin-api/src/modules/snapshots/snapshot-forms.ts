@@ -3,6 +3,7 @@ import type {
   RuntimeKind, SnapshotDeployment, SnapshotEndpoint, SnapshotKey, SnapshotTenant, SnapshotUpstream,
 } from '@infer/shared';
 import type { Db } from '../../db.ts';
+import { resolveTargetConcurrency } from '../deployments/target-concurrency.ts';
 
 // Loaders of the data-plane forms of each routing entity. `ids` narrows to some rows; without it,
 // every row. Arrays come back ordered by creation so snapshots are stable.
@@ -57,7 +58,7 @@ export async function selectEndpointForms(db: Db, ids?: readonly string[]): Prom
   }));
 }
 
-/** Deployments in any state, each with only its ready replicas. */
+/** Deployments in any state, each with only its ready replicas (a draining replica has left already). */
 export async function selectDeploymentForms(db: Db, ids?: readonly string[]): Promise<SnapshotDeployment[]> {
   if (ids?.length === 0) return [];
   let q = db
@@ -66,7 +67,8 @@ export async function selectDeploymentForms(db: Db, ids?: readonly string[]): Pr
     .innerJoin('catalogEntries as e', 'e.id', 'd.entryId')
     .select([
       'd.id', 'd.tenantId', 't.slug as tenantSlug', 'd.entryId as endpointId', 'e.name as endpointName',
-      'e.provider', 'd.state', 'd.provisioner',
+      'e.provider', 'd.state', 'd.provisioner', 'd.minReplicas', 'd.maxReplicas', 'd.targetConcurrency',
+      'e.concurrency as entryConcurrency', 'd.desiredReplicas', 'e.coldStartSeconds',
     ])
     .orderBy('d.createdAt')
     .orderBy('d.id');
@@ -82,8 +84,9 @@ export async function selectDeploymentForms(db: Db, ids?: readonly string[]): Pr
     .orderBy('id')
     .execute();
   const byDeployment = groupBy(replicas, (r) => r.deploymentId);
-  return deployments.map(({ provisioner, ...d }) => ({
+  return deployments.map(({ provisioner, entryConcurrency, ...d }) => ({
     ...d,
+    targetConcurrency: resolveTargetConcurrency({ targetConcurrency: d.targetConcurrency, entryConcurrency }),
     replicas: (byDeployment.get(d.id) ?? []).map(
       ({ id, url, kind, servedModel }): SnapshotUpstream => ({
         id, url, kind: kind as RuntimeKind, servedModel, apiKey: null,

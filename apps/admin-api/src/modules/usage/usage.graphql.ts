@@ -10,7 +10,8 @@ const UsageTotalsRef = builder.objectRef<UsageTotals>('UsageTotals').implement({
     requests: t.exposeInt('requests'),
     promptTokens: t.exposeFloat('promptTokens', { description: 'Input tokens (Float: sums can pass 2^31).' }),
     completionTokens: t.exposeFloat('completionTokens', { description: 'Output tokens.' }),
-    costUsd: t.exposeFloat('costUsd', { description: 'Shared mode: tokens x the entry price per million; dedicated mode bills GPU time, not tokens.' }),
+    gpuSeconds: t.exposeFloat('gpuSeconds', { description: 'Dedicated replicas: GPU-seconds (replica lifetime x GPU Count; boot, serving and idle).' }),
+    costUsd: t.exposeFloat('costUsd', { description: 'Shared mode: tokens x the entry price per million; dedicated mode: GPU-seconds x the entry price per GPU-hour (tokens counted, not billed).' }),
   }),
 });
 
@@ -20,7 +21,8 @@ const UsageDay = builder.objectRef<UsageSummary['byDay'][number]>('UsageDay').im
     requests: t.exposeInt('requests'),
     promptTokens: t.exposeFloat('promptTokens'),
     completionTokens: t.exposeFloat('completionTokens'),
-    costUsd: t.exposeFloat('costUsd'),
+    gpuSeconds: t.exposeFloat('gpuSeconds'),
+    costUsd: t.exposeFloat('costUsd', { description: 'Token cost plus GPU time cost.' }),
   }),
 });
 
@@ -32,7 +34,8 @@ const UsageByEndpoint = builder.objectRef<UsageSummary['byEndpoint'][number]>('U
     requests: t.exposeInt('requests'),
     promptTokens: t.exposeFloat('promptTokens'),
     completionTokens: t.exposeFloat('completionTokens'),
-    costUsd: t.exposeFloat('costUsd'),
+    gpuSeconds: t.exposeFloat('gpuSeconds'),
+    costUsd: t.exposeFloat('costUsd', { description: 'Token cost plus GPU time cost.' }),
   }),
 });
 

@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { UsageRecord } from '@infer/shared';
 import { isUuid, type Db } from '../../db.ts';
 import { ServiceError } from '../../errors.ts';
+import { gpuCosts } from '../deployments/gpu-ledger.ts';
 
 export interface IngestResult {
   /** Records stored by this call. */
@@ -15,10 +16,10 @@ export interface IngestResult {
   rejected: number;
 }
 
-const INT4_MAX = 2_147_483_647;
 /** More tokens than any context window holds: a record claiming it is forged or corrupt. */
 export const MAX_TOKENS_PER_RECORD = 10_000_000;
 
+const INT4_MAX = 2_147_483_647;
 const INT4_MIN = -2_147_483_648;
 // Postgres timestamptz holds 4713 BC .. 294276 AD; a usage record is never outside 1970 .. 9999.
 const MIN_STARTED_AT = Date.UTC(1970, 0, 1);
@@ -37,7 +38,6 @@ function storable(r: UsageRecord): boolean {
   return !r.requestId.includes('\u0000') && !r.model.includes('\u0000');
 }
 
-/**
 /**
  * Keeps the records whose key exists and whose tenant (and deployment, when set) is the key's: the
  * tenant billed is always derived from the key here, never taken from the node.
@@ -59,6 +59,7 @@ async function ownedByKey(db: Db, records: readonly UsageRecord[]): Promise<Usag
   });
 }
 
+/**
  * Stores a batch idempotently on request id, pricing shared-mode records from the entry's per-million
  * token prices (dedicated mode bills GPU time, not tokens). One INSERT for the whole batch.
  */
@@ -117,6 +118,9 @@ export interface UsageTotals {
   requests: number;
   promptTokens: number;
   completionTokens: number;
+  /** Dedicated replicas' GPU-seconds (the GPU-time ledger). */
+  gpuSeconds: number;
+  /** Shared tokens x token price, plus GPU-seconds x the entry's dedicated price per GPU-hour. */
   costUsd: number;
 }
 
@@ -133,7 +137,7 @@ const totals = sql<number>`count(*)`;
 
 /** A tenant's usage in [from, to), by UTC day and by endpoint and mode. */
 export async function summariseUsage(db: Db, input: { tenantId: string; from: Date; to: Date }): Promise<UsageSummary> {
-  const empty: UsageTotals = { requests: 0, promptTokens: 0, completionTokens: 0, costUsd: 0 };
+  const empty: UsageTotals = { requests: 0, promptTokens: 0, completionTokens: 0, gpuSeconds: 0, costUsd: 0 };
   const range = { from: input.from.toISOString(), to: input.to.toISOString() };
   if (!isUuid(input.tenantId)) return { ...range, totals: empty, byDay: [], byEndpoint: [] };
   const base = db
@@ -160,28 +164,43 @@ export async function summariseUsage(db: Db, input: { tenantId: string; from: Da
     .groupBy(['u.entryId', 'e.name', 'u.mode'])
     .orderBy(sql`sum(u.cost_usd)`, 'desc')
     .execute();
-  const num = (t: UsageTotals): UsageTotals => ({
+  const num = (t: Omit<UsageTotals, 'gpuSeconds'>): UsageTotals => ({
     requests: Number(t.requests),
     promptTokens: Number(t.promptTokens),
     completionTokens: Number(t.completionTokens),
+    gpuSeconds: 0,
     costUsd: Number(t.costUsd),
   });
-  const rowsByDay = byDay.map((r) => ({ day: r.day, ...num(r) }));
-  const sum = rowsByDay.reduce(
+  const rowsByDay: UsageSummary['byDay'] = byDay.map((r) => ({ day: r.day, ...num(r) }));
+  const rowsByEndpoint: UsageSummary['byEndpoint'] = byEndpoint.map((r) => ({ entryId: r.entryId, name: r.name, mode: r.mode, ...num(r) }));
+  // Dedicated GPU time joins the same rows (days and endpoints with GPU time but no request get rows too).
+  const gpu = await gpuCosts(db, { tenantId: input.tenantId, from: input.from, to: input.to });
+  const names = gpu.length === 0 ? new Map<string, string>() : new Map(
+    (await db.selectFrom('catalogEntries').select(['id', 'name']).where('id', 'in', [...new Set(gpu.map((g) => g.entryId))]).execute()).map((e) => [e.id, e.name]),
+  );
+  for (const g of gpu) {
+    let day = rowsByDay.find((r) => r.day === g.day);
+    if (!day) rowsByDay.push((day = { day: g.day, ...empty }));
+    day.gpuSeconds += g.gpuSeconds;
+    day.costUsd += g.costUsd;
+    let ep = rowsByEndpoint.find((r) => r.entryId === g.entryId && r.mode === 'dedicated');
+    if (!ep) rowsByEndpoint.push((ep = { entryId: g.entryId, name: names.get(g.entryId) ?? g.entryId, mode: 'dedicated', ...empty }));
+    ep.gpuSeconds += g.gpuSeconds;
+    ep.costUsd += g.costUsd;
+  }
+  rowsByDay.sort((a, b) => a.day.localeCompare(b.day));
+  rowsByEndpoint.sort((a, b) => b.costUsd - a.costUsd);
+  const sum = rowsByDay.reduce<UsageTotals>(
     (acc, r) => ({
       requests: acc.requests + r.requests,
       promptTokens: acc.promptTokens + r.promptTokens,
       completionTokens: acc.completionTokens + r.completionTokens,
+      gpuSeconds: acc.gpuSeconds + r.gpuSeconds,
       costUsd: acc.costUsd + r.costUsd,
     }),
     empty,
   );
-  return {
-    ...range,
-    totals: sum,
-    byDay: rowsByDay,
-    byEndpoint: byEndpoint.map((r) => ({ entryId: r.entryId, name: r.name, mode: r.mode, ...num(r) })),
-  };
+  return { ...range, totals: sum, byDay: rowsByDay, byEndpoint: rowsByEndpoint };
 }
 
 const DAY_MS = 86_400_000;

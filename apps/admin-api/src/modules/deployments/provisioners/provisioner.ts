@@ -1,11 +1,16 @@
 import type { RuntimeKind } from '@infer/shared';
 
-/** Kinds this control plane can run. A `kubernetes` kind (Deployment + Service of a vLLM image) is future work. */
+/**
+ * The one list of provisioner kinds (rows, GraphQL enum, tRPC input). A `kubernetes` kind (Deployment +
+ * Service of a vLLM image) plugs in here and implements `Provisioner`.
+ */
 export const provisionerKinds = ['local', 'external'] as const;
 export type ProvisionerKind = (typeof provisionerKinds)[number];
 
 /** What a provisioner needs to start one replica of a deployment. */
 export interface ReplicaSpec {
+  /** The replica row's id (names the replica in the GPU-time ledger and in logs). */
+  readonly replicaId: string;
   readonly deploymentId: string;
   readonly tenantId: string;
   /** The catalog Name. */
@@ -36,10 +41,19 @@ export interface ReplicaRef {
   readonly port: number | null;
 }
 
-/** Starts and stops runtime replicas of one kind; the reconciler drives it. */
+/**
+ * Starts and stops runtime replicas of one kind; the reconciler drives it (start deadline, retries,
+ * draining, GPU-time ledger), so a provisioner only does start / stop / health.
+ */
 export interface Provisioner {
   readonly kind: ProvisionerKind;
-  /** Starts one replica and resolves once it is healthy; rejects (having cleaned up) if it cannot. */
+  /** Whether its replicas run on the platform's GPUs (metered in GPU-seconds); false for external URLs. */
+  readonly billsGpuTime: boolean;
+  /**
+   * Starts one replica and resolves once it is healthy (the readiness callback: the replica joins the
+   * routing snapshot then); rejects (having cleaned up) if it cannot or when `signal` aborts (the
+   * reconciler's start deadline).
+   */
   start(spec: ReplicaSpec, signal?: AbortSignal): Promise<StartedReplica>;
   /** Stops a replica; a replica this provisioner does not own is left alone. */
   stop(replica: ReplicaRef): Promise<void>;

@@ -140,6 +140,7 @@ export function createLocalProvisioner(opts: LocalProvisionerOptions = {}): Prov
 
   return Object.freeze({
     kind: 'local' as const,
+    billsGpuTime: true,
     start,
     async stop(replica: ReplicaRef): Promise<void> {
       const handle = replica.pid === null ? undefined : handles.get(replica.pid);

@@ -1,0 +1,81 @@
+// Load reports and cold-start samples from data-plane nodes. Reports are kept in the database (one row
+// per node and deployment, replaced each second) so whichever control-plane replica receives them, the
+// autoscaler leader reads them; a node's report expires after a few seconds.
+import { sql } from 'kysely';
+import type { ColdStartSample, DeploymentLoad } from '@infer/shared';
+import { isUuid, type Db } from '../../db.ts';
+
+export interface LoadReportInput {
+  /** The reporting node, qualified by its credential so one node cannot overwrite another's report. */
+  readonly nodeKey: string;
+  readonly deployments: readonly DeploymentLoad[];
+  readonly coldStarts: readonly ColdStartSample[];
+}
+
+/** Replaces the node's load rows (deployments it no longer lists drop to nothing) and records cold starts. */
+export async function ingestLoadReport(db: Db, report: LoadReportInput): Promise<void> {
+  const loads = new Map<string, DeploymentLoad>();
+  for (const d of report.deployments) if (isUuid(d.deploymentId)) loads.set(d.deploymentId, d);
+  await db.transaction().execute(async (trx) => {
+    let del = trx.deleteFrom('nodeLoads').where('nodeId', '=', report.nodeKey);
+    if (loads.size > 0) del = del.where('deploymentId', 'not in', [...loads.keys()]);
+    await del.execute();
+    if (loads.size > 0) {
+      await trx
+        .insertInto('nodeLoads')
+        .values([...loads.values()].map((d) => ({ nodeId: report.nodeKey, deploymentId: d.deploymentId, inFlight: d.inFlight, held: d.held, reportedAt: sql<Date>`now()` })))
+        .onConflict((oc) => oc.columns(['nodeId', 'deploymentId']).doUpdateSet((eb) => ({
+          inFlight: eb.ref('excluded.inFlight'), held: eb.ref('excluded.held'), reportedAt: eb.ref('excluded.reportedAt'),
+        })))
+        .execute();
+    }
+    const samples = report.coldStarts.filter((c) => isUuid(c.deploymentId));
+    if (samples.length > 0) {
+      // The entry comes from the deployment row, not from the node's word.
+      const rows = await trx.selectFrom('deployments').select(['id', 'entryId']).where('id', 'in', [...new Set(samples.map((c) => c.deploymentId))]).execute();
+      const entryOf = new Map(rows.map((r) => [r.id, r.entryId]));
+      const values = samples.flatMap((c) => {
+        const entryId = entryOf.get(c.deploymentId);
+        return entryId ? [{ deploymentId: c.deploymentId, entryId, nodeId: report.nodeKey, waitMs: c.waitMs, ttftMs: c.ttftMs }] : [];
+      });
+      if (values.length > 0) await trx.insertInto('coldStarts').values(values).execute();
+    }
+  });
+}
+
+export interface AggregateLoad {
+  readonly inFlight: number;
+  readonly held: number;
+  readonly nodes: number;
+}
+
+/** In-flight and held requests per deployment, summed over nodes whose report is younger than `ttlMs`. */
+export async function readAggregateLoad(db: Db, ttlMs: number): Promise<Map<string, AggregateLoad>> {
+  const rows = await db
+    .selectFrom('nodeLoads')
+    .select(['deploymentId', sql<number>`sum(in_flight)`.as('inFlight'), sql<number>`sum(held)`.as('held'), sql<number>`count(*)`.as('nodes')])
+    .where(sql<boolean>`reported_at > now() - make_interval(secs => ${ttlMs / 1000})`)
+    .groupBy('deploymentId')
+    .execute();
+  return new Map(rows.map((r) => [r.deploymentId, { inFlight: Number(r.inFlight), held: Number(r.held), nodes: Number(r.nodes) }]));
+}
+
+/** Drops reports long expired (nodes that went away). */
+export async function pruneLoadReports(db: Db, olderThanMs: number): Promise<void> {
+  await db.deleteFrom('nodeLoads').where(sql<boolean>`reported_at < now() - make_interval(secs => ${olderThanMs / 1000})`).execute();
+}
+
+export interface ObservedColdStart {
+  readonly samples: number;
+  readonly p50Seconds: number | null;
+  readonly p95Seconds: number | null;
+}
+
+/** Observed time to first token of requests that waited for a cold start, for one catalog entry (last `limit` samples). */
+export async function observedColdStart(db: Db, entryId: string, limit = 1000): Promise<ObservedColdStart> {
+  if (!isUuid(entryId)) return { samples: 0, p50Seconds: null, p95Seconds: null };
+  const rows = await db.selectFrom('coldStarts').select('ttftMs').where('entryId', '=', entryId).orderBy('recordedAt', 'desc').limit(limit).execute();
+  const xs = rows.map((r) => r.ttftMs).sort((a, b) => a - b);
+  const pick = (q: number): number | null => (xs.length === 0 ? null : (xs[Math.min(xs.length - 1, Math.ceil(q * xs.length) - 1)] ?? 0) / 1000);
+  return { samples: xs.length, p50Seconds: pick(0.5), p95Seconds: pick(0.95) };
+}
