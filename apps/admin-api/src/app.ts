@@ -4,13 +4,18 @@ import fastifyStatic from '@fastify/static';
 import { fastifyTRPCPlugin, type FastifyTRPCPluginOptions } from '@trpc/server/adapters/fastify';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import type pg from 'pg';
-import { errorBody, type ErrorCode } from '@infer/shared';
+import { errorBody } from '@infer/shared';
 import type { Db, DbKind } from './db.ts';
-import { asServiceError } from './errors.ts';
+import { httpStatusCode, sendHttpError } from './error-mapping.ts';
 import type { GraphQLLimits } from './graphql/context.ts';
 import { createGraphQLServer } from './graphql/yoga.ts';
 import { healthRoutes } from './http/health-routes.ts';
 import { requireNodeCredential } from './http/node-auth.ts';
+import { securityHeaders } from './http/security-headers.ts';
+import { createLoginThrottle, type LoginThrottleOptions } from './modules/auth/login-throttle.ts';
+import { createPrincipalRateLimit } from './modules/auth/principal-rate-limit.ts';
+import { startSessionSweeper, type SessionSweeper } from './modules/auth/sessions.ts';
+import { createRequestDb } from './request-db.ts';
 import { startAutoscaler, type Autoscaler, type AutoscalerOptions } from './modules/deployments/autoscaler/autoscaler.ts';
 import { createAdvisoryLeader, createSoleLeader } from './modules/deployments/autoscaler/leader-election.ts';
 import { createDefaultProvisioners, createDeploymentsContext, type DeploymentsContext } from './modules/deployments/deployments-context.ts';
@@ -51,8 +56,24 @@ export interface AdminAppOptions {
   readonly allowPrivateExternalUrls?: boolean;
   /** Operator allow-list: non-public CIDRs tenants' external runtimes may use (env ALLOWED_PRIVATE_CIDRS). */
   readonly allowedPrivateCidrs?: readonly string[];
-  /** Console origins (besides the request's own host) allowed to send cookie-authenticated mutations. */
+  /**
+   * Console origins served elsewhere: trusted (with this server's own origin) for cookie-authenticated
+   * calls, and the only origins that get credentialed CORS on /graphql.
+   */
   readonly consoleOrigins?: readonly string[];
+  /**
+   * Honour X-Forwarded-For/Host/Proto only from these proxies (Fastify `trustProxy`: true, a hop
+   * count, or addresses/CIDRs); default false: the socket's own address, Host and protocol.
+   */
+  readonly trustProxy?: boolean | number | readonly string[];
+  /** `statement_timeout` of the pool tRPC and GraphQL query through (PostgreSQL; default 5000 ms, 0: none). */
+  readonly apiStatementTimeoutMs?: number;
+  /** Work budget per principal per minute on tRPC and GraphQL (default 1200 points; see PrincipalRateLimit). */
+  readonly principalPointsPerMinute?: number;
+  /** Login attempt limits (default 5 per account and IP, 20 per account, 50 per IP in 15 minutes). */
+  readonly loginLimits?: LoginThrottleOptions;
+  /** How often expired sessions and finished login-throttle windows are deleted (default 10 minutes). */
+  readonly sessionSweepMs?: number;
   /** GraphQL depth and cost budget per operation (default depth 10, cost 5000). */
   readonly graphqlLimits?: Partial<GraphQLLimits>;
   /**
@@ -81,23 +102,12 @@ declare module 'fastify' {
     autoscaler: Autoscaler | undefined;
     /** The periodic config-outbox pruner (undefined when turned off). */
     outboxPruner: OutboxPruner | undefined;
+    /** Deletes expired sessions and finished login-throttle windows periodically (tests call `sweepNow`). */
+    sessionSweeper: SessionSweeper;
   }
 }
 
 const API_PREFIXES = ['/internal/', '/graphql', '/trpc', '/healthz', '/readyz', '/metrics', '/api/'];
-
-function statusCode(status: number): ErrorCode {
-  switch (status) {
-    case 401: return 'invalid_api_key';
-    case 403: return 'permission_denied';
-    case 404: return 'not_found';
-    case 405: return 'method_not_allowed';
-    case 413: return 'request_too_large';
-    case 415: return 'unsupported_media_type';
-    case 429: return 'rate_limit_exceeded';
-    default: return 'invalid_request';
-  }
-}
 
 /** Builds the control plane (never listens): config feed, usage ingest, GraphQL, tRPC, console. */
 export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInstance> {
@@ -105,6 +115,10 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     logger: opts.logger ?? false,
     routerOptions: { maxParamLength: 5000 }, // tRPC batches put procedure lists in the path
     forceCloseConnections: 'idle',
+    // Forwarded headers are believed only from a configured proxy (req.ip, req.host, req.protocol).
+    trustProxy: typeof opts.trustProxy === 'number'
+      ? ((_address: string, hop: number) => hop < (opts.trustProxy as number))
+      : Array.isArray(opts.trustProxy) ? [...opts.trustProxy] : (opts.trustProxy as boolean | undefined) ?? false,
   };
   const app = Fastify(serverOptions);
   const { db } = opts;
@@ -150,20 +164,34 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     await deployments.reconciler.close();
   });
 
-  app.setErrorHandler((err: unknown, request, reply) => {
-    const domain = asServiceError(err);
-    if (domain) return reply.code(domain.status).send(domain.toBody());
-    const e = err as { statusCode?: number; code?: string; message?: string; validation?: unknown };
-    const status = typeof e.statusCode === 'number' ? e.statusCode : 500;
-    if (status >= 500) {
-      request.log.error({ err }, 'request failed');
-      return reply.code(status === 503 ? 503 : 500).send(errorBody(status === 503 ? 'service_unavailable' : 'internal_error', 'Internal server error.'));
-    }
-    const code = e.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ? 'invalid_json' : statusCode(status);
-    return reply.code(status).send(errorBody(code, e.message ?? 'Bad request.'));
-  });
+  app.setErrorHandler((err: unknown, request, reply) => sendHttpError(err, request, reply));
 
   const webRoot = opts.webRoot && existsSync(resolve(opts.webRoot, 'index.html')) ? resolve(opts.webRoot) : undefined;
+  const headers = securityHeaders({
+    webRoot,
+    connectOrigins: [opts.publicUrls.dataplaneUrl, opts.publicUrls.sharedBaseUrl].map((u) => new URL(u).origin),
+  });
+  app.addHook('onSend', async (_request, reply, payload) => {
+    for (const [name, value] of Object.entries(headers)) if (!reply.hasHeader(name)) reply.header(name, value);
+    return payload;
+  });
+
+  // What API callers share: one database pool with a statement timeout, one login throttle, one work budget per principal.
+  const requestDb = createRequestDb({ db, kind: opts.dbKind, pool: opts.pgPool, timeoutMs: opts.apiStatementTimeoutMs ?? 5000 });
+  app.addHook('onClose', async () => requestDb.close());
+  const loginThrottle = createLoginThrottle(db, opts.loginLimits);
+  const rateLimit = createPrincipalRateLimit({ pointsPerMinute: opts.principalPointsPerMinute });
+  const consoleOrigins = normaliseOrigins(opts.consoleOrigins ?? []);
+  const sweeper = startSessionSweeper(db, {
+    intervalMs: opts.sessionSweepMs ?? 10 * 60 * 1000,
+    also: () => loginThrottle.sweep(),
+    onSwept: (deleted) => {
+      if (deleted > 0) app.log.info({ deleted }, 'expired sessions deleted');
+    },
+    onError: (err) => app.log.warn({ err }, 'session sweep failed'),
+  });
+  app.decorate('sessionSweeper', sweeper);
+  app.addHook('onClose', async () => sweeper.stop());
   app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
     const path = request.url.split('?')[0] ?? '/';
     const isApi = API_PREFIXES.some((p) => path === p.replace(/\/$/, '') || path.startsWith(p));
@@ -186,11 +214,12 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
   );
 
   const yoga = createGraphQLServer({
-    db,
+    db: requestDb.db,
+    rateLimit,
     publicUrls: opts.publicUrls,
     deployments,
     limits: opts.graphqlLimits,
-    allowedOrigins: normaliseOrigins(opts.consoleOrigins ?? []),
+    allowedOrigins: consoleOrigins,
     onUnexpectedError: (err) => app.log.error({ err }, 'GraphQL operation failed'),
   });
   app.route({
@@ -202,7 +231,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
       const type = response.headers.get('content-type') ?? '';
       if (response.status >= 400 && response.body === null) {
         // Yoga answers some refusals (e.g. 406 for an Accept it cannot serve) with no body.
-        return reply.code(response.status).type('application/json; charset=utf-8').send(errorBody(statusCode(response.status), `GraphQL request refused (HTTP ${response.status}).`));
+        return reply.code(response.status).type('application/json; charset=utf-8').send(errorBody(httpStatusCode(response.status), `GraphQL request refused (HTTP ${response.status}).`));
       }
       if (response.status === 200 && /^application\/(graphql-response\+)?json/.test(type)) {
         // A result with errors and no `data` never executed (syntax, validation, variables): a 400, whatever the Accept.
@@ -238,7 +267,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     prefix: '/trpc',
     trpcOptions: {
       router: appRouter,
-      createContext: createContextFactory({ db, publicUrls: opts.publicUrls, deployments, consoleOrigins: normaliseOrigins(opts.consoleOrigins ?? []) }),
+      createContext: createContextFactory({ db: requestDb.db, publicUrls: opts.publicUrls, deployments, consoleOrigins, loginThrottle, rateLimit }),
       onError: ({ error, path }) => {
         if (error.code === 'INTERNAL_SERVER_ERROR') app.log.error({ err: error.cause ?? error, path }, 'tRPC procedure failed');
       },

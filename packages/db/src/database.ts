@@ -1,6 +1,7 @@
 import type { AdminTokenTable } from './tables/admin-token.table.ts';
 import type { ApiKeyTable } from './tables/api-key.table.ts';
 import type { AuditLogTable } from './tables/audit-log.table.ts';
+import type { AuthThrottleTable } from './tables/auth-throttle.table.ts';
 import type { CatalogEntryTable } from './tables/catalog-entry.table.ts';
 import type { ColdStartTable } from './tables/cold-start.table.ts';
 import type { ConfigOutboxTable } from './tables/config-outbox.table.ts';
@@ -33,6 +34,7 @@ export interface DB {
   configOutbox: ConfigOutboxTable;
   usageRecords: UsageRecordTable;
   auditLog: AuditLogTable;
+  authThrottle: AuthThrottleTable;
   replicaIntervals: ReplicaIntervalTable;
   coldStarts: ColdStartTable;
   nodeLoads: NodeLoadTable;

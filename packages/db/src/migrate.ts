@@ -1,6 +1,7 @@
 import { Migrator, NO_MIGRATIONS, type Migration, type MigrationResultSet } from 'kysely/migration';
 import type { Kysely } from 'kysely';
 import * as m0001 from './migrations/2026_11_22_0001_initial.ts';
+import * as m0100 from './migrations/2026_11_22_0100_auth_throttle.ts';
 import * as m0200 from './migrations/2026_11_22_0200_invitations.ts';
 import * as m0400 from './migrations/2026_11_22_0400_node_credentials.ts';
 import * as m1000 from './migrations/2026_11_22_1000_serverless.ts';
@@ -8,6 +9,7 @@ import * as m1000 from './migrations/2026_11_22_1000_serverless.ts';
 // Static list, not FileMigrationProvider: works the same from source, a bundle or a container image.
 const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026_11_22_0001_initial': m0001,
+  '2026_11_22_0100_auth_throttle': m0100,
   '2026_11_22_0200_invitations': m0200,
   '2026_11_22_0400_node_credentials': m0400,
   '2026_11_22_1000_serverless': m1000,
