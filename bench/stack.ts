@@ -95,7 +95,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   const stubUrl = `http://127.0.0.1:${stubPort}`;
   await waitReady(stub, `${stubUrl}/healthz`);
   const dpPort = await freePort();
-  const dataplaneEnv = { HOST: '127.0.0.1', CONFIG_FILE: configFile, CONTROL_PLANE_URL: stubUrl, NODE_TOKEN: 'bench-node-token', LOG_LEVEL: 'warn' };
+  const dataplaneEnv = { HOST: '127.0.0.1', CONFIG_FILE: configFile, CONTROL_PLANE_URL: stubUrl, NODE_TOKEN: 'bench-node-token', USAGE_SPOOL_DIR: join(dir, 'usage-spool'), LOG_LEVEL: 'warn' };
   const dataplane = startNode('dataplane', root('apps/dataplane/src/server.ts'), [], { ...dataplaneEnv, PORT: String(dpPort) }, [...(o.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', o.cpuProfDir] : []), ...(o.dataplaneNodeArgs ?? [])]);
   const dataplaneUrl = `http://127.0.0.1:${dpPort}`;
 

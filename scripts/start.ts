@@ -153,7 +153,7 @@ launch('admin-api', 'apps/admin-api/src/server.ts', [], {
 await waitForHttp(`${adminUrl}/healthz`, 60_000);
 launch('dataplane', 'apps/dataplane/src/server.ts', [], {
   HOST: env.HOST, PORT: String(env.PORT), CONTROL_PLANE_URL: adminUrl, NODE_TOKEN: nodeToken,
-  SNAPSHOT_FILE: join(dataDir, 'dataplane-snapshot.json'), LOG_LEVEL: env.LOG_LEVEL,
+  SNAPSHOT_FILE: join(dataDir, 'dataplane-snapshot.json'), USAGE_SPOOL_DIR: join(dataDir, 'dataplane-usage'), LOG_LEVEL: env.LOG_LEVEL,
 });
 await waitForHttp(`${dataplaneUrl}/readyz`, 60_000);
 await Promise.all(sims.map((s) => waitForHttp(`http://127.0.0.1:${s.port}/health`, 60_000)));

@@ -75,6 +75,24 @@ describe('usage spool', () => {
     }
   });
 
+  it('holds at most maxPending records in memory; the rest wait on disk and are all delivered', async () => {
+    const dir = spoolDir();
+    const s = await startUsageServer();
+    s.failNext(3);
+    const rep = createUsageReporter({ url: s.url, nodeToken: 't', flushMs: 20, spoolDir: dir, maxPending: 10, maxBatch: 8 });
+    try {
+      for (let i = 0; i < 50; i++) rep.record(fakeRecord(`spill-${i}`));
+      expect(rep.pending()).toBe(50);
+      await waitFor(() => s.records.length === 50);
+      expect(new Set(s.records.map((r) => r.requestId)).size).toBe(50);
+      await waitFor(() => rep.pending() === 0);
+      expect(segmentBytes(dir)).toBe(0);
+    } finally {
+      await rep.close();
+      await s.close();
+    }
+  });
+
   it('rotates segments while records are unacknowledged and deletes them once acknowledged', async () => {
     const dir = spoolDir();
     const spool = openUsageSpool(dir, { maxSegmentBytes: 1024 });

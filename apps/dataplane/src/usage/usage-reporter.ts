@@ -31,7 +31,10 @@ export interface UsageReporterOptions {
   readonly spoolDir?: string;
   /** Spool group-commit interval (fdatasync), default 5 ms. */
   readonly fsyncMs?: number;
-  /** Memory-only mode: records kept while the control plane is away; the oldest are dropped beyond it. */
+  /**
+   * Memory-only mode: records kept while the control plane is away; the oldest are dropped beyond it.
+   * With a spool: records held in memory; beyond it they stay on disk only until the queue drains.
+   */
   readonly maxPending?: number;
   readonly onError?: (err: unknown) => void;
 }
@@ -57,6 +60,8 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
   let inFlight: Promise<void> | null = null;
   let closed = false;
   let dropped = 0;
+  /** Records on disk only (the spool spills while the in-memory queue is full). */
+  let spilled = 0;
   // A 400 names no record: halve the batch until the one record it refuses is alone.
   let batchSize = maxBatch;
   let backoffMs = 0;
@@ -98,7 +103,12 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
   };
 
   const drain = async (): Promise<void> => {
-    while (queue.length > 0) {
+    for (;;) {
+      if (queue.length === 0 && spilled > 0 && spool !== null) {
+        queue = spool.takeSpilled();
+        spilled = 0;
+      }
+      if (queue.length === 0) return;
       const batch = queue.slice(0, batchSize);
       const droppedBefore = dropped;
       const outcome = await send(batch);
@@ -129,7 +139,7 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
   };
 
   const timer = setInterval(() => {
-    if (queue.length > 0 && Date.now() >= retryAt) void flush();
+    if (queue.length + spilled > 0 && Date.now() >= retryAt) void flush();
   }, flushMs);
   timer.unref();
   if (queue.length > 0) void flush();
@@ -140,6 +150,12 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
       let entry: SpoolEntry = { record: r, segment: null };
       if (spool !== null && !closed) {
         try {
+          if (spilled === 0 && queue.length >= maxPending) spool.beginSpill();
+          if (spilled > 0 || queue.length >= maxPending) {
+            spool.append(r);
+            spilled++;
+            return;
+          }
           entry = spool.append(r);
         } catch (err) {
           opts.onError?.(err); // disk trouble: keep it in memory rather than lose it
@@ -156,9 +172,9 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
       retryAt = 0;
       await flush();
       // A flush already running may have started before the newest records: go again once.
-      if (queue.length > 0 && retryAt === 0) await flush();
+      if (queue.length + spilled > 0 && retryAt === 0) await flush();
     },
-    pending: () => queue.length,
+    pending: () => queue.length + spilled,
     async close() {
       closed = true;
       clearInterval(timer);
@@ -166,7 +182,7 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
       retryAt = 0;
       await flush();
       spool?.close();
-      return { remaining: queue.length };
+      return { remaining: queue.length + spilled };
     },
   };
 }

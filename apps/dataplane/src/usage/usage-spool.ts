@@ -15,6 +15,8 @@ import { usageRecordSchema, type UsageRecord } from '@infer/shared';
 interface Segment {
   readonly path: string;
   fd: number | null;
+  /** Holds only records the reporter did not keep in memory (see `beginSpill`). */
+  spill: boolean;
   /** Records written to this segment and not yet acknowledged. */
   unacked: number;
   bytes: number;
@@ -45,6 +47,13 @@ export interface UsageSpool {
   ack(entries: readonly SpoolEntry[]): void;
   /** Moves a record the control plane refuses outright to `rejected.ndjson` (kept for an operator), then acks it. */
   quarantine(entry: SpoolEntry): void;
+  /**
+   * From now on, appended records go to segments of their own that the caller does not hold in memory
+   * (a control plane away for long must not grow the node's heap); `takeSpilled` reads them back.
+   */
+  beginSpill(): void;
+  /** The spilled records, read back from disk, oldest first; appends go to an ordinary segment again. */
+  takeSpilled(): SpoolEntry[];
   /** fdatasync now, stop, release the directory lock. Unacknowledged records stay for the next start. */
   close(): void;
 }
@@ -118,7 +127,7 @@ export function openUsageSpool(dir: string, opts: UsageSpoolOptions = {}): Usage
     lastNumber = Math.max(lastNumber, n);
     const path = join(dir, name);
     const text = readFileSync(path, 'utf8');
-    const segment: Segment = { path, fd: null, unacked: 0, bytes: Buffer.byteLength(text) };
+    const segment: Segment = { path, fd: null, spill: false, unacked: 0, bytes: Buffer.byteLength(text) };
     for (const line of text.split('\n')) {
       if (line.length === 0) continue;
       let parsed;
@@ -139,11 +148,13 @@ export function openUsageSpool(dir: string, opts: UsageSpoolOptions = {}): Usage
   const openSegment = (): Segment => {
     lastNumber++;
     const path = join(dir, `usage-${String(lastNumber).padStart(12, '0')}.ndjson`);
-    const segment: Segment = { path, fd: openSync(path, 'a', 0o600), unacked: 0, bytes: 0 };
+    const segment: Segment = { path, fd: openSync(path, 'a', 0o600), spill: false, unacked: 0, bytes: 0 };
     fsyncDir(dir);
     return segment;
   };
   active = openSegment();
+
+  const spilled: Segment[] = [];
 
   let syncTimer: NodeJS.Timeout | null = null;
   let syncing = false;
@@ -199,8 +210,11 @@ export function openUsageSpool(dir: string, opts: UsageSpoolOptions = {}): Usage
     append(record) {
       if (closed) throw new Error('usage spool is closed');
       if (active.bytes >= maxSegmentBytes && active.unacked > 0) {
+        const spill = active.spill;
         closeSegmentFd(active);
         active = openSegment();
+        active.spill = spill;
+        if (spill) spilled.push(active);
       }
       const line = `${JSON.stringify(record)}\n`;
       const bytes = Buffer.byteLength(line);
@@ -218,6 +232,47 @@ export function openUsageSpool(dir: string, opts: UsageSpoolOptions = {}): Usage
         touched.add(e.segment);
       }
       for (const s of touched) reclaim(s);
+    },
+    beginSpill() {
+      if (active.spill) return;
+      if (active.unacked > 0) {
+        closeSegmentFd(active);
+        active = openSegment();
+      }
+      active.spill = true;
+      spilled.push(active);
+    },
+    takeSpilled() {
+      if (active.spill) {
+        closeSegmentFd(active);
+        active = openSegment();
+      }
+      const entries: SpoolEntry[] = [];
+      for (const segment of spilled.splice(0)) {
+        segment.spill = false;
+        let text = '';
+        try {
+          text = readFileSync(segment.path, 'utf8');
+        } catch (err) {
+          opts.onError?.(err);
+        }
+        let found = 0;
+        for (const line of text.split('\n')) {
+          if (line.length === 0) continue;
+          try {
+            const parsed = usageRecordSchema.safeParse(JSON.parse(line));
+            if (parsed.success) {
+              entries.push({ record: parsed.data, segment });
+              found++;
+            }
+          } catch {
+            // a line this process wrote is always whole; nothing to do
+          }
+        }
+        segment.unacked = found;
+        reclaim(segment);
+      }
+      return entries;
     },
     quarantine(entry) {
       appendFileSync(join(dir, 'rejected.ndjson'), `${JSON.stringify(entry.record)}\n`, { mode: 0o600 });
