@@ -72,7 +72,9 @@ export {
 } from './modules/access/access.ts';
 export { ANONYMOUS, actorOf } from './modules/access/principal.ts';
 export type { Principal, TenantRole } from './modules/access/principal.ts';
-export { listMembers, addMemberByEmail, removeMember } from './modules/tenants/tenants.service.ts';
+export { listMembers, listCallerTenants, setMemberRole, removeMember } from './modules/tenants/tenants.service.ts';
+export { inviteMember, createInvitation, listTenantInvitations, listMyInvitations, answerInvitation, revokeInvitation } from './modules/tenants/invitations.service.ts';
+export type { InvitationSent, TenantInvitation, MyInvitation, InvitationAnswer, InvitationRef } from './modules/tenants/invitations.service.ts';
 export type { Member } from './modules/tenants/tenants.service.ts';
 
 export { createContextInner } from './trpc/context.ts';

@@ -250,6 +250,24 @@ describe.each(testBackends())('tenant invitations (%s)', (kind) => {
     expect(audit.map((a) => a.targetId)).toContain(rid);
   });
 
+  it("invites a new tenant's first owner instead of adding them, with the same reply for any email", async () => {
+    const adminUser = await createUser(database.db, { email: `admin-${++seq}@example.com`, password: 'long enough password', isPlatformAdmin: true });
+    const admin: Who = { cookie: (await createSession(database.db, adminUser.id)).token, userId: adminUser.id, email: adminUser.email };
+    const future = await user('future-owner');
+    const a = await trpc(admin, 'tenants.create', { slug: `first-owner-${kind}-${++seq}`, name: 'First', ownerEmail: future.email });
+    const b = await gql(admin, `mutation($s: String!, $e: String) { createTenant(slug: $s, name: "Second", ownerEmail: $e) { id } }`, {
+      s: `first-owner-${kind}-${++seq}`,
+      e: `nobody-${++seq}@example.com`,
+    });
+    expect(a.code).toBeNull();
+    expect(b.code).toBeNull();
+    expect(await getMembership(database.db, a.data.id, future.userId)).toBeNull();
+    const mine = await trpc(future, 'tenants.invitations.mine', undefined, false);
+    expect(mine.data).toEqual([expect.objectContaining({ tenantId: a.data.id, role: 'owner' })]);
+    await trpc(future, 'tenants.invitations.accept', { invitationId: mine.data[0].id });
+    expect((await getMembership(database.db, a.data.id, future.userId))?.role).toBe('owner');
+  });
+
   it('names the field of a bad email or role on both transports', async () => {
     const t = await trpc(ownerA, 'tenants.members.add', { tenantId: tenantA, email: 'not an email' });
     expect(t).toMatchObject({ status: 400, code: 'BAD_REQUEST', param: 'email' });

@@ -8,7 +8,7 @@ import { isUuid, type Db } from '../../db.ts';
 import { notFound, ServiceError } from '../../errors.ts';
 import { requireAuthenticated, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
-import { writeAudit } from '../audit/audit.service.ts';
+import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 
 /** How long an invitation can be accepted. */
@@ -83,12 +83,23 @@ export async function inviteMember(
   input: { readonly tenantId: string; readonly email: string; readonly role?: string },
 ): Promise<InvitationSent> {
   requireTenantRole(principal, input.tenantId, 'owner');
+  return createInvitation(db, { ...input, actor: actorOf(principal) });
+}
+
+/**
+ * Writes (or renews) an invitation and its audit row, inside the caller's transaction when there is
+ * one. The caller has checked the right to invite; `createTenant` uses it for a first owner.
+ */
+export async function createInvitation(
+  db: Db,
+  input: { readonly tenantId: string; readonly email: string; readonly role?: string; readonly actor?: Actor },
+): Promise<InvitationSent> {
   const email = normaliseEmail(input.email);
   const role = checkRole(input.role ?? 'member');
   const token = generateSecret(TOKEN_PREFIX);
   const tokenHash = hashSecret(token);
   const expiresAt = new Date(Date.now() + INVITATION_TTL_MS);
-  const invitedBy = principal.kind === 'anonymous' ? null : principal.userId;
+  const invitedBy = input.actor?.userId ?? null;
   return withTransaction(db, async (trx) => {
     const row = await trx
       .insertInto('invitations')
@@ -97,7 +108,7 @@ export async function inviteMember(
       .returning(['id', 'expiresAt'])
       .executeTakeFirstOrThrow();
     await writeAudit(trx, {
-      actor: actorOf(principal),
+      actor: input.actor,
       tenantId: input.tenantId,
       action: 'invitation.create',
       targetType: 'invitation',

@@ -106,7 +106,7 @@ builder.mutationFields((t) => ({
       name: t.arg.string({ required: true }),
       rpmLimit: t.arg.int(),
       tpmLimit: t.arg.int(),
-      ownerEmail: t.arg.string({ description: "An existing user's email: they become the tenant's first owner." }),
+      ownerEmail: t.arg.string({ description: 'Invited as the first owner: they join when they accept (the reply is the same whether or not the email has an account).' }),
     },
     resolve: (_root, args, ctx) =>
       adminCreateTenant(ctx.db, ctx.principal, {

@@ -20,7 +20,7 @@ export const tenantsRouter = router({
   /** Every tenant (platform admin). */
   all: adminProcedure.query(({ ctx }) => adminListTenants(ctx.db, ctx.principal)),
 
-  /** Creates a tenant (platform admin); `ownerEmail` makes that existing user its first owner. */
+  /** Creates a tenant (platform admin); `ownerEmail` is invited as its first owner. */
   create: adminProcedure
     .input(
       z.object({

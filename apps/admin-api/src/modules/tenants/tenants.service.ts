@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { MembershipRole } from '@infer/db';
 import type { Db } from '../../db.ts';
 import { isUuid } from '../../db.ts';
@@ -6,8 +7,8 @@ import { requireAuthenticated, requirePlatformAdmin, requireTenantRole } from '.
 import { actorOf, type Principal } from '../access/principal.ts';
 import { checkRateLimits } from '../access/rate-limits.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
-import { revokeAdminTokensBeyondRole } from '../auth/admin-tokens.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
+import { createInvitation } from './invitations.service.ts';
 import { recordChange } from '../snapshots/snapshots.service.ts';
 
 export interface Tenant {
@@ -33,7 +34,10 @@ export interface CreateTenantInput {
   readonly name: string;
   readonly rpmLimit?: number | null;
   readonly tpmLimit?: number | null;
-  /** An existing user who becomes the tenant's first owner (in the same transaction). */
+  /**
+   * Invited as the tenant's first owner (in the same transaction): they join when they accept, and
+   * the reply does not say whether the email has an account.
+   */
   readonly ownerEmail?: string;
   readonly actor?: Actor;
 }
@@ -58,7 +62,7 @@ export async function createTenant(db: Db, input: CreateTenantInput): Promise<Te
       });
       if (input.ownerEmail !== undefined) {
         try {
-          await addMemberByEmail(trx, { tenantId: tenant.id, email: input.ownerEmail, role: 'owner', actor: input.actor });
+          await createInvitation(trx, { tenantId: tenant.id, email: input.ownerEmail, role: 'owner', actor: input.actor });
         } catch (err) {
           if (err instanceof ServiceError && err.param === 'email') throw new ServiceError(err.code, err.message, 'ownerEmail');
           throw err;
@@ -186,46 +190,6 @@ async function countOwners(db: Db, tenantId: string): Promise<number> {
 }
 
 /**
- * Adds an existing user (by email) to a tenant, or changes their role. Demoting the last owner is
- * refused. Audited as membership.add / membership.role.
- */
-export async function addMemberByEmail(
-  db: Db,
-  input: { tenantId: string; email: string; role: MembershipRole; actor?: Actor },
-): Promise<Member> {
-  if (!isUuid(input.tenantId)) throw notFound('tenant');
-  return withTransaction(db, async (trx) => {
-    const user = await trx
-      .selectFrom('users')
-      .select(['id', 'email', 'displayName'])
-      .where('email', '=', input.email.trim().toLowerCase())
-      .executeTakeFirst();
-    if (!user) throw new ServiceError('not_found', 'no user has that email', 'email');
-    const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', input.tenantId).forUpdate().executeTakeFirst();
-    if (!tenant) throw notFound('tenant');
-    const before = await getMembership(trx, input.tenantId, user.id);
-    if (before?.role === 'owner' && input.role !== 'owner' && (await countOwners(trx, input.tenantId)) <= 1) {
-      throw new ServiceError('conflict', 'a tenant keeps at least one owner', 'role');
-    }
-    const row = await trx
-      .insertInto('memberships')
-      .values({ tenantId: input.tenantId, userId: user.id, role: input.role })
-      .onConflict((oc) => oc.columns(['tenantId', 'userId']).doUpdateSet({ role: input.role }))
-      .returning(['role', 'createdAt'])
-      .executeTakeFirstOrThrow();
-    // A demoted owner's tenant admin tokens would still act as owner: they go with the role.
-    const revoked = before?.role === 'owner' && input.role !== 'owner' ? await revokeAdminTokensBeyondRole(trx, { tenantId: input.tenantId, userId: user.id }) : [];
-    if (before?.role !== input.role) {
-      await writeAudit(trx, {
-        actor: input.actor, tenantId: input.tenantId, action: before ? 'membership.role' : 'membership.add',
-        targetType: 'user', targetId: user.id, detail: { email: user.email, role: input.role, ...(before ? { from: before.role } : {}), ...(revoked.length > 0 ? { revokedAdminTokens: revoked.length } : {}) },
-      });
-    }
-    return { userId: user.id, email: user.email, displayName: user.displayName, role: row.role, createdAt: row.createdAt };
-  });
-}
-
-/**
  * Removes a user from a tenant (not the last owner). Tenant admin tokens that user created are
  * revoked with it, so access ends with the membership.
  */
@@ -239,7 +203,14 @@ export async function removeMember(db: Db, input: { tenantId: string; userId: st
       throw new ServiceError('conflict', 'a tenant keeps at least one owner', 'userId');
     }
     await trx.deleteFrom('memberships').where('tenantId', '=', input.tenantId).where('userId', '=', input.userId).execute();
-    const tokens = await revokeAdminTokensBeyondRole(trx, { tenantId: input.tenantId, userId: input.userId });
+    const tokens = await trx
+      .updateTable('adminTokens')
+      .set({ revokedAt: sql<Date>`now()` })
+      .where('tenantId', '=', input.tenantId)
+      .where('userId', '=', input.userId)
+      .where('revokedAt', 'is', null)
+      .returning('id')
+      .execute();
     await writeAudit(trx, {
       actor: input.actor, tenantId: input.tenantId, action: 'membership.remove', targetType: 'user', targetId: input.userId,
       detail: { role: before.role, revokedAdminTokens: tokens.length },
@@ -273,11 +244,9 @@ export async function setMemberRole(
         .where('tenantId', '=', input.tenantId)
         .where('userId', '=', input.userId)
         .execute();
-      // A demoted owner's tenant admin tokens would still act as owner: they go with the role.
-      const revoked = await revokeAdminTokensBeyondRole(trx, { tenantId: input.tenantId, userId: input.userId });
       await writeAudit(trx, {
         actor: actorOf(principal), tenantId: input.tenantId, action: 'membership.role', targetType: 'user', targetId: input.userId,
-        detail: { role: input.role, from: before.role, ...(revoked.length > 0 ? { revokedAdminTokens: revoked.length } : {}) },
+        detail: { role: input.role, from: before.role },
       });
     }
     const member = (await listMembers(trx, input.tenantId)).find((m) => m.userId === input.userId);
@@ -294,7 +263,7 @@ export async function removeTenantMember(db: Db, principal: Principal, input: { 
 
 // Platform-admin operations and tenant reads as the transports call them: the caller is checked here.
 
-/** Creates a tenant (platform admins); `ownerEmail` makes that existing user its first owner. */
+/** Creates a tenant (platform admins); `ownerEmail` is invited as its first owner. */
 export async function adminCreateTenant(db: Db, principal: Principal, input: Omit<CreateTenantInput, 'actor'>): Promise<Tenant> {
   requirePlatformAdmin(principal);
   return createTenant(db, { ...input, actor: actorOf(principal) });
