@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { parseCidrList } from '@infer/shared/address-guard';
 
@@ -50,6 +51,22 @@ const schema = z.object({
   OUTBOX_PRUNE_INTERVAL_S: z.coerce.number({ error: 'OUTBOX_PRUNE_INTERVAL_S must be a number of seconds (0: never prune)' }).min(0, 'OUTBOX_PRUNE_INTERVAL_S must be 0 (never prune) or more').default(600),
   OUTBOX_POLL_MS: z.coerce.number({ error: 'OUTBOX_POLL_MS must be a number of milliseconds' }).int().min(10, 'OUTBOX_POLL_MS must be at least 10').default(250),
   METRICS_TOKEN: optionalString.pipe(z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional()),
+  TRUST_PROXY: optionalString.transform((v, ctx) => {
+    if (v === undefined || v === 'false' || v === '0') return false;
+    if (v === 'true') return true;
+    if (/^[1-9]\d*$/.test(v)) return Number(v);
+    const list = v.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+    for (const a of list) {
+      const [ip, bits] = a.split('/');
+      const named = ['loopback', 'linklocal', 'uniquelocal'].includes(a);
+      if (!named && (isIP(ip ?? '') === 0 || (bits !== undefined && !/^\d{1,3}$/.test(bits)))) {
+        ctx.addIssue({ code: 'custom', message: `${JSON.stringify(a)} is not a proxy address: TRUST_PROXY takes true, a hop count, or addresses/CIDRs (comma-separated; also loopback, linklocal, uniquelocal)` });
+      }
+    }
+    return Object.freeze(list);
+  }),
+  API_STATEMENT_TIMEOUT_MS: z.coerce.number({ error: 'API_STATEMENT_TIMEOUT_MS must be a number of milliseconds (0: none)' }).int().min(0, 'API_STATEMENT_TIMEOUT_MS must be 0 (none) or more').default(5000),
+  API_POINTS_PER_MINUTE: z.coerce.number({ error: 'API_POINTS_PER_MINUTE must be a whole number' }).int().min(1, 'API_POINTS_PER_MINUTE must be at least 1').default(1200),
 });
 
 export interface AdminEnv {
@@ -85,6 +102,12 @@ export interface AdminEnv {
   readonly OUTBOX_POLL_MS: number;
   /** Bearer token for `GET /metrics`; unset: `/metrics` is not served. */
   readonly METRICS_TOKEN: string | undefined;
+  /** Proxies whose X-Forwarded-For/Host/Proto are believed: false (none), true (any), a hop count, or addresses/CIDRs. */
+  readonly TRUST_PROXY: boolean | number | readonly string[];
+  /** PostgreSQL statement_timeout of tRPC and GraphQL queries (0: none; PGlite cannot interrupt a statement). */
+  readonly API_STATEMENT_TIMEOUT_MS: number;
+  /** Work budget per caller per minute on tRPC and GraphQL (one point a call, GraphQL one per 25 fields). */
+  readonly API_POINTS_PER_MINUTE: number;
 }
 
 /** Reads and validates the environment once; throws one message naming every bad variable. */

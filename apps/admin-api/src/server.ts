@@ -66,6 +66,9 @@ if (!closing) {
     allowPrivateExternalUrls: env.EXTERNAL_ALLOW_PRIVATE_URLS,
     allowedPrivateCidrs: env.ALLOWED_PRIVATE_CIDRS,
     consoleOrigins: env.CONSOLE_ORIGINS,
+    trustProxy: env.TRUST_PROXY,
+    apiStatementTimeoutMs: env.API_STATEMENT_TIMEOUT_MS,
+    principalPointsPerMinute: env.API_POINTS_PER_MINUTE,
     pollMs: env.OUTBOX_POLL_MS,
     metricsToken: env.METRICS_TOKEN,
     outboxPrune: env.OUTBOX_PRUNE_INTERVAL_S === 0 ? false : {
