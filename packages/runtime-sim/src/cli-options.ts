@@ -19,6 +19,9 @@ const NUMERIC = {
   'cold-start-ms': ['SIM_COLD_START_MS', 'coldStartMs'],
   'cold-start-cap-ms': ['SIM_COLD_START_CAP_MS', 'coldStartCapMs'],
   'kv-cache-tokens': ['SIM_KV_CACHE_TOKENS', 'kvCacheTokens'],
+  'kv-block-size': ['SIM_KV_BLOCK_SIZE', 'kvBlockSize'],
+  'prefill-lanes': ['SIM_PREFILL_LANES', 'prefillLanes'],
+  'itl-per-running-ms': ['SIM_ITL_PER_RUNNING_MS', 'itlPerRunningMs'],
   'request-log-size': ['SIM_REQUEST_LOG_SIZE', 'requestLogSize'],
 } as const;
 const FAULTS = {
@@ -27,6 +30,7 @@ const FAULTS = {
   'hang-after-tokens': ['SIM_HANG_AFTER_TOKENS', 'hangAfterTokens'],
   'cut-after-tokens': ['SIM_CUT_AFTER_TOKENS', 'cutAfterTokens'],
   'slow-token-ms': ['SIM_SLOW_TOKEN_MS', 'slowTokenMs'],
+  'metrics-error-status': ['SIM_METRICS_ERROR_STATUS', 'metricsErrorStatus'],
 } as const;
 
 export const CLI_USAGE = `Usage: runtime-sim [flags]   (each flag also reads SIM_<FLAG> from the environment)
@@ -37,7 +41,7 @@ export const CLI_USAGE = `Usage: runtime-sim [flags]   (each flag also reads SIM
     .join('  ')}
   faults: ${Object.keys(FAULTS)
     .map((f) => `--${f} N`)
-    .join('  ')}  --hang`;
+    .join('  ')}  --hang  --no-prefix-caching (SIM_PREFIX_CACHING=0)`;
 
 function toNumber(flag: string, raw: string): number {
   const n = Number(raw.trim());
@@ -56,6 +60,7 @@ export function parseCliOptions(argv: readonly string[], env: Readonly<Record<st
       ...Object.fromEntries(stringFlags.map((f) => [f, { type: 'string' as const }])),
       model: { type: 'string', multiple: true },
       hang: { type: 'boolean' },
+      'no-prefix-caching': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -76,6 +81,8 @@ export function parseCliOptions(argv: readonly string[], env: Readonly<Record<st
   }
   const hangEnv = env['SIM_HANG'];
   if (values['hang'] === true || hangEnv === '1' || hangEnv === 'true') faults['hang'] = true;
+  const prefixEnv = env['SIM_PREFIX_CACHING'];
+  if (values['no-prefix-caching'] === true || prefixEnv === '0' || prefixEnv === 'false') options['prefixCaching'] = false;
   const modelFlags = values['model'];
   const models =
     Array.isArray(modelFlags) && modelFlags.length > 0
@@ -97,3 +104,6 @@ export function parseCliOptions(argv: readonly string[], env: Readonly<Record<st
     help: values['help'] === true,
   });
 }
+
+/** Flag -> [environment variable, option] tables, read by scripts/env-doc.ts for infra/README.md's environment table. */
+export { NUMERIC as SIM_NUMERIC_FLAGS, FAULTS as SIM_FAULT_FLAGS };

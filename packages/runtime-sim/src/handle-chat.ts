@@ -3,16 +3,18 @@ import { generateCompletion, promptSeed } from './generate-text.ts';
 import { sendError, sendStatusError } from './http-io.ts';
 import type { ResolvedSimOptions, SimFaults } from './options.ts';
 import { parseChatRequest } from './parse-chat-request.ts';
-import { runCompletion } from './run-completion.ts';
+import { blockHashes } from './kv-cache.ts';
+import { runCompletion, type Engine } from './run-completion.ts';
 import type { Scheduler } from './scheduler.ts';
 import type { SimStats } from './sim-stats.ts';
-import { countPromptTokens } from './tokenizer.ts';
+import { countPromptTokens, promptTokenIds } from './tokenizer.ts';
 
 /** What the chat handler needs from the server. */
 export interface ChatContext {
   readonly options: ResolvedSimOptions;
   readonly scheduler: Scheduler;
   readonly stats: SimStats;
+  readonly engine: Engine;
   readonly faults: SimFaults;
   nextId(): string;
 }
@@ -28,6 +30,18 @@ export function handleChat(ctx: ChatContext, req: IncomingMessage, res: ServerRe
   if (promptTokens + (parsed.maxTokens ?? 0) > maxContext || promptTokens >= maxContext) {
     const completion = parsed.maxTokens ?? 0;
     const message = `This model's maximum context length is ${maxContext} tokens. However, you requested ${promptTokens + completion} tokens (${promptTokens} in the messages, ${completion} in the completion). Please reduce the length of the messages or completion.`;
+    return sendError(res, 'context_length_exceeded', message, 'messages');
+  }
+
+  const { kv } = ctx.engine;
+  const completion = generateCompletion({
+    seed: promptSeed(parsed.messages, parsed.seed),
+    maxTokens: parsed.maxTokens,
+    limit: maxContext - promptTokens,
+    stop: parsed.stop,
+  });
+  if (kv.blocksFor(promptTokens + completion.pieces.length) > kv.totalBlocks) {
+    const message = `The request needs ${promptTokens + completion.pieces.length} tokens of KV cache; this runtime has ${kv.totalBlocks * kv.blockSize}.`;
     return sendError(res, 'context_length_exceeded', message, 'messages');
   }
 
@@ -47,21 +61,19 @@ export function handleChat(ctx: ChatContext, req: IncomingMessage, res: ServerRe
     return;
   }
 
-  const completion = generateCompletion({
-    seed: promptSeed(parsed.messages, parsed.seed),
-    maxTokens: parsed.maxTokens,
-    limit: maxContext - promptTokens,
-    stop: parsed.stop,
-  });
-  runCompletion(ctx.scheduler, stats, {
+  const slowTokenMs = faults.slowTokenMs ?? 0;
+  const { scheduler } = ctx;
+  runCompletion(scheduler, stats, ctx.engine, {
     res,
     entry,
     completion,
     stream: parsed.stream,
     includeUsage: parsed.includeUsage,
     created: Math.floor(Date.now() / 1000),
-    ttftMs: options.ttftMs + options.prefillMsPerToken * promptTokens,
-    itlMs: options.itlMs + (faults.slowTokenMs ?? 0),
+    ttftMs: options.ttftMs,
+    // Decode steps take longer as the batch grows.
+    itlMs: () => options.itlMs + slowTokenMs + options.itlPerRunningMs * Math.max(0, scheduler.running - 1),
     faults,
+    blockHashes: options.prefixCaching ? blockHashes(promptTokenIds(parsed.messages), kv.blockSize) : [],
   });
 }

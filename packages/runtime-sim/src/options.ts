@@ -12,6 +12,10 @@ export interface SimFaults {
   readonly cutAfterTokens?: number;
   /** Extra inter-token latency in ms. */
   readonly slowTokenMs?: number;
+  /** Answer `GET /metrics` with this HTTP status (a runtime whose metrics endpoint fails; chat is unaffected). */
+  readonly metricsErrorStatus?: number;
+  /** Accept `GET /metrics` and never answer (a scraper must time out; chat is unaffected). */
+  readonly metricsHang?: boolean;
 }
 
 export interface RuntimeSimOptions {
@@ -35,8 +39,22 @@ export interface RuntimeSimOptions {
    * Cold Start TTFT (often minutes) as coldStartMs and cap it here to stay quick.
    */
   readonly coldStartCapMs?: number;
-  /** KV cache capacity in tokens; `vllm:kv_cache_usage_perc` is the running requests' tokens over it. */
+  /**
+   * KV cache capacity in tokens. A running request holds blocks for its prompt and its completion; when too few
+   * are free, requests wait (`vllm:num_requests_waiting`). `vllm:kv_cache_usage_perc` is the held share.
+   */
   readonly kvCacheTokens?: number;
+  /** Tokens per KV block (vLLM's default 16): the unit of allocation and of prefix matching. */
+  readonly kvBlockSize?: number;
+  /** Automatic prefix caching (default on, as in vLLM v1): cached prompt blocks are not prefilled again. */
+  readonly prefixCaching?: boolean;
+  /**
+   * Prefills computed at once (default 1: one engine, so prefill work queues and an overloaded replica is
+   * really slower; 0: unbounded, each prompt's prefill runs on its own clock).
+   */
+  readonly prefillLanes?: number;
+  /** Inter-token latency added per other running request, ms (decode slows as the batch grows). */
+  readonly itlPerRunningMs?: number;
   /** When set, /v1/* requests need `Authorization: Bearer <apiKey>`. */
   readonly apiKey?: string | null;
   /** How many finished requests stats() remembers. */
@@ -58,6 +76,12 @@ function num(name: string, value: number | undefined, fallback: number, min: num
   return value;
 }
 
+function bool(name: string, value: boolean | undefined, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean, got ${String(value)}`);
+  return value;
+}
+
 /** The cold start a sim really waits: `coldStartMs`, capped by `coldStartCapMs` when that is set. */
 export const effectiveColdStartMs = (o: ResolvedSimOptions): number => (o.coldStartCapMs > 0 ? Math.min(o.coldStartMs, o.coldStartCapMs) : o.coldStartMs);
 
@@ -76,6 +100,10 @@ export function resolveSimOptions(o: RuntimeSimOptions = {}): ResolvedSimOptions
     coldStartMs: num('coldStartMs', o.coldStartMs, 0, 0, false),
     coldStartCapMs: num('coldStartCapMs', o.coldStartCapMs, 0, 0, false),
     kvCacheTokens: num('kvCacheTokens', o.kvCacheTokens, 262_144, 1, true),
+    kvBlockSize: num('kvBlockSize', o.kvBlockSize, 16, 1, true),
+    prefixCaching: bool('prefixCaching', o.prefixCaching, true),
+    prefillLanes: num('prefillLanes', o.prefillLanes, 1, 0, true),
+    itlPerRunningMs: num('itlPerRunningMs', o.itlPerRunningMs, 0, 0, false),
     requestLogSize: num('requestLogSize', o.requestLogSize, 1000, 1, true),
     maxBodyBytes: num('maxBodyBytes', o.maxBodyBytes, 16 * 1024 * 1024, 1, true),
     apiKey: o.apiKey ? o.apiKey : null,
@@ -83,7 +111,7 @@ export function resolveSimOptions(o: RuntimeSimOptions = {}): ResolvedSimOptions
   });
 }
 
-const FAULT_KEYS = ['errorStatus', 'errorRate', 'hang', 'hangAfterTokens', 'cutAfterTokens', 'slowTokenMs'] as const;
+const FAULT_KEYS = ['errorStatus', 'errorRate', 'hang', 'hangAfterTokens', 'cutAfterTokens', 'slowTokenMs', 'metricsErrorStatus', 'metricsHang'] as const;
 
 /** Validates a faults object (from options or `POST /sim/faults`); throws a TypeError naming the field. */
 export function parseFaults(input: unknown): SimFaults {
@@ -93,13 +121,14 @@ export function parseFaults(input: unknown): SimFaults {
     if (!(FAULT_KEYS as readonly string[]).includes(k)) throw new TypeError(`unknown fault "${k}" (known: ${FAULT_KEYS.join(', ')})`);
   }
   const out: { -readonly [K in keyof SimFaults]: SimFaults[K] } = {};
-  const int = (k: 'errorStatus' | 'hangAfterTokens' | 'cutAfterTokens', min: number, max: number) => {
+  const int = (k: 'errorStatus' | 'hangAfterTokens' | 'cutAfterTokens' | 'metricsErrorStatus', min: number, max: number) => {
     const v = src[k];
     if (v === undefined || v === null) return;
     if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) throw new TypeError(`${k} must be an integer in ${min}..${max}`);
     out[k] = v;
   };
   int('errorStatus', 400, 599);
+  int('metricsErrorStatus', 400, 599);
   int('hangAfterTokens', 0, Number.MAX_SAFE_INTEGER);
   int('cutAfterTokens', 0, Number.MAX_SAFE_INTEGER);
   if (src['errorRate'] != null) {
@@ -112,9 +141,10 @@ export function parseFaults(input: unknown): SimFaults {
     if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw new TypeError('slowTokenMs must be a number >= 0');
     out.slowTokenMs = v;
   }
-  if (src['hang'] != null) {
-    if (typeof src['hang'] !== 'boolean') throw new TypeError('hang must be a boolean');
-    if (src['hang']) out.hang = true;
+  for (const k of ['hang', 'metricsHang'] as const) {
+    if (src[k] == null) continue;
+    if (typeof src[k] !== 'boolean') throw new TypeError(`${k} must be a boolean`);
+    if (src[k]) out[k] = true;
   }
   return Object.freeze(out);
 }

@@ -1,5 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Completion } from './generate-text.ts';
+import type { KvCache, KvLease } from './kv-cache.ts';
+import type { PrefillLanes } from './prefill-lanes.ts';
 import type { SimFaults } from './options.ts';
 import type { Scheduler } from './scheduler.ts';
 import type { RequestLogEntry, SimStats } from './sim-stats.ts';
@@ -12,11 +14,19 @@ export interface CompletionRun {
   readonly stream: boolean;
   readonly includeUsage: boolean;
   readonly created: number;
-  /** Time to first token for this prompt, ms. */
+  /** Fixed part of the time to first token, ms (the prefill of uncached prompt tokens comes on top). */
   readonly ttftMs: number;
-  /** Inter-token latency for this request, ms. */
-  readonly itlMs: number;
+  /** Inter-token latency now, ms (it grows with the running batch). */
+  readonly itlMs: () => number;
   readonly faults: SimFaults;
+  /** The prompt's chained block hashes (prefix caching). */
+  readonly blockHashes: readonly number[];
+}
+
+/** The simulated engine's shared parts: KV memory and prefill compute. */
+export interface Engine {
+  readonly kv: KvCache;
+  readonly prefill: PrefillLanes;
 }
 
 const INFINITY = Number.POSITIVE_INFINITY;
@@ -26,8 +36,11 @@ const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache
  * Queues one completion for a batch slot, then answers it as JSON or SSE with the latency model,
  * the faults that were active when it arrived, and abort handling when the client goes away.
  */
-export function runCompletion(scheduler: Scheduler, stats: SimStats, run: CompletionRun): void {
-  const { res, entry, completion, stream, ttftMs, itlMs } = run;
+export function runCompletion(scheduler: Scheduler, stats: SimStats, engine: Engine, run: CompletionRun): void {
+  const { res, entry, completion, stream } = run;
+  let ttftMs = run.ttftMs;
+  let itlMs = 0;
+  let lease: KvLease | null = null;
   const pieces = completion.pieces;
   const n = pieces.length;
   const cutAt = run.faults.cutAfterTokens ?? INFINITY;
@@ -40,6 +53,7 @@ export function runCompletion(scheduler: Scheduler, stats: SimStats, run: Comple
 
   const release = () => {
     state = 'done';
+    lease?.release();
     scheduler.release();
   };
   const ensureHead = () => {
@@ -68,6 +82,7 @@ export function runCompletion(scheduler: Scheduler, stats: SimStats, run: Comple
       return;
     }
     stats.generated(entry, n);
+    stats.interTokens(n - 1, itlMs / 1000);
     stats.finish(entry, completion.finishReason);
     const promptTokens = entry.promptTokens;
     const body = JSON.stringify({
@@ -111,6 +126,8 @@ export function runCompletion(scheduler: Scheduler, stats: SimStats, run: Comple
       batch += head + delta + JSON.stringify(pieces[i]) + tokenTail;
       i++;
       stats.generated(entry, 1);
+      if (i === 1) lease?.prefilled();
+      itlMs = run.itlMs();
       if (itlMs > 0 && i < n && i < cutAt && i < stallAt) {
         timer = setTimeout(emit, itlMs);
         return 'wait';
@@ -135,16 +152,31 @@ export function runCompletion(scheduler: Scheduler, stats: SimStats, run: Comple
     }
   };
 
-  const job = () => {
+  const start = () => {
     state = 'running';
     startedAt = performance.now();
-    stats.prefill(entry);
+    const cached = lease?.cachedTokens ?? 0;
+    stats.prefill(entry, cached);
+    // Cached prompt blocks are not computed again: only the rest queues for the engine's prefill.
+    ttftMs += engine.prefill.schedule(entry.promptTokens - cached);
     if (stream) ensureHead();
+    else {
+      itlMs = run.itlMs();
+      const prefilled = setTimeout(() => lease?.prefilled(), ttftMs);
+      prefilled.unref();
+    }
     const first = stream ? emit : finishJson;
     const delay = stream ? ttftMs : ttftMs + Math.max(0, jsonLimit - 1) * itlMs;
     if (delay > 0) timer = setTimeout(first, delay);
     else first();
   };
+  // Admitted only with KV blocks for the prompt and the whole completion (so it is never preempted).
+  const job = Object.assign(start, {
+    fits: () => {
+      lease = engine.kv.tryAdmit(run.blockHashes, entry.promptTokens, n);
+      return lease !== null;
+    },
+  });
 
   res.on('close', () => {
     if (state === 'done') return;

@@ -2,8 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { handleChat, type ChatContext } from './handle-chat.ts';
-import { readBody, sendError, sendJson } from './http-io.ts';
+import { readBody, sendError, sendJson, sendStatusError } from './http-io.ts';
 import { effectiveColdStartMs, parseFaults, resolveSimOptions, type RuntimeSimOptions, type SimFaults } from './options.ts';
+import { createKvCache } from './kv-cache.ts';
+import { createPrefillLanes } from './prefill-lanes.ts';
 import { createScheduler } from './scheduler.ts';
 import { createSimStats, type SimGauges, type SimStatsSnapshot } from './sim-stats.ts';
 
@@ -30,7 +32,9 @@ const PROCESS_STARTED_AT = Math.round(performance.timeOrigin);
 export function createRuntimeSim(input: RuntimeSimOptions = {}): RuntimeSim {
   const options = resolveSimOptions(input);
   const scheduler = createScheduler(options.batchSlots, options.maxQueue);
-  const stats = createSimStats(options.models, options.requestLogSize, options.kvCacheTokens);
+  const kv = createKvCache({ capacityTokens: options.kvCacheTokens, blockSize: options.kvBlockSize, prefixCaching: options.prefixCaching });
+  const engine = { kv, prefill: createPrefillLanes(options.prefillLanes, options.prefillMsPerToken) };
+  const stats = createSimStats(options.models, options.requestLogSize, kv);
   const coldStartMs = effectiveColdStartMs(options);
   let listenedAt: number | null = null;
   let warmAt: number | null = null;
@@ -58,6 +62,7 @@ export function createRuntimeSim(input: RuntimeSimOptions = {}): RuntimeSim {
     options,
     scheduler,
     stats,
+    engine,
     faults: options.faults,
     nextId: () => idPrefix + (counter++).toString(36),
   };
@@ -97,6 +102,9 @@ export function createRuntimeSim(input: RuntimeSimOptions = {}): RuntimeSim {
         if (warm) return sendJson(res, 200, '{}');
         return sendError(res, 'service_unavailable', 'model is loading (cold start)');
       case '/metrics': {
+        const f = ctx.faults;
+        if (f.metricsHang === true) return;
+        if (f.metricsErrorStatus !== undefined) return sendStatusError(res, f.metricsErrorStatus, 'runtime-sim injected fault on /metrics');
         const text = stats.renderMetrics(gauges());
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(text) });
         res.end(text);

@@ -1,5 +1,9 @@
-/** A job starts when it gets a batch slot; it must call `release()` exactly once when done. */
-export type Job = () => void;
+/**
+ * A job starts when it gets a batch slot and `fits()` (its KV blocks, taken there) says yes; it must call
+ * `release()` exactly once when done. Waiting jobs start in arrival order: one that does not fit holds the
+ * ones behind it (vLLM's FCFS scheduling).
+ */
+export type Job = (() => void) & { readonly fits?: () => boolean };
 
 export interface Scheduler {
   /** Starts the job now, queues it, or returns false when the queue is full. */
@@ -10,6 +14,8 @@ export interface Scheduler {
   release(): void;
   /** Lets jobs start (after cold start). */
   open(): void;
+  /** Tries the waiting queue again (memory was freed without a slot being released). */
+  poke(): void;
   readonly running: number;
   readonly waiting: number;
   /** Most jobs ever running at once. */
@@ -35,7 +41,7 @@ export function createScheduler(slots: number, maxQueue: number): Scheduler {
     if (pumping) return;
     pumping = true;
     try {
-      while (isOpen && running < slots && queue.length > 0) {
+      while (isOpen && running < slots && queue.length > 0 && (queue[0]!.fits?.() ?? true)) {
         const job = queue.shift()!;
         running++;
         note();
@@ -48,7 +54,7 @@ export function createScheduler(slots: number, maxQueue: number): Scheduler {
 
   return {
     submit(job) {
-      if (isOpen && running < slots && queue.length === 0) {
+      if (isOpen && running < slots && queue.length === 0 && (job.fits?.() ?? true)) {
         running++;
         note();
         job();
@@ -71,6 +77,7 @@ export function createScheduler(slots: number, maxQueue: number): Scheduler {
       isOpen = true;
       pump();
     },
+    poke: pump,
     get running() {
       return running;
     },

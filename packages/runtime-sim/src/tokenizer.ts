@@ -54,3 +54,47 @@ export function countPromptTokens(messages: readonly { readonly content?: unknow
   for (const m of messages) tokens += MESSAGE_OVERHEAD_TOKENS + countTokens(contentText(m.content));
   return tokens;
 }
+
+const START = 0xfffff0;
+const SEP = 0xfffff1;
+const END = 0xfffff2;
+
+function wordId(text: string, from: number, to: number): number {
+  let h = 0x811c9dc5;
+  for (let i = from; i < to; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+/** Appends the ids of a text's tokens (the same split countTokens counts: 4-character word pieces, other characters). */
+function pushTokenIds(text: string, out: number[]): void {
+  let run = -1;
+  const flush = (end: number): void => {
+    for (let s = run; s < end; s += 4) out.push(wordId(text, s, Math.min(end, s + 4)));
+    run = -1;
+  };
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (isWordChar(c)) {
+      if (run < 0) run = i;
+      continue;
+    }
+    if (run >= 0) flush(i);
+    if (!isSpace(c)) out.push(0x1000000 + c);
+  }
+  if (run >= 0) flush(text.length);
+}
+
+/**
+ * The prompt as token ids, laid out like a chat template (per message: start, role, separator, content, end;
+ * then the assistant priming). Its length is exactly countPromptTokens(messages); prefix caching hashes it.
+ */
+export function promptTokenIds(messages: readonly { readonly role?: unknown; readonly content?: unknown }[]): Uint32Array {
+  const out: number[] = [];
+  for (const m of messages) {
+    out.push(START, wordId(String(m.role), 0, String(m.role).length), SEP);
+    pushTokenIds(contentText(m.content), out);
+    out.push(END);
+  }
+  out.push(START, wordId('assistant', 0, 9), SEP);
+  return Uint32Array.from(out);
+}
