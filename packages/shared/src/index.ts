@@ -4,11 +4,11 @@ export { CHAT_ROLES, chatRequestSchema, chatMessageSchema } from './chat.ts';
 export type { ChatRequest, ChatMessage, ChatRole, ChatUsage } from './chat.ts';
 export {
   runtimeKinds, deploymentStates, upstreamSchema, snapshotTenantSchema, snapshotKeySchema,
-  snapshotEndpointSchema, snapshotDeploymentSchema, configSnapshotSchema, configDeltaSchema, applyDeltas,
+  snapshotEndpointSchema, snapshotDeploymentSchema, configSnapshotSchema, configDeltaSchema, applyDeltas, routingSchema,
 } from './snapshot.ts';
 export type {
   RuntimeKind, DeploymentState, SnapshotUpstream, SnapshotTenant, SnapshotKey, SnapshotEndpoint,
-  SnapshotDeployment, ConfigSnapshot, ConfigDelta, ConfigEntityKind,
+  SnapshotDeployment, ConfigSnapshot, ConfigDelta, ConfigEntityKind, SnapshotRouting,
 } from './snapshot.ts';
 export {
   LOAD_REPORT_PATH, WAKE_PATH, deploymentLoadSchema, coldStartSampleSchema, loadReportSchema, wakeRequestSchema,

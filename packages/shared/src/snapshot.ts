@@ -42,6 +42,21 @@ export const snapshotKeySchema = z.object({
 });
 export type SnapshotKey = z.infer<typeof snapshotKeySchema>;
 
+/**
+ * How a data-plane node picks among a target's replicas (issue 12); every field optional, the node's
+ * defaults (ROUTING_POLICY) fill the rest. A deployment's own setting overrides its catalog entry's.
+ */
+export const routingSchema = z.object({
+  policy: z.enum(['scorer', 'least_in_flight', 'round_robin', 'random']).optional(),
+  prefixWeight: z.number().min(0).optional(),
+  queueWeight: z.number().min(0).optional(),
+  kvWeight: z.number().min(0).optional(),
+  /** Requests waiting on a replica, and its KV-cache use (0..1), at which it counts as saturated. */
+  queueThreshold: z.number().int().min(1).optional(),
+  kvThreshold: z.number().min(0).max(1).optional(),
+});
+export type SnapshotRouting = z.infer<typeof routingSchema>;
+
 export const snapshotEndpointSchema = z.object({
   id: z.string(),
   name: z.string(),
@@ -57,6 +72,7 @@ export const snapshotEndpointSchema = z.object({
   priceOutputPerM: z.number().nullable(),
   /** Replicas serving the shared surface. */
   upstreams: z.array(upstreamSchema),
+  routing: routingSchema.optional(),
 });
 export type SnapshotEndpoint = z.infer<typeof snapshotEndpointSchema>;
 
@@ -81,6 +97,7 @@ export const snapshotDeploymentSchema = z.object({
   desiredReplicas: z.number().int().min(0).default(0),
   /** The entry's stated Cold Start TTFT in seconds, for the hold deadline. */
   coldStartSeconds: z.number().nullable().default(null),
+  routing: routingSchema.optional(),
 });
 export type SnapshotDeployment = z.infer<typeof snapshotDeploymentSchema>;
 
