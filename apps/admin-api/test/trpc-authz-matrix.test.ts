@@ -168,9 +168,11 @@ describe.each(testBackends())('tRPC authorisation matrix (%s)', (kind) => {
       const principal = await principalOf(db, world.parties[name]);
       callers.set(name, callerFactory(await createContextInner({ db, publicUrls: PUBLIC_URLS, deployments, principal })));
     }
+    // Ingest bills the key's tenant only: the record needs a real key of tenant A.
+    const usageKey = await createApiKey(db, { tenantId: world.tenantA.id, name: 'usage fixture' });
     await ingestUsage(db, [
       {
-        requestId: `req-${kind}-1`, tenantId: world.tenantA.id, keyId: '', endpointId: '', deploymentId: null, mode: 'shared',
+        requestId: `req-${kind}-1`, tenantId: world.tenantA.id, keyId: usageKey.key.id, endpointId: '', deploymentId: null, mode: 'shared',
         model: 'secret-model-of-a', promptTokens: 10, completionTokens: 5, estimated: false, status: 200, ttftMs: 10, latencyMs: 20,
         startedAt: new Date().toISOString(),
       },
