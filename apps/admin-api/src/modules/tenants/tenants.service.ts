@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import type { MembershipRole } from '@infer/db';
 import type { Db } from '../../db.ts';
 import { isUuid } from '../../db.ts';
@@ -7,6 +6,7 @@ import { requireAuthenticated, requirePlatformAdmin, requireTenantRole } from '.
 import { actorOf, type Principal } from '../access/principal.ts';
 import { checkRateLimits } from '../access/rate-limits.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
+import { revokeAdminTokensBeyondRole } from '../auth/admin-tokens.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import { createInvitation } from './invitations.service.ts';
 import { recordChange } from '../snapshots/snapshots.service.ts';
@@ -203,14 +203,7 @@ export async function removeMember(db: Db, input: { tenantId: string; userId: st
       throw new ServiceError('conflict', 'a tenant keeps at least one owner', 'userId');
     }
     await trx.deleteFrom('memberships').where('tenantId', '=', input.tenantId).where('userId', '=', input.userId).execute();
-    const tokens = await trx
-      .updateTable('adminTokens')
-      .set({ revokedAt: sql<Date>`now()` })
-      .where('tenantId', '=', input.tenantId)
-      .where('userId', '=', input.userId)
-      .where('revokedAt', 'is', null)
-      .returning('id')
-      .execute();
+    const tokens = await revokeAdminTokensBeyondRole(trx, { tenantId: input.tenantId, userId: input.userId });
     await writeAudit(trx, {
       actor: input.actor, tenantId: input.tenantId, action: 'membership.remove', targetType: 'user', targetId: input.userId,
       detail: { role: before.role, revokedAdminTokens: tokens.length },
@@ -244,9 +237,11 @@ export async function setMemberRole(
         .where('tenantId', '=', input.tenantId)
         .where('userId', '=', input.userId)
         .execute();
+      // A demoted owner's tenant admin tokens would still act as owner: they go with the role.
+      const revoked = await revokeAdminTokensBeyondRole(trx, { tenantId: input.tenantId, userId: input.userId });
       await writeAudit(trx, {
         actor: actorOf(principal), tenantId: input.tenantId, action: 'membership.role', targetType: 'user', targetId: input.userId,
-        detail: { role: input.role, from: before.role },
+        detail: { role: input.role, from: before.role, ...(revoked.length > 0 ? { revokedAdminTokens: revoked.length } : {}) },
       });
     }
     const member = (await listMembers(trx, input.tenantId)).find((m) => m.userId === input.userId);
