@@ -120,10 +120,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   const unsubscribe = opts.store.onVersion((_v, view) => pools.retain(view.origins));
   const limits = createLimits(opts.limits ?? {}, (message, err) => app.log.warn({ reason: err instanceof Error ? err.message : String(err) }, message));
   app.addHook('onReady', () => limits.ready());
-  const scale = createScaleHolds(opts.scale ?? { channel: null }, opts.store, (target) => {
-    const c = limits.concurrency(target);
-    return c.active + c.queued;
-  });
+  const scale = createScaleHolds(opts.scale ?? { channel: null }, opts.store, (target) => limits.concurrency(target));
   if (limits.redis !== null) {
     metrics.redisBreaker(false);
     limits.redis.breaker.onChange((state) => {

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildDataplaneApp, createConfigClient, createConfigStore } from '../src/index.ts';
-import type { ConfigClient, ConfigStore } from '../src/index.ts';
+import type { ConfigClient, ConfigStore, LimitsOptions } from '../src/index.ts';
 import { createNodeChannel } from '../src/scale/node-channel.ts';
 import type { ScaleOptions } from '../src/scale/scale-holds.ts';
 import { NODE_TOKEN, SECRET, SECRET_LIMITED, scaleSnapshot, startStubControlPlane, zeroDeployment } from './scale-support.ts';
@@ -32,15 +32,15 @@ async function waitFor(check: () => boolean, what: string, timeoutMs = 15_000): 
 }
 
 /** A data-plane node following the stub's config stream, reporting to it, billing into memory. */
-async function startNode(scale: Partial<ScaleOptions> = {}, channelUrl = cp.url): Promise<Node> {
+async function startNode(scale: Partial<ScaleOptions> = {}, channelUrl = cp.url, limits: LimitsOptions = {}, nodeId = 'node-test'): Promise<Node> {
   const store = createConfigStore();
   const records: UsageRecord[] = [];
-  const channel = createNodeChannel({ url: channelUrl, nodeToken: NODE_TOKEN, nodeId: 'node-test' });
+  const channel = createNodeChannel({ url: channelUrl, nodeToken: NODE_TOKEN, nodeId });
   const app = buildDataplaneApp({
     store,
     usage: { record: (r) => void records.push(r) },
     logger: false,
-    limits: { replicaBaseConcurrency: 8 },
+    limits: { replicaBaseConcurrency: 8, ...limits },
     scale: { channel, holdMinMs: 500, tickMs: 100, ...scale },
   });
   const client = createConfigClient({ url: cp.url, nodeToken: NODE_TOKEN, store });
@@ -83,6 +83,7 @@ beforeAll(async () => {
       zeroDeployment('d-gone', 'zero-gone', 1),
       zeroDeployment('d-burst', 'zero-burst', 1),
       zeroDeployment('d-ctx', 'zero-ctx', 1),
+      zeroDeployment('d-grow', 'zero-grow', 1),
     ]),
   );
   node = await startNode();
@@ -171,6 +172,42 @@ describe('scale from zero: the first request waits for the cold start', () => {
     expect(sims).toHaveLength(2);
     for (const sim of sims) expect(sim.stats().peakInFlight).toBeLessThanOrEqual(8);
     expect(sims.reduce((n, s) => n + s.stats().totals.completed, 0)).toBe(60);
+  });
+});
+
+describe('scaling out under load', () => {
+  it('requests beyond every replica slot are held (not refused by the gate queue) while more replicas start', async () => {
+    // One replica of 8 slots and a node gate queue of 2: without holding, 14 of a 24-request burst (what three
+    // replicas take at once) would be 429s.
+    const small = await startNode({}, cp.url, { queueMax: 2 }, 'node-grow');
+    try {
+      await cp.boot('d-grow', 1, { batchSlots: 8, itlMs: 50 });
+      cp.publish({ ...cp.deployment('d-grow'), state: 'scaling', desiredReplicas: 3 });
+      await waitFor(() => small.store.snapshot()?.deployments.find((d) => d.id === 'd-grow')?.desiredReplicas === 3, 'the scale-up decision on the node');
+      const burst = Array.from({ length: 24 }, () =>
+        fetch(chatUrl(small.url, 'zero-grow'), {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET}` },
+          body: body({ max_tokens: 40 }),
+        }),
+      );
+      // Every request is at the node (8 running, the rest held or at the gate) before more replicas come.
+      await waitFor(() => {
+        const mine = cp.reports
+          .filter((r) => r.nodeId === 'node-grow')
+          .at(-1)
+          ?.deployments.find((d) => d.deploymentId === 'd-grow');
+        return mine !== undefined && mine.inFlight + mine.held === 24;
+      }, 'the burst at the node');
+      await cp.boot('d-grow', 2, { batchSlots: 8, itlMs: 20, coldStartMs: 200 });
+      const results = await Promise.all(burst);
+      expect(results.map((r) => r.status)).toEqual(Array(24).fill(200));
+      expect(results.some((r) => r.headers.get('x-cold-start') === 'true')).toBe(true);
+      await Promise.all(results.map((r) => r.text()));
+      for (const sim of cp.sims.get('d-grow')!) expect(sim.stats().peakInFlight).toBeLessThanOrEqual(8);
+    } finally {
+      await small.close();
+    }
   });
 });
 
@@ -271,7 +308,17 @@ describe('load reports', () => {
     await waitFor(() => cp.reports.length >= before + 3, 'three more reports');
     const last = cp.reports.at(-1)!;
     expect(last.nodeId).toBe('node-test');
-    expect(last.deployments.map((d) => d.deploymentId).sort()).toEqual(['d-burst', 'd-ctx', 'd-expire', 'd-full', 'd-gone', 'd-json', 'd-slow', 'd-stream']);
+    expect(last.deployments.map((d) => d.deploymentId).sort()).toEqual([
+      'd-burst',
+      'd-ctx',
+      'd-expire',
+      'd-full',
+      'd-gone',
+      'd-grow',
+      'd-json',
+      'd-slow',
+      'd-stream',
+    ]);
     expect(cp.authHeaders.has(`Bearer ${NODE_TOKEN}`)).toBe(true);
     // A control plane that is away (a port nothing listens on): warm deployments are served, reports just fail.
     const away = await startNode({}, 'http://127.0.0.1:9');

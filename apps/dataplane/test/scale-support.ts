@@ -99,7 +99,8 @@ export async function startStubControlPlane(initial: ConfigSnapshot): Promise<St
 
   const boot = async (id: string, n: number, opts: RuntimeSimOptions): Promise<void> => {
     booting.add(id);
-    publish({ ...deployment(id), state: 'scaling', desiredReplicas: n });
+    const before = deployment(id).replicas;
+    publish({ ...deployment(id), state: 'scaling', desiredReplicas: before.length + n });
     const started = await Promise.all(
       Array.from({ length: n }, async () => {
         const sim = createRuntimeSim({ models: [SERVED], ...opts });
@@ -109,8 +110,11 @@ export async function startStubControlPlane(initial: ConfigSnapshot): Promise<St
     );
     sims.set(id, [...(sims.get(id) ?? []), ...started.map((s) => s.sim)]);
     await Promise.all(started.map((s) => s.sim.whenWarm()));
-    const replicas = started.map((s, i) => ({ id: `${id}-r${i}`, url: s.url, kind: 'sim' as const, servedModel: SERVED, apiKey: null }));
-    publish({ ...deployment(id), state: 'running', desiredReplicas: n, replicas });
+    const replicas = [
+      ...deployment(id).replicas,
+      ...started.map((s, i) => ({ id: `${id}-r${before.length + i}`, url: s.url, kind: 'sim' as const, servedModel: SERVED, apiKey: null })),
+    ];
+    publish({ ...deployment(id), state: 'running', desiredReplicas: replicas.length, replicas });
     booting.delete(id);
   };
 

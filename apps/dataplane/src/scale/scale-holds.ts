@@ -38,8 +38,9 @@ export interface HeldTicket {
 
 export interface ScaleHolds {
   /**
-   * Holds a dedicated request when its deployment has no ready replica, or when earlier requests are still
-   * held (arrival order), and wakes the deployment; null when the request may go on at once. Throws the
+   * Holds a dedicated request when its deployment has no ready replica, when earlier requests are still held
+   * (arrival order), or when every replica slot is taken while more replicas start; wakes a deployment at
+   * zero. Null when the request may go on at once. Throws the
    * answer to send now: 400 bad `x-scale-up-timeout` or a prompt over the context length (no point waiting), 503 `deployment_scaling_up` when the cold start still
    * expected outlasts the deadline, 429 when this deployment's hold queue is full.
    */
@@ -96,7 +97,11 @@ const WAITED_MAX = 10_000;
 const BOOTING: ReadonlySet<string> = new Set(['pending', 'provisioning', 'scaling']);
 
 /** The per-node serverless request path: hold through cold starts, wake, drain in order, report load. */
-export function createScaleHolds(opts: ScaleOptions, store: ConfigStore, inFlight: (target: RouteTarget) => number): ScaleHolds {
+export function createScaleHolds(
+  opts: ScaleOptions,
+  store: ConfigStore,
+  concurrency: (target: RouteTarget) => { readonly active: number; readonly queued: number },
+): ScaleHolds {
   const { channel } = opts;
   const bounds: HoldBounds = { minMs: opts.holdMinMs ?? 30_000, maxMs: opts.holdMaxMs ?? 600_000 };
   const queueMax = opts.queueMax ?? 1000;
@@ -130,6 +135,14 @@ export function createScaleHolds(opts: ScaleOptions, store: ConfigStore, inFligh
     if (ready) return 'loading';
     const d = infos.get(w.id)?.d;
     return w.acknowledged || (d !== undefined && BOOTING.has(d.state) && d.desiredReplicas > 0) ? 'starting' : 'queued';
+  };
+  /**
+   * Every replica slot is taken (requests already wait at the concurrency gate) while more replicas are on
+   * their way: the request is held with its hold deadline rather than refused by the gate's short queue.
+   */
+  const backedUpWhileScaling = (id: string, target: RouteTarget): boolean => {
+    const d = infos.get(id)?.d;
+    return d !== undefined && d.desiredReplicas > target.upstreams.length && concurrency(target).queued > 0;
   };
   const retryAfter = (w: Waking): string => String(Math.max(2, Math.ceil(etaMs(w, false) / 1000)));
   const scalingUp = (w: Waking, message: string): ApiError => new ApiError('deployment_scaling_up', message, null, { 'retry-after': retryAfter(w) });
@@ -231,7 +244,8 @@ export function createScaleHolds(opts: ScaleOptions, store: ConfigStore, inFligh
       if (d.state === 'stopped') continue;
       const target = currentTarget(id);
       const w = waking.get(id);
-      out.push({ deploymentId: id, inFlight: target === null ? 0 : inFlight(target), held: w === undefined ? 0 : w.queue.length });
+      const c = target === null ? null : concurrency(target);
+      out.push({ deploymentId: id, inFlight: c === null ? 0 : c.active + c.queued, held: w === undefined ? 0 : w.queue.length });
     }
     return out;
   };
@@ -278,7 +292,7 @@ export function createScaleHolds(opts: ScaleOptions, store: ConfigStore, inFligh
       const id = target.deploymentId;
       if (id === null || channel === null) return null;
       const w = waking.get(id);
-      if (target.ready && (w === undefined || (w.queue.length === 0 && w.admitting === null))) return null;
+      if (target.ready && (w === undefined || (w.queue.length === 0 && w.admitting === null)) && !backedUpWhileScaling(id, target)) return null;
       const info = infos.get(id);
       if (!target.ready && (info === undefined || info.d.state === 'stopped' || info.d.state === 'failed')) return null;
       checkContextLength(target.limits.contextLength, estimatePromptTokens(body), requestedCompletion(body));
