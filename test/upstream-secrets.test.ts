@@ -35,11 +35,16 @@ describe.each(testBackends())('upstream API keys at rest (%s)', (kind) => {
     sim = createRuntimeSim({ models: ['org/served'], apiKey: PROVIDER_KEY });
     const simUrl = (await sim.listen(0)).url;
     const tenant = await createTenant(database.db, { slug: 'acme', name: 'Acme' });
-    entryId = (await createEntry(database.db, { name: 'Model-One', provider: 'org', offeredShared: true, published: true, priceInputPerM: 1, priceOutputPerM: 1 })).id;
+    entryId = (
+      await createEntry(database.db, { name: 'Model-One', provider: 'org', offeredShared: true, published: true, priceInputPerM: 1, priceOutputPerM: 1 })
+    ).id;
     await addUpstream(database.db, { entryId, url: simUrl, kind: 'sim', servedModel: 'org/served', apiKey: PROVIDER_KEY });
     secret = (await createApiKey(database.db, { tenantId: tenant.id, name: 'k' })).secret;
     admin = await buildAdminApp({
-      db: database.db, dbKind: database.kind, pgPool: database.pool, nodeToken: NODE_TOKEN,
+      db: database.db,
+      dbKind: database.kind,
+      pgPool: database.pool,
+      nodeToken: NODE_TOKEN,
       publicUrls: { sharedBaseUrl: 'http://127.0.0.1:9/endpoints/v1', dataplaneUrl: 'http://127.0.0.1:9' },
     });
     await admin.listen({ port: 0, host: '127.0.0.1' });
@@ -57,7 +62,11 @@ describe.each(testBackends())('upstream API keys at rest (%s)', (kind) => {
     const row = { rows: await database.db.selectFrom('endpointUpstreams').select('apiKey').where('entryId', '=', entryId).execute() };
     expect(row.rows[0]!.apiKey!).toMatch(/^enc:v1:k1:/);
     expect(row.rows[0]!.apiKey!).not.toContain(PROVIDER_KEY);
-    const outbox = { rows: (await database.db.selectFrom('configOutbox').select('payload').where('entityId', '=', entryId).execute()).map((o) => ({ payload: JSON.stringify(o.payload) })) };
+    const outbox = {
+      rows: (await database.db.selectFrom('configOutbox').select('payload').where('entityId', '=', entryId).execute()).map((o) => ({
+        payload: JSON.stringify(o.payload),
+      })),
+    };
     expect(outbox.rows.length).toBeGreaterThan(0);
     for (const o of outbox.rows) expect(o.payload).not.toContain(PROVIDER_KEY);
     expect(outbox.rows.some((o) => o.payload.includes('enc:v1:k1:'))).toBe(true);
@@ -79,13 +88,21 @@ describe.each(testBackends())('upstream API keys at rest (%s)', (kind) => {
       await waitFor(async () => store.view !== null && (store.version ?? 0) > 0, 5000);
       const chat = async (): Promise<number> => {
         const res = await fetch(`${dpUrl}/endpoints/v1/chat/completions`, {
-          method: 'POST', headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+          method: 'POST',
+          headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
           body: JSON.stringify({ model: 'Model-One', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }),
         });
         await res.arrayBuffer();
         return res.status;
       };
-      return { client, chat, close: async () => { await dp.close(); await client.close(); } };
+      return {
+        client,
+        chat,
+        close: async () => {
+          await dp.close();
+          await client.close();
+        },
+      };
     };
 
     const node = await startNode(adminUrl);
@@ -112,7 +129,11 @@ describe.each(testBackends())('upstream API keys at rest (%s)', (kind) => {
     expect(await resealUpstreamKeys(database.db)).toBeGreaterThan(0);
     const row = { rows: await database.db.selectFrom('endpointUpstreams').select('apiKey').where('entryId', '=', entryId).execute() };
     expect(row.rows[0]!.apiKey!).toMatch(/^enc:v1:k2:/);
-    const outbox = { rows: (await database.db.selectFrom('configOutbox').select('payload').where('entityId', '=', entryId).execute()).map((o) => ({ payload: JSON.stringify(o.payload) })) };
+    const outbox = {
+      rows: (await database.db.selectFrom('configOutbox').select('payload').where('entityId', '=', entryId).execute()).map((o) => ({
+        payload: JSON.stringify(o.payload),
+      })),
+    };
     for (const o of outbox.rows) expect(o.payload).not.toContain('enc:v1:k1:');
 
     installSecretKeyring(parseKeyring(k2)); // k1 retired

@@ -70,17 +70,30 @@ describe('usage durability on the data-plane node (real processes)', () => {
 
   const startAdmin = async (): Promise<void> => {
     admin = startNode('apps/admin-api/src/server.ts', {
-      DATABASE_URL: database.url!, ADMIN_HOST: '127.0.0.1', ADMIN_PORT: String(adminPort), NODE_TOKEN, DATA_DIR: join(dir, 'admin'),
-      LOG_LEVEL: 'warn', OUTBOX_PRUNE_INTERVAL_S: '0', SECRETS_ENCRYPTION_KEY: `k1:${Buffer.alloc(32, 7).toString('base64')}`,
+      DATABASE_URL: database.url!,
+      ADMIN_HOST: '127.0.0.1',
+      ADMIN_PORT: String(adminPort),
+      NODE_TOKEN,
+      DATA_DIR: join(dir, 'admin'),
+      LOG_LEVEL: 'warn',
+      OUTBOX_PRUNE_INTERVAL_S: '0',
+      SECRETS_ENCRYPTION_KEY: `k1:${Buffer.alloc(32, 7).toString('base64')}`,
     });
     await waitUntil(answers(`http://127.0.0.1:${adminPort}/healthz`), 'control plane up', 30_000, admin);
   };
   const startDataplane = async (flushMs = 200): Promise<void> => {
     node = startNode('apps/dataplane/src/server.ts', {
-      HOST: '127.0.0.1', PORT: String(nodePort), CONTROL_PLANE_URL: `http://127.0.0.1:${adminPort}`, NODE_TOKEN,
-      USAGE_SPOOL_DIR: join(dir, 'spool'), USAGE_FLUSH_MS: String(flushMs), LOG_LEVEL: 'warn', METRICS_PORT: '0',
+      HOST: '127.0.0.1',
+      PORT: String(nodePort),
+      CONTROL_PLANE_URL: `http://127.0.0.1:${adminPort}`,
+      NODE_TOKEN,
+      USAGE_SPOOL_DIR: join(dir, 'spool'),
+      USAGE_FLUSH_MS: String(flushMs),
+      LOG_LEVEL: 'warn',
+      METRICS_PORT: '0',
       // The shared test machine is slow: let requests queue rather than be refused, the point is billing.
-      REPLICA_BASE_CONCURRENCY: '512', QUEUE_MAX: '4096',
+      REPLICA_BASE_CONCURRENCY: '512',
+      QUEUE_MAX: '4096',
     });
     await waitUntil(answers(`http://127.0.0.1:${nodePort}/readyz`), 'data-plane node ready', 30_000, node);
   };
@@ -164,12 +177,7 @@ describe('usage durability on the data-plane node (real processes)', () => {
   };
 
   const billedByRequest = async (prefix: string): Promise<Map<string, number>> => {
-    const rows = await database.db
-      .selectFrom('usageRecords')
-      .select('requestId')
-      .where('requestId', 'like', `${prefix}-%`)
-      .where('status', '=', 200)
-      .execute();
+    const rows = await database.db.selectFrom('usageRecords').select('requestId').where('requestId', 'like', `${prefix}-%`).where('status', '=', 200).execute();
     const counts = new Map<string, number>();
     for (const r of rows) {
       const id = r.requestId.slice(0, r.requestId.indexOf('.'));
@@ -190,7 +198,12 @@ describe('usage durability on the data-plane node (real processes)', () => {
     });
     await killed;
     await startDataplane(); // what the dead process spooled is replayed
-    const replayed = Number(/"records":(\d+)[^\n]*replaying|replaying[^\n]*"records":(\d+)/.exec(node!.output())?.slice(1).find((x) => x !== undefined) ?? '0');
+    const replayed = Number(
+      /"records":(\d+)[^\n]*replaying|replaying[^\n]*"records":(\d+)/
+        .exec(node!.output())
+        ?.slice(1)
+        .find((x) => x !== undefined) ?? '0',
+    );
     const statusesBefore = JSON.stringify([...statuses]);
     const after = await drive('k9', 120, 1500, undefined, before.sent);
     console.log(`before restart ${statusesBefore}, after ${JSON.stringify([...statuses])}`);
@@ -201,14 +214,20 @@ describe('usage durability on the data-plane node (real processes)', () => {
     expect(replayed).toBeGreaterThanOrEqual(before.ok.size);
 
     let billed = new Map<string, number>();
-    await waitUntil(async () => {
-      billed = await billedByRequest('k9');
-      return [...ok].every((id) => billed.has(id));
-    }, 'every success billed', 30_000);
+    await waitUntil(
+      async () => {
+        billed = await billedByRequest('k9');
+        return [...ok].every((id) => billed.has(id));
+      },
+      'every success billed',
+      30_000,
+    );
     const lost = [...ok].filter((id) => !billed.has(id));
     const duplicated = [...billed.values()].filter((n) => n > 1).length;
     const billedNotSeen = [...billed.keys()].filter((id) => !ok.has(id)).length;
-    console.log(`kill -9 under load: replayed from the dead node's spool ${replayed}, statuses ${JSON.stringify([...statuses])}, sent ${sent}, client successes ${ok.size}, billed ${billed.size}, lost ${lost.length}, duplicated ${duplicated}, billed but failed at the client ${billedNotSeen}`);
+    console.log(
+      `kill -9 under load: replayed from the dead node's spool ${replayed}, statuses ${JSON.stringify([...statuses])}, sent ${sent}, client successes ${ok.size}, billed ${billed.size}, lost ${lost.length}, duplicated ${duplicated}, billed but failed at the client ${billedNotSeen}`,
+    );
     expect(lost).toEqual([]);
     expect(duplicated).toBe(0);
   }, 120_000);
@@ -227,12 +246,18 @@ describe('usage durability on the data-plane node (real processes)', () => {
     await startAdmin();
     await startDataplane();
     let billed = new Map<string, number>();
-    await waitUntil(async () => {
-      billed = await billedByRequest('down');
-      return [...ok].every((id) => billed.has(id));
-    }, 'every spooled record delivered', 30_000);
+    await waitUntil(
+      async () => {
+        billed = await billedByRequest('down');
+        return [...ok].every((id) => billed.has(id));
+      },
+      'every spooled record delivered',
+      30_000,
+    );
     const duplicated = [...billed.values()].filter((n) => n > 1).length;
-    console.log(`SIGTERM with the control plane down: client successes ${ok.size}, spooled at shutdown ${remaining}, billed after restart ${billed.size}, duplicated ${duplicated}`);
+    console.log(
+      `SIGTERM with the control plane down: client successes ${ok.size}, spooled at shutdown ${remaining}, billed after restart ${billed.size}, duplicated ${duplicated}`,
+    );
     expect([...ok].filter((id) => !billed.has(id))).toEqual([]);
     expect(duplicated).toBe(0);
   }, 120_000);

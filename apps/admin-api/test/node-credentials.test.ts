@@ -33,13 +33,27 @@ describe.each(testBackends())('node credentials and usage ingest (%s)', (kind) =
   afterAll(async () => t?.close());
 
   const record = (over: Partial<UsageRecord> = {}): UsageRecord => ({
-    requestId: `req-${randomUUID()}`, tenantId: tenantA, keyId: keyA, endpointId: entryId, deploymentId: null, mode: 'shared',
-    model: 'Model-X', promptTokens: 10, completionTokens: 20, estimated: false, status: 200, ttftMs: 5, latencyMs: 9,
-    startedAt: new Date().toISOString(), ...over,
+    requestId: `req-${randomUUID()}`,
+    tenantId: tenantA,
+    keyId: keyA,
+    endpointId: entryId,
+    deploymentId: null,
+    mode: 'shared',
+    model: 'Model-X',
+    promptTokens: 10,
+    completionTokens: 20,
+    estimated: false,
+    status: 200,
+    ttftMs: 5,
+    latencyMs: 9,
+    startedAt: new Date().toISOString(),
+    ...over,
   });
   const postUsage = async (records: UsageRecord[], bearer = NODE_TOKEN) => {
     const res = await fetch(`${t.baseUrl}/internal/v1/usage`, {
-      method: 'POST', headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' }, body: JSON.stringify({ records }),
+      method: 'POST',
+      headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ records }),
     });
     return { status: res.status, body: (await res.json()) as { accepted?: number; rejected?: number; error?: { code: string } } };
   };
@@ -47,12 +61,15 @@ describe.each(testBackends())('node credentials and usage ingest (%s)', (kind) =
     t.database.db.selectFrom('usageRecords').select(['requestId', 'tenantId']).where('requestId', 'in', requestIds).execute();
   const gql = async (bearer: string, query: string, variables: Record<string, unknown> = {}) => {
     const res = await fetch(`${t.baseUrl}/graphql`, {
-      method: 'POST', headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' }, body: JSON.stringify({ query, variables }),
+      method: 'POST',
+      headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ query, variables }),
     });
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- GraphQL answers are checked field by field below
     return (await res.json()) as { data?: any; errors?: { message: string; extensions?: { code?: string } }[] };
   };
 
-  it('refuses a forged tenant: a record naming tenant B under tenant A\'s key bills nobody', async () => {
+  it("refuses a forged tenant: a record naming tenant B under tenant A's key bills nobody", async () => {
     const forged = [
       record({ tenantId: tenantB }), // A's key, B's tenant
       record({ keyId: keyB }), // B's key, A's tenant
@@ -67,7 +84,7 @@ describe.each(testBackends())('node credentials and usage ingest (%s)', (kind) =
     expect(rows).toEqual([{ requestId: honest.requestId, tenantId: tenantA }]);
   });
 
-  it("refuses a deployment of another tenant and absurd token counts", async () => {
+  it('refuses a deployment of another tenant and absurd token counts', async () => {
     const bogus = [
       record({ deploymentId: randomUUID(), mode: 'dedicated' }),
       record({ promptTokens: 10_000_001 }),
@@ -128,7 +145,9 @@ describe.each(testBackends())('node credentials and usage ingest (%s)', (kind) =
 
     // A tRPC caller without the platform role cannot revoke either.
     const trpc = await fetch(`${t.baseUrl}/trpc/nodeCredentials.revoke`, {
-      method: 'POST', headers: { authorization: `Bearer ${tenantToken}`, 'content-type': 'application/json' }, body: JSON.stringify({ id: credential.id }),
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenantToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ id: credential.id }),
     });
     expect(trpc.status).toBe(403);
     // The bootstrap stream was not cut: it still receives deltas.

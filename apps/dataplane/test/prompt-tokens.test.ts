@@ -11,7 +11,13 @@ describe('prompt token count without the runtime usage', () => {
   it('matches the BPE tokenizer of the family (reference counts of cl100k_base / o200k_base)', () => {
     const fox = 'The quick brown fox jumps over the lazy dog.'; // 10 tokens in both
     const report = 'Summarise the attached quarterly report in three bullet points for the board.'; // 15
-    const body = { model: 'meta-llama/Llama-3.3-70B-Instruct', messages: [{ role: 'system', content: fox }, { role: 'user', content: report }] };
+    const body = {
+      model: 'meta-llama/Llama-3.3-70B-Instruct',
+      messages: [
+        { role: 'system', content: fox },
+        { role: 'user', content: report },
+      ],
+    };
     expect(countPromptTokens(body)).toBe(10 + 15 + overhead(2));
     expect(countPromptTokens({ model: 'x', messages: [{ role: 'user', content: [{ type: 'text', text: 'hello world' }] }] })).toBe(2 + overhead(1));
     expect(countPromptTokens({ model: 'x', messages: [{ role: 'user', content: 'a <|endoftext|> in the text' }] })).toBeGreaterThan(overhead(1));
@@ -40,7 +46,9 @@ describe('prompt tokens in usage records', () => {
   const recordFor = (id: string) => sink.records.find((r) => r.requestId.startsWith(`${id}.`));
 
   it("uses the runtime's count when it sent one", async () => {
-    const res = await post(`${dp.url}/endpoints/v1/chat/completions`, chatBody({ model: NAME, stream: true, max_tokens: 4 }), undefined, { 'x-request-id': 'pt-whole' });
+    const res = await post(`${dp.url}/endpoints/v1/chat/completions`, chatBody({ model: NAME, stream: true, max_tokens: 4 }), undefined, {
+      'x-request-id': 'pt-whole',
+    });
     await res.text();
     await waitFor(() => recordFor('pt-whole') !== undefined);
     const entry = sim.sim.stats().requests.find((e) => e.id === 'chatcmpl-pt-whole')!;

@@ -19,12 +19,26 @@ afterEach(() => {
 
 function fakeRecord(requestId: string): UsageRecord {
   return {
-    requestId, tenantId: 't', keyId: 'k', endpointId: 'e', deploymentId: null, mode: 'shared', model: 'm',
-    promptTokens: 1, completionTokens: 2, estimated: false, status: 200, ttftMs: 1, latencyMs: 2, startedAt: new Date().toISOString(),
+    requestId,
+    tenantId: 't',
+    keyId: 'k',
+    endpointId: 'e',
+    deploymentId: null,
+    mode: 'shared',
+    model: 'm',
+    promptTokens: 1,
+    completionTokens: 2,
+    estimated: false,
+    status: 200,
+    ttftMs: 1,
+    latencyMs: 2,
+    startedAt: new Date().toISOString(),
   };
 }
 const segmentBytes = (dir: string): number =>
-  readdirSync(dir).filter((n) => n.startsWith('usage-')).reduce((sum, n) => sum + statSync(join(dir, n)).size, 0);
+  readdirSync(dir)
+    .filter((n) => n.startsWith('usage-'))
+    .reduce((sum, n) => sum + statSync(join(dir, n)).size, 0);
 
 describe('usage spool', () => {
   it('has each record on disk when record() returns, and replays what was never acknowledged', async () => {
@@ -32,7 +46,10 @@ describe('usage spool', () => {
     const rep = createUsageReporter({ url: await deadUrl(), nodeToken: 't', flushMs: 60_000, spoolDir: dir });
     for (let i = 0; i < 5; i++) rep.record(fakeRecord(`crash-${i}`));
     // Nothing was flushed nor closed yet: the lines are already in the file.
-    const text = readdirSync(dir).filter((n) => n.startsWith('usage-')).map((n) => readFileSync(join(dir, n), 'utf8')).join('');
+    const text = readdirSync(dir)
+      .filter((n) => n.startsWith('usage-'))
+      .map((n) => readFileSync(join(dir, n), 'utf8'))
+      .join('');
     expect(text.trim().split('\n')).toHaveLength(5);
     expect(statSync(dir).mode & 0o777).toBe(0o700);
 

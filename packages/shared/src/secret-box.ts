@@ -42,5 +42,4 @@ export function openSecret(sealed: string, keys: ReadonlyMap<string, Buffer>): s
 }
 
 /** A 32-byte key derived from another secret (e.g. a node's credential), for one purpose. */
-export const deriveSecretKey = (secret: string, purpose: string): Buffer =>
-  Buffer.from(hkdfSync('sha256', secret, 'infer-secret-box', purpose, 32));
+export const deriveSecretKey = (secret: string, purpose: string): Buffer => Buffer.from(hkdfSync('sha256', secret, 'infer-secret-box', purpose, 32));

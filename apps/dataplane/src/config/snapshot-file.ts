@@ -30,7 +30,7 @@ export function readSnapshotFile(path: string, key?: Buffer): ConfigSnapshot {
   try {
     raw = JSON.parse(readFileSync(path, 'utf8'));
   } catch (err) {
-    throw new Error(`cannot read config snapshot ${path}: ${(err as Error).message}`);
+    throw new Error(`cannot read config snapshot ${path}: ${(err as Error).message}`, { cause: err });
   }
   const parsed = configSnapshotSchema.safeParse(raw);
   if (!parsed.success) {
@@ -40,8 +40,8 @@ export function readSnapshotFile(path: string, key?: Buffer): ConfigSnapshot {
   const keys = key ? new Map([[FILE_KEY_ID, key]]) : new Map<string, Buffer>();
   try {
     return mapUpstreamKeys(parsed.data, (k) => (isSealed(k) ? openSecret(k, keys) : k));
-  } catch {
-    throw new Error(`config snapshot ${path} holds upstream API keys sealed for another node credential`);
+  } catch (err) {
+    throw new Error(`config snapshot ${path} holds upstream API keys sealed for another node credential`, { cause: err });
   }
 }
 

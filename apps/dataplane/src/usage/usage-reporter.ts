@@ -52,9 +52,7 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
   const flushMs = opts.flushMs ?? 1000;
   const maxBatch = opts.maxBatch ?? 500;
   const maxPending = opts.maxPending ?? 200_000;
-  const spool: UsageSpool | null = opts.spoolDir !== undefined
-    ? openUsageSpool(opts.spoolDir, { fsyncMs: opts.fsyncMs, onError: opts.onError })
-    : null;
+  const spool: UsageSpool | null = opts.spoolDir !== undefined ? openUsageSpool(opts.spoolDir, { fsyncMs: opts.fsyncMs, onError: opts.onError }) : null;
   let queue: SpoolEntry[] = spool ? [...spool.recovered] : [];
   const recovered = queue.length;
   let inFlight: Promise<void> | null = null;

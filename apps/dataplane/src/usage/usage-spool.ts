@@ -1,6 +1,18 @@
 import {
-  closeSync, fdatasync, fdatasyncSync, fsyncSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync,
-  appendFileSync, unlinkSync, writeFileSync, writeSync, close,
+  closeSync,
+  fdatasync,
+  fdatasyncSync,
+  fsyncSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  appendFileSync,
+  unlinkSync,
+  writeFileSync,
+  writeSync,
+  close,
 } from 'node:fs';
 import { join } from 'node:path';
 import { usageRecordSchema, type UsageRecord } from '@infer/shared';

@@ -1,6 +1,10 @@
 import { builder } from '../../graphql/builder.ts';
 import {
-  createNodeCredential, listNodeCredentials, revokeNodeCredential, type CreatedNodeCredential, type NodeCredential,
+  createNodeCredential,
+  listNodeCredentials,
+  revokeNodeCredential,
+  type CreatedNodeCredential,
+  type NodeCredential,
 } from './node-credentials.service.ts';
 
 const NodeCredentialRef = builder.objectRef<NodeCredential>('NodeCredential').implement({

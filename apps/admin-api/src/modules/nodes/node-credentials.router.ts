@@ -9,7 +9,5 @@ export const nodeCredentialsRouter = router({
   create: authedProcedure
     .input(z.object({ name: z.string().min(1).max(100) }))
     .mutation(({ ctx, input }) => createNodeCredential(ctx.db, ctx.principal, input)),
-  revoke: authedProcedure
-    .input(z.object({ id: z.uuid() }))
-    .mutation(({ ctx, input }) => revokeNodeCredential(ctx.db, ctx.principal, input)),
+  revoke: authedProcedure.input(z.object({ id: z.uuid() })).mutation(({ ctx, input }) => revokeNodeCredential(ctx.db, ctx.principal, input)),
 });

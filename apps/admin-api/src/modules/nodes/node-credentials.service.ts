@@ -112,14 +112,14 @@ const LAST_USED_RESOLUTION_MS = 60_000;
 /** The credential of an `infn_…` secret if it is valid and not revoked, else null. Bumps last_used_at at most once a minute. */
 export async function authenticateNodeCredential(db: Db, secret: string): Promise<NodeIdentity | null> {
   if (!secret.startsWith(SECRET_PREFIX.node) || !hasValidChecksum(secret)) return null;
-  const row = await db
-    .selectFrom('nodeCredentials')
-    .select(['id', 'revokedAt', 'lastUsedAt'])
-    .where('hash', '=', hashSecret(secret))
-    .executeTakeFirst();
+  const row = await db.selectFrom('nodeCredentials').select(['id', 'revokedAt', 'lastUsedAt']).where('hash', '=', hashSecret(secret)).executeTakeFirst();
   if (!row || row.revokedAt !== null) return null;
   if (row.lastUsedAt === null || Date.now() - row.lastUsedAt.getTime() >= LAST_USED_RESOLUTION_MS) {
-    await db.updateTable('nodeCredentials').set({ lastUsedAt: sql<Date>`now()` }).where('id', '=', row.id).execute();
+    await db
+      .updateTable('nodeCredentials')
+      .set({ lastUsedAt: sql<Date>`now()` })
+      .where('id', '=', row.id)
+      .execute();
   }
   return { credentialId: row.id };
 }

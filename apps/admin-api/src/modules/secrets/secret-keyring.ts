@@ -19,16 +19,21 @@ export interface SecretKeyring {
 export function parseKeyring(spec: string): SecretKeyring {
   const keys = new Map<string, Buffer>();
   let currentId: string | null = null;
-  spec.split(',').map((s) => s.trim()).filter((s) => s.length > 0).forEach((entry, i) => {
-    const colon = entry.indexOf(':');
-    const id = colon < 0 ? 'k1' : entry.slice(0, colon);
-    const key = Buffer.from(colon < 0 ? entry : entry.slice(colon + 1), 'base64');
-    if (!/^[\w-]{1,32}$/.test(id)) throw new Error(`SECRETS_ENCRYPTION_KEY entry ${i + 1}: the key id must be 1 to 32 letters, digits, _ or -`);
-    if (key.length !== 32) throw new Error(`SECRETS_ENCRYPTION_KEY entry ${i + 1} (${id}): the key must be 32 bytes, base64-encoded (openssl rand -base64 32)`);
-    if (keys.has(id)) throw new Error(`SECRETS_ENCRYPTION_KEY: key id ${id} appears twice`);
-    keys.set(id, key);
-    currentId ??= id;
-  });
+  spec
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
+    .forEach((entry, i) => {
+      const colon = entry.indexOf(':');
+      const id = colon < 0 ? 'k1' : entry.slice(0, colon);
+      const key = Buffer.from(colon < 0 ? entry : entry.slice(colon + 1), 'base64');
+      if (!/^[\w-]{1,32}$/.test(id)) throw new Error(`SECRETS_ENCRYPTION_KEY entry ${i + 1}: the key id must be 1 to 32 letters, digits, _ or -`);
+      if (key.length !== 32)
+        throw new Error(`SECRETS_ENCRYPTION_KEY entry ${i + 1} (${id}): the key must be 32 bytes, base64-encoded (openssl rand -base64 32)`);
+      if (keys.has(id)) throw new Error(`SECRETS_ENCRYPTION_KEY: key id ${id} appears twice`);
+      keys.set(id, key);
+      currentId ??= id;
+    });
   if (currentId === null) throw new Error('SECRETS_ENCRYPTION_KEY holds no key');
   return { currentId, keys };
 }

@@ -39,7 +39,12 @@ export async function resealUpstreamKeys(db: Db): Promise<number> {
   const rows = await db.selectFrom('endpointUpstreams').select(['id', 'apiKey']).where('apiKey', 'is not', null).execute();
   for (const r of rows) {
     if (r.apiKey === null || !needsReseal(r.apiKey)) continue;
-    await db.updateTable('endpointUpstreams').set({ apiKey: sealStoredSecret(openStoredSecret(r.apiKey)) }).where('id', '=', r.id).where('apiKey', '=', r.apiKey).execute();
+    await db
+      .updateTable('endpointUpstreams')
+      .set({ apiKey: sealStoredSecret(openStoredSecret(r.apiKey)) })
+      .where('id', '=', r.id)
+      .where('apiKey', '=', r.apiKey)
+      .execute();
     rewritten++;
   }
   const outbox = await db.selectFrom('configOutbox').select(['seq', 'payload']).where('kind', '=', 'endpoint').where('op', '=', 'upsert').execute();
@@ -48,9 +53,15 @@ export async function resealUpstreamKeys(db: Db): Promise<number> {
     if (!payload || !Array.isArray(payload.upstreams) || !payload.upstreams.some((u) => u.apiKey !== null && needsReseal(u.apiKey))) continue;
     const sealed = {
       ...payload,
-      upstreams: payload.upstreams.map((u) => (u.apiKey === null || !needsReseal(u.apiKey) ? u : { ...u, apiKey: sealStoredSecret(openStoredSecret(u.apiKey)) })),
+      upstreams: payload.upstreams.map((u) =>
+        u.apiKey === null || !needsReseal(u.apiKey) ? u : { ...u, apiKey: sealStoredSecret(openStoredSecret(u.apiKey)) },
+      ),
     };
-    await db.updateTable('configOutbox').set({ payload: sealed as unknown as JsonObject }).where('seq', '=', o.seq).execute();
+    await db
+      .updateTable('configOutbox')
+      .set({ payload: sealed as unknown as JsonObject })
+      .where('seq', '=', o.seq)
+      .execute();
     rewritten++;
   }
   return rewritten;

@@ -106,9 +106,12 @@ export const snapshotRoutes: FastifyPluginAsync<SnapshotRoutesOptions> = async (
       if (!set) byCredential.set(credentialId, (set = new Set()));
       set.add(end);
       recheck = setInterval(() => {
-        nodeCredentialActive(db, credentialId).then((active) => {
-          if (!active) end();
-        }, () => undefined);
+        nodeCredentialActive(db, credentialId).then(
+          (active) => {
+            if (!active) end();
+          },
+          () => undefined,
+        );
       }, credentialRecheckMs);
     }
     res.on('close', end);
