@@ -155,6 +155,17 @@ describe.each(testBackends())('node credentials and usage ingest (%s)', (kind) =
     expect((await bootstrapEvents.next(10_000)).event).toBe('delta');
   });
 
+  it('a revoke made on another control-plane replica cuts the stream at its next re-check', async () => {
+    const created = await gql(platformToken, `mutation { createNodeCredential(name: "node-3") { credential { id } secret } }`);
+    const { credential, secret } = created.data!.createNodeCredential;
+    const stream = await fetch(`${t.baseUrl}/internal/v1/config/stream`, { headers: { authorization: `Bearer ${secret}` } });
+    const events = sseReader(stream.body!);
+    expect((await events.next())?.event).toBe('snapshot');
+    // Written straight to the database: this process's revoke event never fires, as on another replica.
+    await t.database.db.updateTable('nodeCredentials').set({ revokedAt: new Date() }).where('id', '=', credential.id).execute();
+    await expect(events.next(15_000)).rejects.toThrow('SSE stream ended');
+  });
+
   it('refuses a made-up infn_ credential', async () => {
     expect((await postUsage([record()], 'infn_0000000000000000000000000000000000000')).status).toBe(401);
   });
