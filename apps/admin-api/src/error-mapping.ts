@@ -110,14 +110,22 @@ export function maskGraphQLError(error: unknown, message: string, onUnexpected?:
 /** The OpenAI-shaped error code of a plain HTTP status. */
 export function httpStatusCode(status: number): ErrorCode {
   switch (status) {
-    case 401: return 'invalid_api_key';
-    case 403: return 'permission_denied';
-    case 404: return 'not_found';
-    case 405: return 'method_not_allowed';
-    case 413: return 'request_too_large';
-    case 415: return 'unsupported_media_type';
-    case 429: return 'rate_limit_exceeded';
-    default: return 'invalid_request';
+    case 401:
+      return 'invalid_api_key';
+    case 403:
+      return 'permission_denied';
+    case 404:
+      return 'not_found';
+    case 405:
+      return 'method_not_allowed';
+    case 413:
+      return 'request_too_large';
+    case 415:
+      return 'unsupported_media_type';
+    case 429:
+      return 'rate_limit_exceeded';
+    default:
+      return 'invalid_request';
   }
 }
 

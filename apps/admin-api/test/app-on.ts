@@ -14,7 +14,13 @@ export interface RunningApp {
 /** An admin app with `extra` options over an existing test database, listening on a random port (the database stays open). */
 export async function appOn(database: TestDatabase, extra: Partial<AdminAppOptions> = {}): Promise<RunningApp> {
   const app = await buildAdminApp({
-    db: database.db, dbKind: database.kind, pgPool: database.pool, nodeToken: NODE_TOKEN, publicUrls: PUBLIC_URLS, outboxPrune: false, ...extra,
+    db: database.db,
+    dbKind: database.kind,
+    pgPool: database.pool,
+    nodeToken: NODE_TOKEN,
+    publicUrls: PUBLIC_URLS,
+    outboxPrune: false,
+    ...extra,
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   return { app, baseUrl: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, close: () => app.close() };
@@ -29,6 +35,7 @@ export const cookieOf = (setCookie: string[]): string => {
 export interface GqlResponse {
   status: number;
   headers: Headers;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- GraphQL answers are checked field by field in the tests
   body: { data?: any; errors?: { message: string; extensions?: { code?: string; param?: string | null } }[] };
 }
 

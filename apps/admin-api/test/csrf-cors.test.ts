@@ -81,7 +81,9 @@ describe.each(testBackends())('cross-origin attacks on the control plane (%s)', 
     }
     // A same-origin Referer does not vouch for a foreign Origin.
     const mixed = await trpc(t.baseUrl, 'keys.create', {
-      mutation: true, input: { tenantId: w.tenantA.id, name: 'stolen' }, headers: { cookie: victim, origin: 'null', referer: `${t.baseUrl}/keys` },
+      mutation: true,
+      input: { tenantId: w.tenantA.id, name: 'stolen' },
+      headers: { cookie: victim, origin: 'null', referer: `${t.baseUrl}/keys` },
     });
     expect(mixed.status).toBe(403);
     expect(await keyCount()).toBe(before);
@@ -89,7 +91,8 @@ describe.each(testBackends())('cross-origin attacks on the control plane (%s)', 
 
   it('the configured console origin gets credentialed CORS and works; so does this server itself', async () => {
     const preflight = await fetch(`${t.baseUrl}/graphql`, {
-      method: 'OPTIONS', headers: { origin: CONSOLE, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' },
+      method: 'OPTIONS',
+      headers: { origin: CONSOLE, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' },
     });
     expect(preflight.headers.get('access-control-allow-origin')).toBe(CONSOLE);
     expect(preflight.headers.get('access-control-allow-credentials')).toBe('true');
@@ -107,7 +110,8 @@ describe.each(testBackends())('cross-origin attacks on the control plane (%s)', 
 
   it('honours X-Forwarded-Host/Proto only behind a configured trusted proxy', async () => {
     const forwarded = { origin: 'https://console.internal.example', 'x-forwarded-host': 'console.internal.example', 'x-forwarded-proto': 'https' };
-    const login = (base: string) => trpc(base, 'auth.login', { mutation: true, input: { email: w.parties.ownerB.email, password: PASSWORD }, headers: forwarded });
+    const login = (base: string) =>
+      trpc(base, 'auth.login', { mutation: true, input: { email: w.parties.ownerB.email, password: PASSWORD }, headers: forwarded });
     const direct = await login(t.baseUrl);
     expect(direct.status).toBe(403);
     const proxied = await appOn(database, { trustProxy: ['127.0.0.1'] });
@@ -116,7 +120,11 @@ describe.each(testBackends())('cross-origin attacks on the control plane (%s)', 
       expect(res.status).toBe(200);
       expect(res.setCookie.find((s) => s.startsWith('session='))).toMatch(/; Secure/);
       const cookie = cookieOf(res.setCookie);
-      const key = await trpc(proxied.baseUrl, 'keys.create', { mutation: true, input: { tenantId: w.tenantB.id, name: 'via proxy' }, headers: { ...forwarded, cookie } });
+      const key = await trpc(proxied.baseUrl, 'keys.create', {
+        mutation: true,
+        input: { tenantId: w.tenantB.id, name: 'via proxy' },
+        headers: { ...forwarded, cookie },
+      });
       expect(key.status).toBe(200);
     } finally {
       await proxied.close();
@@ -124,7 +132,11 @@ describe.each(testBackends())('cross-origin attacks on the control plane (%s)', 
   });
 
   it('answers a tRPC input error with one readable message naming the field', async () => {
-    const res = await trpc(t.baseUrl, 'keys.create', { mutation: true, input: { tenantId: w.tenantA.id, name: '' }, headers: { cookie: victim, origin: t.baseUrl } });
+    const res = await trpc(t.baseUrl, 'keys.create', {
+      mutation: true,
+      input: { tenantId: w.tenantA.id, name: '' },
+      headers: { cookie: victim, origin: t.baseUrl },
+    });
     expect(res.status).toBe(400);
     expect(res.body.error?.data.param).toBe('name');
     expect(res.body.error?.message).toMatch(/^name: /);
@@ -141,7 +153,10 @@ describe('console security headers', () => {
   beforeAll(async () => {
     webRoot = await mkdtemp(join(tmpdir(), 'console-'));
     // The shape of a Vite build (module script and stylesheet by URL) plus one inline style, as the fallback page has.
-    await writeFile(join(webRoot, 'index.html'), `<!doctype html><html><head><style>${style}</style><link rel="stylesheet" href="/assets/a.css"><script type="module" crossorigin src="/assets/a.js"></script></head><body><div id="root"></div></body></html>`);
+    await writeFile(
+      join(webRoot, 'index.html'),
+      `<!doctype html><html><head><style>${style}</style><link rel="stylesheet" href="/assets/a.css"><script type="module" crossorigin src="/assets/a.js"></script></head><body><div id="root"></div></body></html>`,
+    );
     database = await createTestDb('pglite');
     t = await appOn(database, { webRoot });
   }, 60_000);
@@ -166,7 +181,7 @@ describe('console security headers', () => {
       expect(csp).not.toContain('unsafe-inline');
       expect(csp).toContain(`style-src 'self' 'sha256-${createHash('sha256').update(style).digest('base64')}'`);
       // The playground calls the data plane from the browser.
-      expect(csp).toContain('connect-src \'self\' http://127.0.0.1:9');
+      expect(csp).toContain("connect-src 'self' http://127.0.0.1:9");
     }
     const api = await fetch(`${t.baseUrl}/healthz`);
     expect(api.headers.get('x-content-type-options')).toBe('nosniff');

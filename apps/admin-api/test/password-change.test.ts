@@ -35,7 +35,9 @@ describe.each(testBackends())('password change and session sweeping (%s)', (kind
     for (const c of [mine, laptop, stolen]) expect(await me(c)).not.toBeNull();
 
     const changed = await trpc<{ endedSessions: number }>(t.baseUrl, 'auth.changePassword', {
-      mutation: true, input: { currentPassword: PASSWORD, newPassword: NEW_PASSWORD }, headers: { cookie: mine, origin: t.baseUrl },
+      mutation: true,
+      input: { currentPassword: PASSWORD, newPassword: NEW_PASSWORD },
+      headers: { cookie: mine, origin: t.baseUrl },
     });
     expect(changed.status).toBe(200);
     expect(changed.body.result?.data.endedSessions).toBe(2);
@@ -51,20 +53,41 @@ describe.each(testBackends())('password change and session sweeping (%s)', (kind
 
   it('refuses a wrong current password (naming the field), admin tokens, anonymous callers, cross-origin pages and batches', async () => {
     const cookie = w.parties.memberA.cookie!;
-    const wrong = await trpc(t.baseUrl, 'auth.changePassword', { mutation: true, input: { currentPassword: 'not it', newPassword: NEW_PASSWORD }, headers: { cookie, origin: t.baseUrl } });
+    const wrong = await trpc(t.baseUrl, 'auth.changePassword', {
+      mutation: true,
+      input: { currentPassword: 'not it', newPassword: NEW_PASSWORD },
+      headers: { cookie, origin: t.baseUrl },
+    });
     expect(wrong.status).toBe(400);
     expect(wrong.body.error?.data.param).toBe('currentPassword');
-    const short = await trpc(t.baseUrl, 'auth.changePassword', { mutation: true, input: { currentPassword: PASSWORD, newPassword: 'short' }, headers: { cookie, origin: t.baseUrl } });
+    const short = await trpc(t.baseUrl, 'auth.changePassword', {
+      mutation: true,
+      input: { currentPassword: PASSWORD, newPassword: 'short' },
+      headers: { cookie, origin: t.baseUrl },
+    });
     expect(short.status).toBe(400);
     expect(short.body.error?.message).toMatch(/^newPassword: /);
-    const token = await trpc(t.baseUrl, 'auth.changePassword', { mutation: true, input: { currentPassword: PASSWORD, newPassword: NEW_PASSWORD }, headers: { authorization: w.parties.tokenA.authorization! } });
+    const token = await trpc(t.baseUrl, 'auth.changePassword', {
+      mutation: true,
+      input: { currentPassword: PASSWORD, newPassword: NEW_PASSWORD },
+      headers: { authorization: w.parties.tokenA.authorization! },
+    });
     expect(token.status).toBe(403);
-    const anonymous = await trpc(t.baseUrl, 'auth.changePassword', { mutation: true, input: { currentPassword: PASSWORD, newPassword: NEW_PASSWORD }, headers: { origin: t.baseUrl } });
+    const anonymous = await trpc(t.baseUrl, 'auth.changePassword', {
+      mutation: true,
+      input: { currentPassword: PASSWORD, newPassword: NEW_PASSWORD },
+      headers: { origin: t.baseUrl },
+    });
     expect(anonymous.status).toBe(401);
-    const csrf = await trpc(t.baseUrl, 'auth.changePassword', { mutation: true, input: { currentPassword: PASSWORD, newPassword: NEW_PASSWORD }, headers: { cookie, origin: 'https://evil.example' } });
+    const csrf = await trpc(t.baseUrl, 'auth.changePassword', {
+      mutation: true,
+      input: { currentPassword: PASSWORD, newPassword: NEW_PASSWORD },
+      headers: { cookie, origin: 'https://evil.example' },
+    });
     expect(csrf.status).toBe(403);
     const batch = await fetch(`${t.baseUrl}/trpc/auth.changePassword,auth.changePassword?batch=1`, {
-      method: 'POST', headers: { 'content-type': 'application/json', cookie, origin: t.baseUrl },
+      method: 'POST',
+      headers: { 'content-type': 'application/json', cookie, origin: t.baseUrl },
       body: JSON.stringify({ 0: { currentPassword: 'guess-1', newPassword: NEW_PASSWORD }, 1: { currentPassword: PASSWORD, newPassword: NEW_PASSWORD } }),
     });
     const items = (await batch.json()) as { error?: { message: string } }[];
@@ -76,14 +99,20 @@ describe.each(testBackends())('password change and session sweeping (%s)', (kind
   it('sweeps expired sessions periodically (the timer the app starts)', async () => {
     const user = await createUser(database.db, { email: 'sweep@example.com', password: PASSWORD });
     const expired = hashSecret('expired-session-token');
-    await database.db.insertInto('sessions').values({ id: expired, userId: user.id, expiresAt: new Date(Date.now() - 1000) }).execute();
+    await database.db
+      .insertInto('sessions')
+      .values({ id: expired, userId: user.id, expiresAt: new Date(Date.now() - 1000) })
+      .execute();
     const live = await createSession(database.db, user.id);
     const exists = async (id: string) => (await database.db.selectFrom('sessions').select('id').where('id', '=', id).executeTakeFirst()) !== undefined;
     for (let i = 0; i < 200 && (await exists(expired)); i++) await new Promise((r) => setTimeout(r, 50));
     expect(await exists(expired)).toBe(false);
     expect(await exists(live.session.id)).toBe(true);
     // The sweeper is the app's: one sweep on demand reports what it deleted.
-    await database.db.insertInto('sessions').values({ id: hashSecret('expired-2'), userId: user.id, expiresAt: new Date(Date.now() - 1000) }).execute();
+    await database.db
+      .insertInto('sessions')
+      .values({ id: hashSecret('expired-2'), userId: user.id, expiresAt: new Date(Date.now() - 1000) })
+      .execute();
     expect(await t.app.sessionSweeper.sweepNow()).toBeGreaterThanOrEqual(0);
     expect(await exists(hashSecret('expired-2'))).toBe(false);
   });

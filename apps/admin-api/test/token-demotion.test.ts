@@ -39,7 +39,9 @@ describe.each(testBackends())('admin tokens never exceed their creator (%s)', (k
     await addMember(database.db, { tenantId: w.tenantA.id, userId: user.id, role: 'owner' });
     const { token } = await createSession(database.db, user.id);
     const minted = await trpc<Minted>(t.baseUrl, 'adminTokens.create', {
-      mutation: true, input: { name: 'automation', tenantId: w.tenantA.id }, headers: { cookie: `session=${token}`, origin: t.baseUrl },
+      mutation: true,
+      input: { name: 'automation', tenantId: w.tenantA.id },
+      headers: { cookie: `session=${token}`, origin: t.baseUrl },
     });
     expect(minted.status).toBe(200);
     return { user, bearer: { authorization: `Bearer ${minted.body.result!.data.secret}` }, tokenId: minted.body.result!.data.token.id };
@@ -50,13 +52,26 @@ describe.each(testBackends())('admin tokens never exceed their creator (%s)', (k
     const { user, bearer, tokenId } = await ownerWithToken();
     expect((await listKeys(bearer)).status).toBe(200);
 
-    const demoted = await trpc(t.baseUrl, 'tenants.members.setRole', { mutation: true, input: { tenantId: w.tenantA.id, userId: user.id, role: 'member' }, headers: asOwnerA() });
+    const demoted = await trpc(t.baseUrl, 'tenants.members.setRole', {
+      mutation: true,
+      input: { tenantId: w.tenantA.id, userId: user.id, role: 'member' },
+      headers: asOwnerA(),
+    });
     expect(demoted.status).toBe(200);
 
     expect((await listKeys(bearer)).status).toBe(401);
-    const promoteBack = await trpc(t.baseUrl, 'tenants.members.setRole', { mutation: true, input: { tenantId: w.tenantA.id, userId: user.id, role: 'owner' }, headers: bearer });
+    const promoteBack = await trpc(t.baseUrl, 'tenants.members.setRole', {
+      mutation: true,
+      input: { tenantId: w.tenantA.id, userId: user.id, role: 'owner' },
+      headers: bearer,
+    });
     expect(promoteBack.status).toBe(401);
-    const membership = await database.db.selectFrom('memberships').select('role').where('tenantId', '=', w.tenantA.id).where('userId', '=', user.id).executeTakeFirstOrThrow();
+    const membership = await database.db
+      .selectFrom('memberships')
+      .select('role')
+      .where('tenantId', '=', w.tenantA.id)
+      .where('userId', '=', user.id)
+      .executeTakeFirstOrThrow();
     expect(membership.role).toBe('member');
     const row = await database.db.selectFrom('adminTokens').select('revokedAt').where('id', '=', tokenId).executeTakeFirstOrThrow();
     expect(row.revokedAt).not.toBeNull();
@@ -77,14 +92,20 @@ describe.each(testBackends())('admin tokens never exceed their creator (%s)', (k
     expect((await database.db.selectFrom('adminTokens').select('revokedAt').where('id', '=', tokenId).executeTakeFirstOrThrow()).revokedAt).toBeNull();
     // GraphQL resolves the caller the same way.
     const gql = await fetch(`${t.baseUrl}/graphql`, {
-      method: 'POST', headers: { 'content-type': 'application/json', ...bearer }, body: JSON.stringify({ query: `{ tenant(id: "${w.tenantA.id}") { name } }` }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...bearer },
+      body: JSON.stringify({ query: `{ tenant(id: "${w.tenantA.id}") { name } }` }),
     });
     expect(((await gql.json()) as { data?: unknown }).data ?? null).toBeNull();
   });
 
   it('removal revokes the removed member’s tokens', async () => {
     const { user, bearer, tokenId } = await ownerWithToken();
-    const removed = await trpc(t.baseUrl, 'tenants.members.remove', { mutation: true, input: { tenantId: w.tenantA.id, userId: user.id }, headers: asOwnerA() });
+    const removed = await trpc(t.baseUrl, 'tenants.members.remove', {
+      mutation: true,
+      input: { tenantId: w.tenantA.id, userId: user.id },
+      headers: asOwnerA(),
+    });
     expect(removed.status).toBe(200);
     expect((await listKeys(bearer)).status).toBe(401);
     expect((await database.db.selectFrom('adminTokens').select('revokedAt').where('id', '=', tokenId).executeTakeFirstOrThrow()).revokedAt).not.toBeNull();
@@ -93,10 +114,18 @@ describe.each(testBackends())('admin tokens never exceed their creator (%s)', (k
   it('a platform token stops when its creator is no longer a platform admin', async () => {
     const admin = await createUser(database.db, { email: `ex-admin-${++seq}@example.com`, password: PASSWORD, isPlatformAdmin: true });
     const { token } = await createSession(database.db, admin.id);
-    const minted = await trpc<Minted>(t.baseUrl, 'adminTokens.create', { mutation: true, input: { name: 'ops', tenantId: null }, headers: { cookie: `session=${token}`, origin: t.baseUrl } });
+    const minted = await trpc<Minted>(t.baseUrl, 'adminTokens.create', {
+      mutation: true,
+      input: { name: 'ops', tenantId: null },
+      headers: { cookie: `session=${token}`, origin: t.baseUrl },
+    });
     const bearer = { authorization: `Bearer ${minted.body.result!.data.secret}` };
     expect((await trpc(t.baseUrl, 'tenants.all', { headers: bearer })).status).toBe(200);
-    await database.db.updateTable('users').set({ isPlatformAdmin: sql<boolean>`false` }).where('id', '=', admin.id).execute();
+    await database.db
+      .updateTable('users')
+      .set({ isPlatformAdmin: sql<boolean>`false` })
+      .where('id', '=', admin.id)
+      .execute();
     expect((await trpc(t.baseUrl, 'tenants.all', { headers: bearer })).status).toBe(401);
   });
 });

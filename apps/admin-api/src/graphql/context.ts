@@ -17,7 +17,13 @@ export interface GraphQLLimits {
   readonly maxFields: number;
 }
 
-export const DEFAULT_GRAPHQL_LIMITS: GraphQLLimits = Object.freeze({ maxDepth: 10, maxIntrospectionDepth: 15, maxComplexity: 5000, maxAliases: 30, maxFields: 1000 });
+export const DEFAULT_GRAPHQL_LIMITS: GraphQLLimits = Object.freeze({
+  maxDepth: 10,
+  maxIntrospectionDepth: 15,
+  maxComplexity: 5000,
+  maxAliases: 30,
+  maxFields: 1000,
+});
 
 /** What resolvers get: the database, the resolved caller, the public URLs and the operation budget. */
 export interface GraphQLContext {

@@ -64,10 +64,13 @@ export function operationSizeRule(limits: OperationSizeLimits) {
         const size = measureOperation(node, fragments, limits.maxFields);
         if (size.aliases > limits.maxAliases) {
           context.reportError(
-            createGraphQLError(`Query has too many aliases: ${size.truncated ? 'at least ' : ''}${size.aliases} (the maximum is ${limits.maxAliases}). Split it into several requests.`, {
-              nodes: [node],
-              extensions: { code: 'too_many_aliases' },
-            }) as Parameters<ValidationContext['reportError']>[0],
+            createGraphQLError(
+              `Query has too many aliases: ${size.truncated ? 'at least ' : ''}${size.aliases} (the maximum is ${limits.maxAliases}). Split it into several requests.`,
+              {
+                nodes: [node],
+                extensions: { code: 'too_many_aliases' },
+              },
+            ) as Parameters<ValidationContext['reportError']>[0],
           );
         } else if (size.fields > limits.maxFields) {
           context.reportError(
@@ -101,7 +104,9 @@ export function operationSize(doc: DocumentNode, operationName: string | null | 
   const key = operationName ?? '';
   let size = perOp.get(key);
   if (!size) {
-    const op = doc.definitions.find((d): d is OperationDefinitionNode => d.kind === 'OperationDefinition' && (!operationName || d.name?.value === operationName));
+    const op = doc.definitions.find(
+      (d): d is OperationDefinitionNode => d.kind === 'OperationDefinition' && (!operationName || d.name?.value === operationName),
+    );
     size = op ? measureOperation(op, fragmentsOf(doc), stopAt) : { fields: 0, aliases: 0, truncated: false };
     perOp.set(key, size);
   }

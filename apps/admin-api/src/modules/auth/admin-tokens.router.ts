@@ -34,10 +34,8 @@ export const adminTokensRouter = router({
     }),
 
   /** With tenantId: only a token of that tenant (owner); without: any token (platform admin). */
-  revoke: authedProcedure
-    .input(z.object({ tokenId: z.uuid(), tenantId: z.uuid().optional() }))
-    .mutation(async ({ ctx, input }) => {
-      requireAdminTokenScope(ctx.principal, input.tenantId ?? null);
-      return revokeAdminToken(ctx.db, { tokenId: input.tokenId, tenantId: input.tenantId, actor: actorOf(ctx.principal) });
-    }),
+  revoke: authedProcedure.input(z.object({ tokenId: z.uuid(), tenantId: z.uuid().optional() })).mutation(async ({ ctx, input }) => {
+    requireAdminTokenScope(ctx.principal, input.tenantId ?? null);
+    return revokeAdminToken(ctx.db, { tokenId: input.tokenId, tenantId: input.tenantId, actor: actorOf(ctx.principal) });
+  }),
 });

@@ -136,7 +136,16 @@ export async function authenticateAdminToken(db: Db, secret: string): Promise<Ad
     .selectFrom('adminTokens as t')
     .leftJoin('users as u', 'u.id', 't.userId')
     .leftJoin('memberships as m', (j) => j.onRef('m.userId', '=', 't.userId').onRef('m.tenantId', '=', 't.tenantId'))
-    .select(['t.id', 't.userId', 't.tenantId', 't.expiresAt', 't.revokedAt', 't.lastUsedAt', 'u.isPlatformAdmin as creatorIsPlatformAdmin', 'm.role as creatorRole'])
+    .select([
+      't.id',
+      't.userId',
+      't.tenantId',
+      't.expiresAt',
+      't.revokedAt',
+      't.lastUsedAt',
+      'u.isPlatformAdmin as creatorIsPlatformAdmin',
+      'm.role as creatorRole',
+    ])
     .where('t.hash', '=', hashSecret(secret))
     .executeTakeFirst();
   const now = Date.now();

@@ -55,9 +55,7 @@ export const authRouter = router({
       };
     }
     const tenant =
-      p.tenantId === null
-        ? undefined
-        : await ctx.db.selectFrom('tenants').select(['id', 'slug', 'name']).where('id', '=', p.tenantId).executeTakeFirst();
+      p.tenantId === null ? undefined : await ctx.db.selectFrom('tenants').select(['id', 'slug', 'name']).where('id', '=', p.tenantId).executeTakeFirst();
     return {
       kind: 'admin_token' as const,
       user: null,

@@ -89,11 +89,7 @@ export interface LoginResult {
  * counted per account, per client IP and per both before the password is checked (see
  * `LoginThrottle`). Wrong credentials and unknown emails give the same error.
  */
-export async function login(
-  db: Db,
-  input: { email: string; password: string; ip: string },
-  throttle: LoginThrottle,
-): Promise<LoginResult> {
+export async function login(db: Db, input: { email: string; password: string; ip: string }, throttle: LoginThrottle): Promise<LoginResult> {
   const attempt = await throttle.begin(input.email, input.ip);
   const user = await verifyCredentials(db, input.email, input.password);
   if (!user) throw new ServiceError('unauthenticated', 'email or password is incorrect');
@@ -128,7 +124,11 @@ export async function changePassword(
     await trx.updateTable('users').set({ passwordHash }).where('id', '=', user.id).execute();
     const ended = await invalidateUserSessions(trx, user.id, { except: principal.sessionId });
     await writeAudit(trx, {
-      actor: { userId: user.id }, tenantId: null, action: 'user.password_change', targetType: 'user', targetId: user.id,
+      actor: { userId: user.id },
+      tenantId: null,
+      action: 'user.password_change',
+      targetType: 'user',
+      targetId: user.id,
       detail: { endedSessions: ended },
     });
     return { endedSessions: ended };

@@ -74,7 +74,10 @@ export function createLoginThrottle(db: Db, opts: LoginThrottleOptions = {}): Lo
       };
     },
     async sweep() {
-      const res = await db.deleteFrom('authThrottle').where(sql<boolean>`window_start <= now() - make_interval(secs => ${windowS})`).executeTakeFirst();
+      const res = await db
+        .deleteFrom('authThrottle')
+        .where(sql<boolean>`window_start <= now() - make_interval(secs => ${windowS})`)
+        .executeTakeFirst();
       return Number(res.numDeletedRows);
     },
   };

@@ -80,10 +80,7 @@ export interface OperationKind {
 export function csrfRefusal(caller: Pick<RequestCaller, 'via' | 'sessionCookieSent' | 'origin'>, op: OperationKind): ServiceError | undefined {
   if (caller.via === 'bearer' || caller.origin === 'same') return undefined;
   const cookie = caller.via === 'cookie' || caller.sessionCookieSent;
-  const refuse =
-    caller.origin === 'foreign'
-      ? caller.via === 'cookie' || (op.mutation && (cookie || op.credential === true))
-      : op.mutation && cookie;
+  const refuse = caller.origin === 'foreign' ? caller.via === 'cookie' || (op.mutation && (cookie || op.credential === true)) : op.mutation && cookie;
   if (!refuse) return undefined;
   return new ServiceError(
     'forbidden',

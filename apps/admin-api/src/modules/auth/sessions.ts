@@ -120,8 +120,13 @@ export function startSessionSweeper(
 export function sessionCookie(token: string, expiresAt: Date, secure: boolean): string {
   const maxAge = Math.max(0, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
   return [
-    `${SESSION_COOKIE}=${token}`, 'HttpOnly', 'SameSite=Lax', 'Path=/', `Max-Age=${maxAge}`,
-    `Expires=${expiresAt.toUTCString()}`, ...(secure ? ['Secure'] : []),
+    `${SESSION_COOKIE}=${token}`,
+    'HttpOnly',
+    'SameSite=Lax',
+    'Path=/',
+    `Max-Age=${maxAge}`,
+    `Expires=${expiresAt.toUTCString()}`,
+    ...(secure ? ['Secure'] : []),
   ].join('; ');
 }
 
