@@ -11,6 +11,8 @@ const schema = z.object({
   SIM_BASE_PORT: port.default(9100),
   SIM_TTFT_MS: z.coerce.number().min(0).default(120),
   SIM_ITL_MS: z.coerce.number().min(0).default(15),
+  /** Dedicated replicas simulate their entry's Cold Start TTFT, capped at this many seconds so the demo stays quick. */
+  SIM_COLD_START_CAP_SECONDS: z.coerce.number().min(0).default(3),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),
 });
 

@@ -147,7 +147,7 @@ const webRoot = existsSync(join(root, 'apps/web/dist/index.html')) ? join(root, 
 launch('admin-api', 'apps/admin-api/src/server.ts', [], {
   ADMIN_HOST: env.HOST, ADMIN_PORT: String(env.ADMIN_PORT), DATA_DIR: dataDir, NODE_TOKEN: nodeToken,
   SHARED_BASE_URL: values['SHARED_BASE_URL']!, DATAPLANE_URL: publicDataplane, WEB_ROOT: webRoot, LOG_LEVEL: env.LOG_LEVEL,
-  LOCAL_SIM_TTFT_MS: String(env.SIM_TTFT_MS), LOCAL_SIM_ITL_MS: String(env.SIM_ITL_MS), LOCAL_COLD_START_CAP_MS: '2000',
+  LOCAL_SIM_TTFT_MS: String(env.SIM_TTFT_MS), LOCAL_SIM_ITL_MS: String(env.SIM_ITL_MS), LOCAL_COLD_START_CAP_MS: String(Math.round(env.SIM_COLD_START_CAP_SECONDS * 1000)),
   ...(env.DATABASE_URL ? { DATABASE_URL: env.DATABASE_URL } : {}),
 });
 await waitForHttp(`${adminUrl}/healthz`, 60_000);

@@ -76,6 +76,17 @@ export interface AdminEnv {
   readonly DATA_DIR: string;
   readonly NODE_TOKEN: string;
   /** Keyring sealing upstream API keys at rest: `<id>:<base64 32 bytes>`, newest first, comma-separated (unset: DATA_DIR/secrets.key). */
+  AUTOSCALER_ENABLED: z.enum(['true', 'false', '1', '0']).default('true').transform((v) => v === 'true' || v === '1'),
+  AUTOSCALER_TICK_MS: z.coerce.number().int().min(50, 'AUTOSCALER_TICK_MS must be at least 50').default(1000),
+  AUTOSCALER_STABLE_WINDOW_S: z.coerce.number().min(1, 'AUTOSCALER_STABLE_WINDOW_S must be at least 1').default(60),
+  AUTOSCALER_PANIC_WINDOW_S: z.coerce.number().min(0.1, 'AUTOSCALER_PANIC_WINDOW_S must be at least 0.1').default(6),
+  AUTOSCALER_PANIC_THRESHOLD: z.coerce.number().min(1, 'AUTOSCALER_PANIC_THRESHOLD must be at least 1').default(2),
+  LOAD_REPORT_TTL_S: z.coerce.number().min(0.5, 'LOAD_REPORT_TTL_S must be at least 0.5').default(3),
+  GPU_LEDGER_HEARTBEAT_MS: z.coerce.number().int().min(100, 'GPU_LEDGER_HEARTBEAT_MS must be at least 100').default(1000),
+  REPLICA_START_TIMEOUT_S: z.coerce.number().min(1, 'REPLICA_START_TIMEOUT_S must be at least 1').default(120),
+  REPLICA_START_ATTEMPTS: z.coerce.number().int().min(1, 'REPLICA_START_ATTEMPTS must be at least 1').default(3),
+  REPLICA_DRAIN_TIMEOUT_S: z.coerce.number().min(0, 'REPLICA_DRAIN_TIMEOUT_S must be 0 or more').default(30),
+  REPLICA_BASE_CONCURRENCY: z.coerce.number().int().min(1, 'REPLICA_BASE_CONCURRENCY must be at least 1').default(32),
   readonly SECRETS_ENCRYPTION_KEY: string | undefined;
   readonly DATAPLANE_URL: string;
   readonly SHARED_BASE_URL: string;
@@ -127,3 +138,21 @@ export function loadEnv(source: Readonly<Record<string, string | undefined>> = p
     SHARED_BASE_URL: (e.SHARED_BASE_URL ?? `${dataplaneUrl}/endpoints/v1`).replace(/\/+$/, ''),
   });
 }
+  /** Serverless autoscaler (docs/autoscaling.md); off: replicas follow min/desired counts set by API calls and wakes. */
+  readonly AUTOSCALER_ENABLED: boolean;
+  readonly AUTOSCALER_TICK_MS: number;
+  readonly AUTOSCALER_STABLE_WINDOW_S: number;
+  readonly AUTOSCALER_PANIC_WINDOW_S: number;
+  readonly AUTOSCALER_PANIC_THRESHOLD: number;
+  /** A node's load report counts this long. */
+  readonly LOAD_REPORT_TTL_S: number;
+  /** GPU-time ledger heartbeat: at most this much replica time is lost when the leader dies. */
+  readonly GPU_LEDGER_HEARTBEAT_MS: number;
+  /** A replica not ready this long after its (simulated) cold start is replaced. */
+  readonly REPLICA_START_TIMEOUT_S: number;
+  /** Failed starts in a row before a deployment stops retrying and reports why. */
+  readonly REPLICA_START_ATTEMPTS: number;
+  /** Longest wait for a draining replica's in-flight requests. */
+  readonly REPLICA_DRAIN_TIMEOUT_S: number;
+  /** The data plane's REPLICA_BASE_CONCURRENCY (keep equal): default target concurrency = this x the entry's Concurrency. */
+  readonly REPLICA_BASE_CONCURRENCY: number;

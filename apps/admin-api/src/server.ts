@@ -78,9 +78,26 @@ if (!closing) {
     },
   });
   await app.listen({ host: env.ADMIN_HOST, port: env.ADMIN_PORT });
+    replicaBaseConcurrency: env.REPLICA_BASE_CONCURRENCY,
+    replicaLifecycle: {
+      startTimeoutMs: env.REPLICA_START_TIMEOUT_S * 1000,
+      maxStartAttempts: env.REPLICA_START_ATTEMPTS,
+      drainTimeoutMs: env.REPLICA_DRAIN_TIMEOUT_S * 1000,
+    },
+    autoscaler: env.AUTOSCALER_ENABLED ? {
+      tickMs: env.AUTOSCALER_TICK_MS,
+      windows: {
+        stableWindowMs: env.AUTOSCALER_STABLE_WINDOW_S * 1000,
+        panicWindowMs: env.AUTOSCALER_PANIC_WINDOW_S * 1000,
+        panicThreshold: env.AUTOSCALER_PANIC_THRESHOLD,
+      },
+      reportTtlMs: env.LOAD_REPORT_TTL_S * 1000,
+      heartbeatMs: env.GPU_LEDGER_HEARTBEAT_MS,
+    } : undefined,
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : env.ADMIN_PORT;
   console.log(`admin-api listening on http://${env.ADMIN_HOST}:${port}`);
   // Local replicas of an earlier process are gone: start them again (new ports reach the data plane by the outbox).
-  void app.deployments.reconciler.reconcileAll().catch((err: unknown) => app?.log.error({ err }, 'deployment reconcile failed'));
+  // With the autoscaler on, its leader does this once elected (a follower must not start replicas).
+  if (!app.autoscaler) void app.deployments.reconciler.reconcileAll().catch((err: unknown) => app?.log.error({ err }, 'deployment reconcile failed'));
 }

@@ -219,6 +219,27 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
     }
   });
 
+  it('replaces a replica not ready by its start deadline (bounded retries) and reports why', async () => {
+    // A runtime that says it listens but never becomes healthy.
+    const hang = [process.execPath, '-e', 'console.log("listening on http://127.0.0.1:9"); setInterval(() => {}, 1000)', '--'];
+    const slow = createDeploymentsContext({
+      db: database.db, provisioners: { local: createLocalProvisioner({ command: hang, readyTimeoutMs: 60_000 }) },
+      reconciler: { startTimeoutMs: 300, maxStartAttempts: 2 },
+    });
+    contexts.push(slow);
+    await createEntry(database.db, { name: 'Hang-8B', provider: 'acme', offeredDedicated: true });
+    const d = await deployEndpoint(slow, alice, { tenantId: tenantA, entryName: 'Hang-8B', minReplicas: 1, maxReplicas: 1, provisioner: 'local' });
+    await slow.reconciler.settled(d.id);
+    const failed = await getDeployment(slow, alice, { tenantId: tenantA, deploymentId: d.id });
+    expect(failed).toMatchObject({ state: 'failed', readyReplicas: 0, replicas: [] });
+    expect(failed.lastError).toMatch(/attempt 2 of 2\): the replica was not ready within its start deadline/);
+    // A user's start tries again (and fails the same way, bounded).
+    await startDeployment(slow, alice, { tenantId: tenantA, deploymentId: d.id });
+    await slow.reconciler.settled(d.id);
+    expect((await getDeployment(slow, alice, { tenantId: tenantA, deploymentId: d.id })).state).toBe('failed');
+    await deleteDeployment(slow, alice, { tenantId: tenantA, deploymentId: d.id });
+  });
+
   it('ends in failed with last_error when the runtime cannot start', async () => {
     const broken = newContext({ local: createLocalProvisioner({ command: [process.execPath, '-e', 'console.error("no GPU here"); process.exit(3)', '--'] }) });
     const d = await deployEndpoint(broken, alice, { tenantId: tenantA, entryName: 'Broken-8B', minReplicas: 1, maxReplicas: 1, provisioner: 'local' });
