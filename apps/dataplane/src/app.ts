@@ -23,6 +23,10 @@ import { genReqId } from './request-id.ts';
 import { createLimits } from './limits/limits.ts';
 import type { LimitsOptions } from './limits/limits.ts';
 import { createUpstreamPools, defaultTimeouts } from './upstream/upstream-pools.ts';
+import { poolSizes } from './upstream/pool-sizes.ts';
+import { DEFAULT_REPLICA_BASE_CONCURRENCY } from './limits/limits.ts';
+import { createRouting } from './routing/create-routing.ts';
+import type { RoutingOptions } from './routing/create-routing.ts';
 import type { EjectionPolicy, UpstreamTimeouts } from './upstream/upstream-pools.ts';
 import type { UsageSink } from './usage/usage-reporter.ts';
 import { createScaleHolds } from './scale/scale-holds.ts';
@@ -38,8 +42,13 @@ export interface DataplaneAppOptions {
   /** Largest request body in bytes (default 1 MiB). */
   readonly bodyLimit?: number;
   readonly timeouts?: Partial<UpstreamTimeouts>;
-  /** Connections per upstream origin (default 256). */
+  /**
+   * Least connections per upstream origin; each pool is sized from the concurrency the limits admit to the
+   * targets it serves (REPLICA_BASE_CONCURRENCY x Concurrency x replicas), so this only raises it.
+   */
   readonly upstreamConnections?: number;
+  /** Replica picking (src/routing): policy, metrics scraping, saturation hold. */
+  readonly routing?: RoutingOptions;
   /** Consecutive failures that eject a replica, and its cool-down before the health probe. */
   readonly ejection?: Partial<EjectionPolicy>;
   /** Retries on another replica before the first byte (default 2). */
@@ -102,9 +111,12 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
       }
     });
   }
+  const baseConcurrency = opts.limits?.replicaBaseConcurrency ?? DEFAULT_REPLICA_BASE_CONCURRENCY;
+  let connectionsByOrigin = opts.store.view ? poolSizes(opts.store.view, baseConcurrency) : new Map<string, number>();
   const pools = createUpstreamPools({
     timeouts,
     connections: opts.upstreamConnections,
+    connectionsFor: (origin) => connectionsByOrigin.get(origin) ?? 1,
     ejection: opts.ejection,
     onEject: (origin, upstreamId, ejectionMs) => {
       metrics.ejection(upstreamId);
@@ -117,7 +129,11 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     },
   });
   if (opts.store.view) pools.retain(opts.store.view.origins);
-  const unsubscribe = opts.store.onVersion((_v, view) => pools.retain(view.origins));
+  const unsubscribe = opts.store.onVersion((_v, view) => {
+    connectionsByOrigin = poolSizes(view, baseConcurrency);
+    pools.retain(view.origins);
+  });
+  const routing = createRouting(opts.routing ?? {}, pools, opts.store, metrics);
   const limits = createLimits(opts.limits ?? {}, (message, err) => app.log.warn({ reason: err instanceof Error ? err.message : String(err) }, message));
   app.addHook('onReady', () => limits.ready());
   const scale = createScaleHolds(opts.scale ?? { channel: null }, opts.store, (target) => limits.concurrency(target));
@@ -162,6 +178,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   });
   app.addHook('onClose', async () => {
     unsubscribe();
+    routing.close();
     await pools.close();
     await limits.close();
     scale.close();
@@ -182,6 +199,8 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     limits,
     scale,
     pools,
+    router: routing.router,
+    routingMetrics: routing.metrics,
     metrics,
     timeouts,
     ...(opts.maxRetries !== undefined ? { maxRetries: opts.maxRetries } : {}),

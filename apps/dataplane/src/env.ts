@@ -54,6 +54,13 @@ const envSchema = z.object({
   SCALE_HOLD_MAX_MS: ms(600_000),
   LOAD_REPORT_MS: ms(1000),
   WAKE_RESEND_MS: ms(3000),
+  // Routing across replicas (src/routing): the default policy (catalog entries and deployments may set their
+  // own), how often each replica's /metrics is scraped, when metrics count as stale (least in flight then), and
+  // how long a request waits for a saturated target before a 429 (0: at once).
+  ROUTING_POLICY: z.enum(['scorer', 'least_in_flight', 'round_robin', 'random']).default('scorer'),
+  ROUTING_SCRAPE_MS: ms(250),
+  ROUTING_STALE_MS: ms(2000),
+  ROUTING_HOLD_MS: z.coerce.number({ error: 'must be a number of milliseconds' }).int('must be an integer').min(0).default(1000),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),
 }).superRefine((e, ctx) => {
   const controlPlane = e.CONTROL_PLANE_URL !== undefined && e.NODE_TOKEN !== undefined;
@@ -81,3 +88,6 @@ export function parseEnv(source: Readonly<Record<string, string | undefined>>): 
 
 /** The process environment, validated (read once, here only). */
 export const loadEnv = (): DataplaneEnv => parseEnv(process.env);
+
+/** The schema itself, read by scripts/env-doc.ts for infra/README.md's environment table (names and defaults). */
+export { envSchema as dataplaneEnvSchema };

@@ -21,6 +21,8 @@ export interface DataplaneMetrics {
   ejection(upstreamId: string): void;
   /** The Redis circuit breaker changed state (only nodes with Redis report it). */
   redisBreaker(open: boolean): void;
+  /** Adds families rendered by another module (routing) at each scrape. */
+  section(render: (lines: string[]) => void): void;
   render(): string;
 }
 
@@ -80,6 +82,7 @@ export function createMetrics(store: ConfigStore): DataplaneMetrics {
   const retries = new Map<string, number>();
   const ejections = new Map<string, number>();
   let inFlight = 0;
+  const sections: ((lines: string[]) => void)[] = [];
   /** -1: no Redis on this node (the family is left out). */
   let breakerOpen = -1;
   let breakerOpens = 0;
@@ -130,6 +133,9 @@ export function createMetrics(store: ConfigStore): DataplaneMetrics {
     ejection(upstreamId) {
       bump(ejections, upstreamId);
     },
+    section(render) {
+      sections.push(render);
+    },
     render() {
       const lines: string[] = [];
       const family = (name: string, type: string, help: string): void => {
@@ -169,6 +175,7 @@ export function createMetrics(store: ConfigStore): DataplaneMetrics {
         family('dataplane_redis_breaker_opens_total', 'counter', 'Times the Redis circuit breaker opened.');
         lines.push(`dataplane_redis_breaker_opens_total ${breakerOpens}`);
       }
+      for (const render of sections) render(lines);
       family('dataplane_config_version', 'gauge', 'Version of the config snapshot in use (-1 before the first).');
       lines.push(`dataplane_config_version ${store.version ?? -1}`);
       family('dataplane_config_age_seconds', 'gauge', 'Seconds since the last config snapshot or delta was applied (-1 before the first).');

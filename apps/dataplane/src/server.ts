@@ -90,6 +90,7 @@ const app = buildDataplaneApp({
   timeouts: { connectMs: env.CONNECT_TIMEOUT_MS, firstByteMs: env.FIRST_BYTE_TIMEOUT_MS, idleMs: env.IDLE_TIMEOUT_MS },
   ejection: { failures: env.EJECT_AFTER_FAILURES, cooldownMs: env.EJECT_COOLDOWN_MS },
   maxRetries: env.UPSTREAM_MAX_RETRIES,
+  routing: { policy: env.ROUTING_POLICY, scrapeIntervalMs: env.ROUTING_SCRAPE_MS, staleMs: env.ROUTING_STALE_MS, holdMs: env.ROUTING_HOLD_MS },
   allowedPrivateCidrs: env.ALLOWED_PRIVATE_CIDRS,
   metricsListener: { port: env.METRICS_PORT, host: env.METRICS_HOST, token: env.METRICS_TOKEN ?? null },
   // Serverless: hold through cold starts and report load (stopped with the app); standalone nodes hold nothing.

@@ -1,5 +1,5 @@
 import { adapterFor } from '../runtimes/runtime-registry.ts';
-import type { ConfigSnapshot, RuntimeKind, SnapshotDeployment, SnapshotEndpoint, SnapshotTenant, SnapshotUpstream } from '@infer/shared';
+import type { ConfigSnapshot, RuntimeKind, SnapshotDeployment, SnapshotEndpoint, SnapshotRouting, SnapshotTenant, SnapshotUpstream } from '@infer/shared';
 
 /** An upstream with everything the hot path needs precomputed once per snapshot. */
 export interface ResolvedUpstream {
@@ -39,6 +39,8 @@ export interface RouteTarget {
   readonly upstreams: readonly ResolvedUpstream[];
   /** The catalog entry's context length and Concurrency (a deployment takes its endpoint's). */
   readonly limits: TargetLimits;
+  /** Routing overrides (src/routing): the deployment's, else its catalog entry's; null: the node's defaults. */
+  readonly routing: SnapshotRouting | null;
 }
 
 export interface ResolvedKey {
@@ -102,16 +104,17 @@ function sharedTarget(e: SnapshotEndpoint, limits: TargetLimits): RouteTarget {
   const upstreams = resolveAll(e.upstreams);
   return Object.freeze({
     name: e.name, endpointId: e.id, deploymentId: null, tenantId: null, provider: e.provider,
-    ready: upstreams.length > 0, upstreams: Object.freeze(upstreams), limits,
+    ready: upstreams.length > 0, upstreams: Object.freeze(upstreams), limits, routing: e.routing ?? null,
   });
 }
 
-function deploymentTarget(d: SnapshotDeployment, limits: TargetLimits): RouteTarget {
+function deploymentTarget(d: SnapshotDeployment, limits: TargetLimits, entryRouting: SnapshotRouting | null): RouteTarget {
   const usable = d.state !== 'stopped' && d.state !== 'failed';
   const upstreams = usable ? resolveAll(d.replicas) : [];
   return Object.freeze({
     name: d.endpointName, endpointId: d.endpointId, deploymentId: d.id, tenantId: d.tenantId, provider: d.provider,
     ready: upstreams.length > 0, upstreams: Object.freeze(upstreams), limits,
+    routing: d.routing !== undefined ? { ...entryRouting, ...d.routing } : entryRouting,
   });
 }
 
@@ -145,6 +148,7 @@ export function buildConfigView(s: ConfigSnapshot): ConfigView {
   }
   // Every entry's limits, published or not: a deployment takes its endpoint's.
   const limitsByEndpoint = new Map(s.endpoints.map((e) => [e.id, targetLimits(e)] as const));
+  const routingByEndpoint = new Map(s.endpoints.map((e) => [e.id, e.routing ?? null] as const));
   const endpointByName = new Map<string, RouteTarget>();
   const origins = new Set<string>();
   const listed: Record<string, unknown>[] = [];
@@ -158,7 +162,7 @@ export function buildConfigView(s: ConfigSnapshot): ConfigView {
   const deploymentByTenantAndName = new Map<string, RouteTarget>();
   const tenantOrigins = new Set<string>();
   for (const d of s.deployments) {
-    const target = deploymentTarget(d, limitsByEndpoint.get(d.endpointId) ?? NO_TARGET_LIMITS);
+    const target = deploymentTarget(d, limitsByEndpoint.get(d.endpointId) ?? NO_TARGET_LIMITS, routingByEndpoint.get(d.endpointId) ?? null);
     deploymentByTenantAndName.set(deploymentKey(d.tenantSlug, d.endpointName), target);
     for (const u of target.upstreams) origins.add(u.origin);
     for (const u of d.replicas) if (u.addressPolicy === 'public' && URL.canParse(u.url)) tenantOrigins.add(new URL(u.url).origin);

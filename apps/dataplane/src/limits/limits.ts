@@ -32,6 +32,15 @@ export interface LimitsOptions {
   readonly sharedSlotLeaseMs?: number;
 }
 
+/**
+ * Requests a node admits to a target at once: REPLICA_BASE_CONCURRENCY x the entry's Concurrency multiplier per
+ * replica. Upstream pools are sized from it (upstream-pools.ts), so an admitted request never waits for a socket.
+ */
+export const DEFAULT_REPLICA_BASE_CONCURRENCY = 32;
+
+export const targetCapacity = (base: number, multiplier: number | null, replicas: number): number =>
+  Math.max(1, Math.floor(base * (multiplier ?? 1))) * Math.max(1, replicas);
+
 /** With Redis, how often a request waiting for a fleet-wide replica slot asks again, ms. */
 const SHARED_SLOT_POLL_MS = 20;
 
@@ -74,7 +83,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
   const rateLimitsOf = (k: KeyRateLimits): KeyRateLimits =>
     (k.rpm !== null || defaultRpm === null) && (k.tpm !== null || defaultTpm === null) ? k : { rpm: k.rpm ?? defaultRpm, tpm: k.tpm ?? defaultTpm };
   const defaultCompletion = opts.defaultCompletionTokens ?? 4096;
-  const base = opts.replicaBaseConcurrency ?? 32;
+  const base = opts.replicaBaseConcurrency ?? DEFAULT_REPLICA_BASE_CONCURRENCY;
   const queueMax = opts.queueMax ?? 64;
   const queueTimeoutMs = opts.queueTimeoutMs ?? 10_000;
   const gate = createConcurrencyGate({ queueMax, queueTimeoutMs });
@@ -124,7 +133,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
       if (!res.headersSent) for (const name in headers) res.setHeader(name, headers[name]!);
     }
     const gateId = target.deploymentId ?? target.endpointId;
-    const capacity = Math.max(1, Math.floor(base * (multiplier ?? 1))) * Math.max(1, target.upstreams.length);
+    const capacity = targetCapacity(base, multiplier, target.upstreams.length);
     const admission = createAdmission(requestId, keyId, d, reserved, gateId, capacity);
     if (d !== null && !pending.has(requestId)) pending.set(requestId, admission);
     const refused = (err: unknown): never => {

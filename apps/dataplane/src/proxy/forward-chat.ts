@@ -9,6 +9,8 @@ import { countPromptTokens } from '../usage/prompt-tokens.ts';
 import { logRequest } from '../logging.ts';
 import { adapterFor } from '../runtimes/runtime-registry.ts';
 import type { OriginState, UpstreamPools, UpstreamTimeouts } from '../upstream/upstream-pools.ts';
+import type { Router } from '../routing/router.ts';
+import type { RoutingMetrics } from '../routing/routing-metrics.ts';
 import type { UsageSink } from '../usage/usage-reporter.ts';
 import { createUpstreamAttempt } from './upstream-attempt.ts';
 import type { AttemptOutcome } from './upstream-attempt.ts';
@@ -32,6 +34,9 @@ export interface ChatCall {
 
 export interface ForwardDeps {
   readonly pools: UpstreamPools;
+  /** Picks replicas by the target's routing policy (src/routing); absent: least in flight. */
+  readonly router?: Router;
+  readonly routingMetrics?: RoutingMetrics;
   readonly usage: UsageSink;
   readonly metrics: DataplaneMetrics;
   readonly timeouts: UpstreamTimeouts;
@@ -142,12 +147,30 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
   let tried: Set<string> | null = null;
   let lastError: ApiError | null = null;
   try {
+    // Every replica saturated (queue or KV cache over the threshold): wait briefly for room, else shed.
+    const hold = deps.router?.hold(target, res) ?? null;
+    if (hold !== null) {
+      const outcome = await hold;
+      if (outcome === 'gone' || clientGone) {
+        record(CLIENT_CLOSED, null, 0);
+        return;
+      }
+      if (outcome === 'shed') {
+        const e = new ApiError('concurrency_limit_exceeded',
+          'Every replica of this model is saturated (requests waiting or KV cache full). Retry shortly.', null, { 'retry-after': '1' });
+        record(e.status, null, 0);
+        throw e;
+      }
+    }
     for (let attempt = 0; attempt < maxAttempts; attempt++) {
-      const upstream: ResolvedUpstream | null = deps.pools.pick(target.upstreams, tried);
+      const upstream: ResolvedUpstream | null = deps.router !== undefined
+        ? deps.router.pick(target, tried, body, log)
+        : deps.pools.pick(target.upstreams, tried);
       if (upstream === null) break;
       const state: OriginState = deps.pools.get(upstream.origin);
       if (body['model'] !== upstream.servedModel) body['model'] = upstream.servedModel;
-      state.inFlight++;
+      // One request per connection (no pipelining): beyond the pool's cap it waits for a socket.
+      if (++state.inFlight > state.connections) deps.routingMetrics?.connectionWait(upstream.id);
       let outcome: AttemptOutcome;
       try {
         const run = createUpstreamAttempt({

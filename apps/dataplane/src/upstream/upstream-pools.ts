@@ -24,7 +24,10 @@ export const defaultEjection: EjectionPolicy = defaultOutlierPolicy;
 /** One origin's pool, its in-flight count (the balancer's load signal) and its health. */
 export interface OriginState {
   readonly origin: string;
-  readonly pool: Pool;
+  /** Replaced by a larger one when the admitted concurrency grows (the old one finishes its requests). */
+  pool: Pool;
+  /** The pool's connection cap. */
+  connections: number;
   /** Whether the pool dials through the address guard (the origin is tenant-given). */
   readonly guarded: boolean;
   inFlight: number;
@@ -38,8 +41,16 @@ export interface OriginState {
 
 export interface UpstreamPoolsOptions {
   readonly timeouts: UpstreamTimeouts;
-  /** Connections per origin (default 256). */
+  /**
+   * Connections per origin. With `connectionsFor` it is a floor under the derived size; without it, the size
+   * (default 256).
+   */
   readonly connections?: number;
+  /**
+   * The connections an origin needs: what the node may admit to it at once (limits' target capacity, summed over
+   * the targets it serves), so that no admitted request waits for a socket. A pool grows when this does.
+   */
+  readonly connectionsFor?: (origin: string) => number;
   readonly ejection?: Partial<EjectionPolicy>;
   /** Called when a replica is ejected (metrics, logs), with how long the ejection lasts. */
   readonly onEject?: (origin: string, upstreamId: string, ejectionMs: number) => void;
@@ -71,6 +82,8 @@ export interface UpstreamPools {
   failed(state: OriginState, upstream: ResolvedUpstream, siblings: readonly ResolvedUpstream[]): void;
   /** Closes pools of origins the snapshot no longer references (in-flight requests finish first). */
   retain(origins: ReadonlySet<string>): void;
+  /** Every origin's state (metrics). */
+  states(): IterableIterator<OriginState>;
   close(): Promise<void>;
 }
 
@@ -83,7 +96,8 @@ const healthPathOf = (u: ResolvedUpstream): string => {
 /** Lazily created undici pools per upstream origin, reused across snapshot swaps, with outlier ejection. */
 export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
   const { timeouts } = opts;
-  const connections = opts.connections ?? 256;
+  const floor = opts.connections ?? (opts.connectionsFor ? 1 : 256);
+  const sizeFor = (origin: string): number => Math.max(floor, opts.connectionsFor?.(origin) ?? 0);
   const policy: EjectionPolicy = Object.freeze({ ...defaultEjection, ...opts.ejection });
   const states = new Map<string, OriginState>();
   let rr = 0;
@@ -98,9 +112,29 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
     : null;
   const guardedOrigin = (origin: string): boolean => guardedConnect !== null && addressGuard?.isTenantOrigin(origin) === true;
 
+  const newPool = (origin: string, connections: number, guarded: boolean): Pool =>
+    new Pool(origin, {
+      connections,
+      pipelining: 1,
+      connect: guarded && guardedConnect !== null ? guardedConnect : plainConnect,
+      // The forwarder runs its own first-byte and idle timers; these are backstops.
+      headersTimeout: 0,
+      bodyTimeout: 0,
+      keepAliveTimeout: 30_000,
+    });
+
   const get = (origin: string): OriginState => {
     let s = states.get(origin);
     const guarded = guardedOrigin(origin);
+    const connections = sizeFor(origin);
+    if (s !== undefined && s.guarded === guarded && s.connections < connections) {
+      // More may be admitted now (a snapshot raised Concurrency or added replicas): a larger pool takes new
+      // requests, the old one finishes those it carries. Health and in-flight counts stay with the origin.
+      const old = s.pool;
+      s.pool = newPool(origin, connections, guarded);
+      s.connections = connections;
+      old.close().catch(() => {});
+    }
     if (s !== undefined && s.guarded !== guarded) {
       // Provenance changed with a snapshot: requests in flight finish on the old pool, new ones get new sockets.
       if (s.probeTimer !== null) clearTimeout(s.probeTimer);
@@ -108,16 +142,8 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
       s = undefined;
     }
     if (s === undefined) {
-      const pool = new Pool(origin, {
-        connections,
-        pipelining: 1,
-        connect: guarded && guardedConnect !== null ? guardedConnect : plainConnect,
-        // The forwarder runs its own first-byte and idle timers; these are backstops.
-        headersTimeout: 0,
-        bodyTimeout: 0,
-        keepAliveTimeout: 30_000,
-      });
-      s = { origin, pool, guarded, inFlight: 0, outlier: newOutlierState(policy), ejected: false, probeTimer: null, healthPath: '/health' };
+      const pool = newPool(origin, connections, guarded);
+      s = { origin, pool, connections, guarded, inFlight: 0, outlier: newOutlierState(policy), ejected: false, probeTimer: null, healthPath: '/health' };
       states.set(origin, s);
     }
     return s;
@@ -208,6 +234,7 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
         s.pool.close().catch(() => {});
       }
     },
+    states: () => states.values(),
     async close() {
       closed = true;
       const all = [...states.values()];

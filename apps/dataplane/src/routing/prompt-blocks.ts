@@ -1,0 +1,59 @@
+// The data plane never sees the runtime's tokens, so prefix affinity works on characters: the messages'
+// role and text, read as one stream, cut into fixed-size chunks, each named by a hash chained over every
+// chunk before it (a chunk matches only when the whole prefix before it matches too, like vLLM's blocks).
+
+/** Characters per hashed chunk: about 32 to 64 tokens of English. */
+export const PROMPT_BLOCK_CHARS = 128;
+/** Chunks hashed at most (the first 64 KiB of a prompt): bounds the CPU spent per request. */
+export const MAX_PROMPT_BLOCKS = 512;
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  let out = '';
+  for (const part of content) {
+    if (part !== null && typeof part === 'object' && typeof (part as { text?: unknown }).text === 'string') out += (part as { text: string }).text;
+  }
+  return out;
+}
+
+/**
+ * Chained hashes of the prompt's full chunks (a trailing partial chunk has none), seeded per target so that
+ * the same prompt sent to two targets never shares entries. Two FNV-1a lanes make a 52-bit number.
+ */
+export function promptBlocks(body: Record<string, unknown>, seed: number, blockChars = PROMPT_BLOCK_CHARS, maxBlocks = MAX_PROMPT_BLOCKS): number[] {
+  const messages = body['messages'];
+  const out: number[] = [];
+  if (!Array.isArray(messages)) return out;
+  let a = (0x811c9dc5 ^ seed) >>> 0;
+  let b = (0x9747b28c ^ Math.imul(seed, 0x5bd1e995)) >>> 0;
+  let filled = 0;
+  const feed = (c: number): boolean => {
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+    b ^= b >>> 13;
+    if (++filled === blockChars) {
+      filled = 0;
+      out.push((a >>> 0) * 0x100000 + ((b >>> 0) & 0xfffff));
+      if (out.length >= maxBlocks) return false;
+    }
+    return true;
+  };
+  for (const m of messages) {
+    if (m === null || typeof m !== 'object') continue;
+    const role = String((m as { role?: unknown }).role);
+    const text = textOf((m as { content?: unknown }).content);
+    for (let i = 0; i < role.length; i++) if (!feed(role.charCodeAt(i))) return out;
+    if (!feed(0)) return out;
+    for (let i = 0; i < text.length; i++) if (!feed(text.charCodeAt(i))) return out;
+    if (!feed(1)) return out;
+  }
+  return out;
+}
+
+/** A small stable hash of a target id (the seed of its prompt blocks). */
+export function targetSeed(id: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}

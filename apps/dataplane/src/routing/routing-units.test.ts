@@ -1,0 +1,77 @@
+import { describe, expect, it } from 'vitest';
+import { parseReplicaMetrics } from './parse-replica-metrics.ts';
+import { createPrefixIndex } from './prefix-index.ts';
+import { promptBlocks } from './prompt-blocks.ts';
+import { defaultRoutingSettings } from './routing-settings.ts';
+import { scoreReplicas } from './scorer.ts';
+
+const body = (system: string, user: string) => ({ messages: [{ role: 'system', content: system }, { role: 'user', content: user }] });
+
+describe('prompt blocks', () => {
+  it('chain: prompts sharing a long system prompt share their leading blocks, and only those', () => {
+    const sys = 'a'.repeat(1000);
+    const a = promptBlocks(body(sys, 'first question'), 1, 128);
+    const b = promptBlocks(body(sys, 'another one entirely'), 1, 128);
+    expect(a.length).toBeGreaterThanOrEqual(7);
+    expect(b.slice(0, 7)).toEqual(a.slice(0, 7));
+    // Another target seeds another chain.
+    expect(promptBlocks(body(sys, 'first question'), 2, 128)[0]).not.toBe(a[0]);
+    // A different start changes every block after it.
+    const c = promptBlocks(body(`x${sys.slice(1)}`, 'first question'), 1, 128);
+    expect(c.some((h, i) => h === a[i])).toBe(false);
+  });
+  it('is bounded', () => {
+    expect(promptBlocks(body('z'.repeat(1_000_000), ''), 1, 128, 512)).toHaveLength(512);
+  });
+});
+
+describe('prefix index', () => {
+  it('reports how many leading blocks each replica holds, and forgets the least recently used beyond its bound', () => {
+    const idx = createPrefixIndex(6);
+    idx.record([1, 2, 3, 4], 'r-a');
+    idx.record([1, 2, 9], 'r-b');
+    const m = idx.match([1, 2, 3, 4, 5], ['r-a', 'r-b', 'r-c']);
+    expect(m.get('r-a')).toBe(4);
+    expect(m.get('r-b')).toBe(2);
+    expect(m.has('r-c')).toBe(false);
+    expect(idx.size).toBe(5);
+    idx.record([7, 8], 'r-c'); // 7 entries > 6: block 3 (least recently used) goes
+    expect(idx.size).toBe(6);
+    expect(idx.match([1, 2, 3, 4], ['r-a']).get('r-a')).toBe(2);
+  });
+});
+
+describe('scorer', () => {
+  const load = (running: number, waiting: number, kvUsage: number) => ({ running, waiting, kvUsage, at: 0, inFlightAtScrape: 0 });
+  it('prefers the replica holding the prefix at equal load, and gives it up once that replica is far busier', () => {
+    const s = defaultRoutingSettings;
+    const even = scoreReplicas([
+      { id: 'a', inFlight: 2, load: load(2, 0, 0.2), prefixMatch: 0.9 },
+      { id: 'b', inFlight: 2, load: load(2, 0, 0.2), prefixMatch: 0 },
+    ], s);
+    expect(even[0]!.score).toBeGreaterThan(even[1]!.score);
+    const busy = scoreReplicas([
+      { id: 'a', inFlight: 20, load: load(20, 10, 0.2), prefixMatch: 0.9 },
+      { id: 'b', inFlight: 2, load: load(2, 0, 0.2), prefixMatch: 0 },
+    ], s);
+    expect(busy[1]!.score).toBeGreaterThan(busy[0]!.score);
+  });
+  it('counts what this node sent since the scrape', () => {
+    const [a] = scoreReplicas([{ id: 'a', inFlight: 5, load: { running: 1, waiting: 0, kvUsage: 0, at: 0, inFlightAtScrape: 1 }, prefixMatch: 0 }], defaultRoutingSettings);
+    expect(a!.load).toBe(5);
+  });
+});
+
+describe('replica metrics text', () => {
+  it("reads vLLM's gauges summed over label sets, and says null for a runtime without them", () => {
+    const text = [
+      '# HELP vllm:num_requests_running x', '# TYPE vllm:num_requests_running gauge',
+      'vllm:num_requests_running{engine="0",model_name="m"} 3.0', 'vllm:num_requests_running{engine="1",model_name="m"} 2.0',
+      'vllm:num_requests_waiting{engine="0",model_name="m"} 4.0', 'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25',
+      'vllm:num_requests_waiting_by_reason{reason="x"} 99',
+    ].join('\n');
+    expect(parseReplicaMetrics(text)).toEqual({ running: 5, waiting: 4, kvUsage: 0.25 });
+    expect(parseReplicaMetrics('vllm:gpu_cache_usage_perc 0.5\nvllm:num_requests_waiting 1')).toEqual({ running: 0, waiting: 1, kvUsage: 0.5 });
+    expect(parseReplicaMetrics('# nothing here\nprocess_cpu_seconds_total 1')).toBeNull();
+  });
+});
