@@ -102,6 +102,20 @@ describe.each(testBackends())('login throttle (%s)', (kind) => {
     }
   }, 60_000);
 
+  it('behind a trusted proxy, the address limit applies to the client X-Forwarded-For names', async () => {
+    const spray = await createTestDb(kind);
+    const proxied = await appOn(spray, { loginLimits: { perIp: 2 }, trustProxy: ['127.0.0.1'] });
+    try {
+      const from = (ip: string, i: number) => login(proxied, `proxied-${i}@example.com`, 'guess', { 'x-forwarded-for': ip });
+      expect([(await from('203.0.113.7', 1)).status, (await from('203.0.113.7', 2)).status, (await from('203.0.113.7', 3)).status]).toEqual([401, 401, 429]);
+      // Another client behind the same proxy has its own count.
+      expect((await from('198.51.100.9', 4)).status).toBe(401);
+    } finally {
+      await proxied.close();
+      await spray.close();
+    }
+  }, 60_000);
+
   it('a successful login does not count against the limit', async () => {
     const user = await newUser();
     for (let i = 0; i < 8; i++) expect((await login(b, user.email, PASSWORD)).status).toBe(200);
