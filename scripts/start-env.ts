@@ -26,3 +26,6 @@ export function loadStartEnv(source: NodeJS.ProcessEnv = process.env) {
   return Object.freeze(parsed.data);
 }
 export type StartEnv = ReturnType<typeof loadStartEnv>;
+
+/** The schema itself, read by scripts/env-doc.ts for infra/README.md's environment table (names and defaults). */
+export { schema as startEnvSchema };

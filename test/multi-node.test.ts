@@ -114,10 +114,20 @@ describe('multi-node platform: 2 control planes, 3 data-plane nodes, PostgreSQL,
   const newKey = async (name: string, rpmLimit?: number): Promise<{ secret: string; keyId: string; okIds: string[] }> => {
     const created = await createApiKey(database.db, { tenantId, name, ...(rpmLimit ? { rpmLimit } : {}) });
     const okIds = await Promise.all(
-      nodes.map(async (n) => (await until(`key ${name} accepted by ${n.url}`, async () => {
-        const r = await chat(n.url, created.secret);
-        return r.status === 200 ? (r.requestId ?? '') : undefined;
-      }, 15_000, 25)).value),
+      nodes.map(
+        async (n) =>
+          (
+            await until(
+              `key ${name} accepted by ${n.url}`,
+              async () => {
+                const r = await chat(n.url, created.secret);
+                return r.status === 200 ? (r.requestId ?? '') : undefined;
+              },
+              15_000,
+              25,
+            )
+          ).value,
+      ),
     );
     return { secret: created.secret, keyId: created.key.id, okIds };
   };
@@ -130,11 +140,27 @@ describe('multi-node platform: 2 control planes, 3 data-plane nodes, PostgreSQL,
 
     const simPort = await freePort();
     // A few ms per token so that requests are really in flight when a node is killed.
-    sim = startNode('runtime-sim', root('packages/runtime-sim/src/cli.ts'), ['--port', String(simPort), '--model', 'org/served-model', '--ttft-ms', '20', '--itl-ms', '5']);
+    sim = startNode('runtime-sim', root('packages/runtime-sim/src/cli.ts'), [
+      '--port',
+      String(simPort),
+      '--model',
+      'org/served-model',
+      '--ttft-ms',
+      '20',
+      '--itl-ms',
+      '5',
+    ]);
     const simUrl = `http://127.0.0.1:${simPort}`;
     tenantId = (await createTenant(database.db, { slug: 'multi', name: 'Multi' })).id;
     const entry = await createEntry(database.db, {
-      name: MODEL, provider: 'org', offeredShared: true, offeredDedicated: false, published: true, contextLength: 8192, priceInputPerM: 1, priceOutputPerM: 2,
+      name: MODEL,
+      provider: 'org',
+      offeredShared: true,
+      offeredDedicated: false,
+      published: true,
+      contextLength: 8192,
+      priceInputPerM: 1,
+      priceOutputPerM: 2,
     });
     await addUpstream(database.db, { entryId: entry.id, url: simUrl, kind: 'sim', servedModel: 'org/served-model' });
     await waitReady(sim, `${simUrl}/health`);

@@ -35,49 +35,53 @@ describe.each(testBackends())('admin:create on %s', (kind) => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('creates a platform admin on a fresh database without printing the password, audited, and refuses a second with the same email', { timeout: 120_000 }, async () => {
-    if (kind === 'postgres') {
-      // A fresh migrated database of its own; the CLI opens it by URL, as on a real deployment.
-      const fresh = await createTestDb('postgres');
-      closers.push(() => fresh.close());
-      env = { DATABASE_URL: fresh.url! };
-      open = async () => fresh;
-    } else {
-      env = { DATA_DIR: dir };
-      // PGlite admits one process at a time: open it only after the CLI has exited.
-      open = async () => {
-        const d = await createDb({ dataDir: join(dir, 'pglite') });
-        closers.push(() => d.close());
-        return d;
-      };
-    }
+  it(
+    'creates a platform admin on a fresh database without printing the password, audited, and refuses a second with the same email',
+    { timeout: 120_000 },
+    async () => {
+      if (kind === 'postgres') {
+        // A fresh migrated database of its own; the CLI opens it by URL, as on a real deployment.
+        const fresh = await createTestDb('postgres');
+        closers.push(() => fresh.close());
+        env = { DATABASE_URL: fresh.url! };
+        open = async () => fresh;
+      } else {
+        env = { DATA_DIR: dir };
+        // PGlite admits one process at a time: open it only after the CLI has exited.
+        open = async () => {
+          const d = await createDb({ dataDir: join(dir, 'pglite') });
+          closers.push(() => d.close());
+          return d;
+        };
+      }
 
-    const created = await run(['--email', 'Ops@Example.com', '--name', 'Ops', '--password-stdin'], env, `${PASSWORD}\n`);
-    expect(created.code, created.out).toBe(0);
-    expect(created.out).toMatch(/created platform admin ops@example\.com/);
-    expect(created.out).not.toContain(PASSWORD);
+      const created = await run(['--email', 'Ops@Example.com', '--name', 'Ops', '--password-stdin'], env, `${PASSWORD}\n`);
+      expect(created.code, created.out).toBe(0);
+      expect(created.out).toMatch(/created platform admin ops@example\.com/);
+      expect(created.out).not.toContain(PASSWORD);
 
-    const again = await run(['--email', 'ops@example.com', '--password-stdin'], env, 'another-password-1234\n');
-    expect(again.code).toBe(1);
-    expect(again.out).toMatch(/already exists/);
+      const again = await run(['--email', 'ops@example.com', '--password-stdin'], env, 'another-password-1234\n');
+      expect(again.code).toBe(1);
+      expect(again.out).toMatch(/already exists/);
 
-    const short = await run(['--email', 'short@example.com'], { ...env, ADMIN_PASSWORD: 'short' }, '');
-    expect(short.code).toBe(1);
-    expect(short.out).toMatch(/at least 8 characters/);
-    expect(short.out).not.toContain('short@example.com (');
+      const short = await run(['--email', 'short@example.com'], { ...env, ADMIN_PASSWORD: 'short' }, '');
+      expect(short.code).toBe(1);
+      expect(short.out).toMatch(/at least 8 characters/);
+      expect(short.out).not.toContain('short@example.com (');
 
-    const none = await run(['--email', 'nopass@example.com'], env, '');
-    expect(none.code).toBe(2);
-    expect(none.out).toMatch(/no password/);
+      const none = await run(['--email', 'nopass@example.com'], env, '');
+      expect(none.code).toBe(2);
+      expect(none.out).toMatch(/no password/);
 
-    const database = await open();
-    const user = await verifyCredentials(database.db, 'ops@example.com', PASSWORD);
-    expect(user?.isPlatformAdmin).toBe(true);
-    expect(user?.displayName).toBe('Ops');
-    const audit = await database.db.selectFrom('auditLog').select(['action', 'targetId', 'detail']).where('action', '=', 'platform_admin.create').execute();
-    expect(audit).toEqual([{ action: 'platform_admin.create', targetId: user!.id, detail: { email: 'ops@example.com', via: 'cli' } }]);
-    expect(JSON.stringify(audit)).not.toContain(PASSWORD);
-    const users = await database.db.selectFrom('users').select('email').execute();
-    expect(users.map((u) => u.email)).toEqual(['ops@example.com']);
-  });
+      const database = await open();
+      const user = await verifyCredentials(database.db, 'ops@example.com', PASSWORD);
+      expect(user?.isPlatformAdmin).toBe(true);
+      expect(user?.displayName).toBe('Ops');
+      const audit = await database.db.selectFrom('auditLog').select(['action', 'targetId', 'detail']).where('action', '=', 'platform_admin.create').execute();
+      expect(audit).toEqual([{ action: 'platform_admin.create', targetId: user!.id, detail: { email: 'ops@example.com', via: 'cli' } }]);
+      expect(JSON.stringify(audit)).not.toContain(PASSWORD);
+      const users = await database.db.selectFrom('users').select('email').execute();
+      expect(users.map((u) => u.email)).toEqual(['ops@example.com']);
+    },
+  );
 });

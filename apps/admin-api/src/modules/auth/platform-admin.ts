@@ -17,7 +17,13 @@ export interface CreatePlatformAdminInput {
 export async function createPlatformAdmin(db: Db, input: CreatePlatformAdminInput): Promise<User> {
   return withTransaction(db, async (trx) => {
     const user = await createUser(trx, { email: input.email, password: input.password, displayName: input.displayName ?? null, isPlatformAdmin: true });
-    await writeAudit(trx, { tenantId: null, action: 'platform_admin.create', targetType: 'user', targetId: user.id, detail: { email: user.email, via: 'cli' } });
+    await writeAudit(trx, {
+      tenantId: null,
+      action: 'platform_admin.create',
+      targetType: 'user',
+      targetId: user.id,
+      detail: { email: user.email, via: 'cli' },
+    });
     return user;
   });
 }
