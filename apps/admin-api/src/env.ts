@@ -51,6 +51,15 @@ const schema = z.object({
   OUTBOX_PRUNE_INTERVAL_S: z.coerce.number({ error: 'OUTBOX_PRUNE_INTERVAL_S must be a number of seconds (0: never prune)' }).min(0, 'OUTBOX_PRUNE_INTERVAL_S must be 0 (never prune) or more').default(600),
   OUTBOX_POLL_MS: z.coerce.number({ error: 'OUTBOX_POLL_MS must be a number of milliseconds' }).int().min(10, 'OUTBOX_POLL_MS must be at least 10').default(250),
   METRICS_TOKEN: optionalString.pipe(z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional()),
+  K8S_NAMESPACE: optionalString.pipe(z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'K8S_NAMESPACE must be a Kubernetes namespace name').optional()),
+  KUBECONFIG: optionalString,
+  KUBERNETES_SERVICE_HOST: optionalString,
+  K8S_VLLM_IMAGE: z.string().trim().min(1).default('vllm/vllm-openai:latest'),
+  K8S_SGLANG_IMAGE: z.string().trim().min(1).default('lmsysorg/sglang:latest'),
+  K8S_TGI_IMAGE: z.string().trim().min(1).default('ghcr.io/huggingface/text-generation-inference:latest'),
+  K8S_DRAIN_SECONDS: z.coerce.number({ error: 'K8S_DRAIN_SECONDS must be a number of seconds' }).int().min(0).max(3600).default(30),
+  K8S_REPLICA_ADDRESS: z.enum(['pod', 'service'], { error: 'K8S_REPLICA_ADDRESS must be pod or service' }).default('pod'),
+  K8S_UNSCHEDULABLE_GRACE_S: z.coerce.number({ error: 'K8S_UNSCHEDULABLE_GRACE_S must be a number of seconds' }).min(0).max(3600).default(0),
   TRUST_PROXY: optionalString.transform((v, ctx) => {
     if (v === undefined || v === 'false' || v === '0') return false;
     if (v === 'true') return true;
@@ -67,15 +76,6 @@ const schema = z.object({
   }),
   API_STATEMENT_TIMEOUT_MS: z.coerce.number({ error: 'API_STATEMENT_TIMEOUT_MS must be a number of milliseconds (0: none)' }).int().min(0, 'API_STATEMENT_TIMEOUT_MS must be 0 (none) or more').default(5000),
   API_POINTS_PER_MINUTE: z.coerce.number({ error: 'API_POINTS_PER_MINUTE must be a whole number' }).int().min(1, 'API_POINTS_PER_MINUTE must be at least 1').default(1200),
-});
-
-export interface AdminEnv {
-  readonly ADMIN_HOST: string;
-  readonly ADMIN_PORT: number;
-  readonly DATABASE_URL: string | undefined;
-  readonly DATA_DIR: string;
-  readonly NODE_TOKEN: string;
-  /** Keyring sealing upstream API keys at rest: `<id>:<base64 32 bytes>`, newest first, comma-separated (unset: DATA_DIR/secrets.key). */
   AUTOSCALER_ENABLED: z.enum(['true', 'false', '1', '0']).default('true').transform((v) => v === 'true' || v === '1'),
   AUTOSCALER_TICK_MS: z.coerce.number().int().min(50, 'AUTOSCALER_TICK_MS must be at least 50').default(1000),
   AUTOSCALER_STABLE_WINDOW_S: z.coerce.number().min(1, 'AUTOSCALER_STABLE_WINDOW_S must be at least 1').default(60),
@@ -87,6 +87,15 @@ export interface AdminEnv {
   REPLICA_START_ATTEMPTS: z.coerce.number().int().min(1, 'REPLICA_START_ATTEMPTS must be at least 1').default(3),
   REPLICA_DRAIN_TIMEOUT_S: z.coerce.number().min(0, 'REPLICA_DRAIN_TIMEOUT_S must be 0 or more').default(30),
   REPLICA_BASE_CONCURRENCY: z.coerce.number().int().min(1, 'REPLICA_BASE_CONCURRENCY must be at least 1').default(32),
+});
+
+export interface AdminEnv {
+  readonly ADMIN_HOST: string;
+  readonly ADMIN_PORT: number;
+  readonly DATABASE_URL: string | undefined;
+  readonly DATA_DIR: string;
+  readonly NODE_TOKEN: string;
+  /** Keyring sealing upstream API keys at rest: `<id>:<base64 32 bytes>`, newest first, comma-separated (unset: DATA_DIR/secrets.key). */
   readonly SECRETS_ENCRYPTION_KEY: string | undefined;
   readonly DATAPLANE_URL: string;
   readonly SHARED_BASE_URL: string;
@@ -113,31 +122,28 @@ export interface AdminEnv {
   readonly OUTBOX_POLL_MS: number;
   /** Bearer token for `GET /metrics`; unset: `/metrics` is not served. */
   readonly METRICS_TOKEN: string | undefined;
+  /** Kubernetes provisioner: the namespace its Deployments and Services live in; unset: no Kubernetes provisioner. */
+  readonly K8S_NAMESPACE: string | undefined;
+  /** Kubeconfig file for the Kubernetes provisioner; unset: the pod's service account (in-cluster). */
+  readonly KUBECONFIG: string | undefined;
+  /** Set by Kubernetes inside a pod; tells whether in-cluster credentials exist. */
+  readonly KUBERNETES_SERVICE_HOST: string | undefined;
+  /** Default images per runtime (a catalog entry's runtimeConfig.image overrides). */
+  readonly K8S_VLLM_IMAGE: string;
+  readonly K8S_SGLANG_IMAGE: string;
+  readonly K8S_TGI_IMAGE: string;
+  /** Seconds a stopping runtime pod keeps serving requests in flight (terminationGracePeriodSeconds = this + 5 s preStop). */
+  readonly K8S_DRAIN_SECONDS: number;
+  /** Replica addresses in the routing snapshot: each pod's IP, or the Service's cluster DNS name. */
+  readonly K8S_REPLICA_ADDRESS: 'pod' | 'service';
+  /** How long a pod may stay unschedulable (e.g. waiting for a cluster autoscaler) before its start fails. */
+  readonly K8S_UNSCHEDULABLE_GRACE_S: number;
   /** Proxies whose X-Forwarded-For/Host/Proto are believed: false (none), true (any), a hop count, or addresses/CIDRs. */
   readonly TRUST_PROXY: boolean | number | readonly string[];
   /** PostgreSQL statement_timeout of tRPC and GraphQL queries (0: none; PGlite cannot interrupt a statement). */
   readonly API_STATEMENT_TIMEOUT_MS: number;
   /** Work budget per caller per minute on tRPC and GraphQL (one point a call, GraphQL one per 25 fields). */
   readonly API_POINTS_PER_MINUTE: number;
-}
-
-/** Reads and validates the environment once; throws one message naming every bad variable. */
-export function loadEnv(source: Readonly<Record<string, string | undefined>> = process.env): AdminEnv {
-  const parsed = schema.safeParse(source);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
-    throw new Error(`Invalid admin-api environment:\n${lines.join('\n')}`);
-  }
-  const e = parsed.data;
-  const dataplaneUrl = (e.DATAPLANE_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
-  return Object.freeze({
-    ...e,
-    DATABASE_URL: e.DATABASE_URL,
-    METRICS_TOKEN: e.METRICS_TOKEN,
-    DATAPLANE_URL: dataplaneUrl,
-    SHARED_BASE_URL: (e.SHARED_BASE_URL ?? `${dataplaneUrl}/endpoints/v1`).replace(/\/+$/, ''),
-  });
-}
   /** Serverless autoscaler (docs/autoscaling.md); off: replicas follow min/desired counts set by API calls and wakes. */
   readonly AUTOSCALER_ENABLED: boolean;
   readonly AUTOSCALER_TICK_MS: number;
@@ -156,3 +162,29 @@ export function loadEnv(source: Readonly<Record<string, string | undefined>> = p
   readonly REPLICA_DRAIN_TIMEOUT_S: number;
   /** The data plane's REPLICA_BASE_CONCURRENCY (keep equal): default target concurrency = this x the entry's Concurrency. */
   readonly REPLICA_BASE_CONCURRENCY: number;
+}
+
+/** Reads and validates the environment once; throws one message naming every bad variable. */
+export function loadEnv(source: Readonly<Record<string, string | undefined>> = process.env): AdminEnv {
+  const parsed = schema.safeParse(source);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.') || '(env)'}: ${i.message}`);
+    throw new Error(`Invalid admin-api environment:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  if (e.K8S_NAMESPACE && !e.KUBECONFIG && !e.KUBERNETES_SERVICE_HOST) {
+    throw new Error('Invalid admin-api environment:\n  K8S_NAMESPACE: needs KUBECONFIG (a kubeconfig file) or to run inside a Kubernetes pod (service account)');
+  }
+  const dataplaneUrl = (e.DATAPLANE_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+  return Object.freeze({
+    ...e,
+    DATABASE_URL: e.DATABASE_URL,
+    METRICS_TOKEN: e.METRICS_TOKEN,
+    K8S_NAMESPACE: e.K8S_NAMESPACE,
+    DATAPLANE_URL: dataplaneUrl,
+    SHARED_BASE_URL: (e.SHARED_BASE_URL ?? `${dataplaneUrl}/endpoints/v1`).replace(/\/+$/, ''),
+  });
+}
+
+/** The schema itself, read by scripts/env-doc.ts for infra/README.md's environment table (names and defaults). */
+export { schema as adminEnvSchema };

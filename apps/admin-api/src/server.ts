@@ -4,6 +4,7 @@ import { createDb, migrateToLatest, type Database } from '@infer/db';
 import { buildAdminApp } from './app.ts';
 import { loadEnv, type AdminEnv } from './env.ts';
 import { createDefaultProvisioners } from './modules/deployments/deployments-context.ts';
+import { kubernetesProvisionerFromEnv } from './modules/deployments/provisioners/kubernetes/from-env.ts';
 import { installSecretKeyring, loadOrCreateKeyFile, parseKeyring } from './modules/secrets/secret-keyring.ts';
 import { resealUpstreamKeys } from './modules/secrets/upstream-secrets.ts';
 import { createAddressGuard } from '@infer/shared/address-guard';
@@ -62,6 +63,7 @@ if (!closing) {
     provisioners: createDefaultProvisioners({
       local: { ttftMs: env.LOCAL_SIM_TTFT_MS, itlMs: env.LOCAL_SIM_ITL_MS, coldStartCapMs: env.LOCAL_COLD_START_CAP_MS },
       external: { addressGuard: createAddressGuard({ allowAll: env.EXTERNAL_ALLOW_PRIVATE_URLS, allowedCidrs: env.ALLOWED_PRIVATE_CIDRS }) },
+      kubernetes: kubernetesProvisionerFromEnv(env, database.db),
     }),
     allowPrivateExternalUrls: env.EXTERNAL_ALLOW_PRIVATE_URLS,
     allowedPrivateCidrs: env.ALLOWED_PRIVATE_CIDRS,
@@ -76,8 +78,6 @@ if (!closing) {
       retainRows: env.OUTBOX_RETAIN_ROWS,
       retainHours: env.OUTBOX_RETAIN_HOURS,
     },
-  });
-  await app.listen({ host: env.ADMIN_HOST, port: env.ADMIN_PORT });
     replicaBaseConcurrency: env.REPLICA_BASE_CONCURRENCY,
     replicaLifecycle: {
       startTimeoutMs: env.REPLICA_START_TIMEOUT_S * 1000,
@@ -94,6 +94,8 @@ if (!closing) {
       reportTtlMs: env.LOAD_REPORT_TTL_S * 1000,
       heartbeatMs: env.GPU_LEDGER_HEARTBEAT_MS,
     } : undefined,
+  });
+  await app.listen({ host: env.ADMIN_HOST, port: env.ADMIN_PORT });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : env.ADMIN_PORT;
   console.log(`admin-api listening on http://${env.ADMIN_HOST}:${port}`);

@@ -5,6 +5,7 @@ import * as m0100 from './migrations/2026_11_22_0100_auth_throttle.ts';
 import * as m0200 from './migrations/2026_11_22_0200_invitations.ts';
 import * as m0400 from './migrations/2026_11_22_0400_node_credentials.ts';
 import * as m1000 from './migrations/2026_11_22_1000_serverless.ts';
+import * as m1100 from './migrations/2026_11_22_1100_runtime_config.ts';
 
 // Static list, not FileMigrationProvider: works the same from source, a bundle or a container image.
 const migrations: Readonly<Record<string, Migration>> = Object.freeze({
@@ -13,6 +14,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026_11_22_0200_invitations': m0200,
   '2026_11_22_0400_node_credentials': m0400,
   '2026_11_22_1000_serverless': m1000,
+  '2026_11_22_1100_runtime_config': m1100,
 });
 
 function createMigrator(db: Kysely<any>): Migrator {

@@ -1,5 +1,5 @@
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
-import type { CreatedAt, TextArray, UpdatedAt } from './column-types.ts';
+import type { CreatedAt, NullableJson, TextArray, UpdatedAt } from './column-types.ts';
 
 /** A published endpoint (spec 2.1), stored structured; string forms are rendered at the edges. */
 export interface CatalogEntryTable {
@@ -25,6 +25,8 @@ export interface CatalogEntryTable {
   offeredShared: ColumnType<boolean, boolean | undefined, boolean>;
   offeredDedicated: ColumnType<boolean, boolean | undefined, boolean>;
   published: ColumnType<boolean, boolean | undefined, boolean>;
+  /** How dedicated replicas run on Kubernetes (runtime, image, model source, extra args); null: defaults. */
+  runtimeConfig: NullableJson;
   createdAt: CreatedAt;
   updatedAt: UpdatedAt;
 }

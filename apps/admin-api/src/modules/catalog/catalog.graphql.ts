@@ -12,6 +12,8 @@ import {
   adminCreateEntry, adminGetEntry, adminSetPublished, adminUpdateEntry, countFacets, getEntryByName, listEntries, type FacetCount,
 } from './catalog.service.ts';
 import { buildIntegration, type Integration, type IntegrationMode } from './integration.ts';
+import { adminGetRuntimeConfig, adminSetRuntimeConfig } from './runtime-config.service.ts';
+import { isPlatformAdmin } from '../access/access.ts';
 
 export const Surface = builder.enumType('Surface', {
   description: 'Where an endpoint is served: the shared token-billed base, or a tenant-scoped dedicated URL.',
@@ -128,6 +130,15 @@ export const Endpoint = builder.objectRef<CatalogView>('Endpoint').implement({
     tags: t.exposeStringList('tags'),
     offeredShared: t.exposeBoolean('offeredShared'),
     offeredDedicated: t.exposeBoolean('offeredDedicated'),
+    runtimeConfig: t.string({
+      nullable: true,
+      description: 'Platform admins only (null for anyone else, and when unset): how dedicated replicas run on Kubernetes, as JSON (runtime, image, modelSource, extraArgs, env, secretEnv, port, shmSize, resources, nodeSelector).',
+      resolve: async (e, _args, ctx) => {
+        if (!isPlatformAdmin(ctx.principal)) return null;
+        const config = await adminGetRuntimeConfig(ctx.db, ctx.principal, e.id);
+        return config ? JSON.stringify(config) : null;
+      },
+    }),
     surfaces: t.field({
       type: [Surface],
       complexity: { field: 1, multiplier: 1 },
@@ -305,6 +316,17 @@ builder.mutationFields((t) => ({
     description: 'Platform admins: shows the entry in the public catalog.',
     args: { id: t.arg.id({ required: true }) },
     resolve: async (_root, { id }, ctx) => toCatalogView(await adminSetPublished(ctx.db, ctx.principal, String(id), true)),
+  }),
+  setCatalogEntryRuntimeConfig: t.field({
+    type: Endpoint,
+    description: 'Platform admins: how the entry runs on Kubernetes (JSON object; null or empty clears it). Applies to replicas started afterwards.',
+    args: { id: t.arg.id({ required: true }), runtimeConfig: t.arg.string() },
+    resolve: async (_root, args, ctx) => {
+      await adminSetRuntimeConfig(ctx.db, ctx.principal, String(args.id), args.runtimeConfig ?? null);
+      const entry = await adminGetEntry(ctx.db, ctx.principal, { id: String(args.id) });
+      if (!entry) throw notFound('catalog entry');
+      return toCatalogView(entry);
+    },
   }),
   unpublishCatalogEntry: t.field({
     type: Endpoint,

@@ -3,6 +3,7 @@ import { runtimeKinds } from '@infer/shared';
 import { notFound } from '../../errors.ts';
 import { adminProcedure, publicProcedure, router } from '../../trpc/init.ts';
 import { toCatalogView } from './catalog-view.ts';
+import { adminGetRuntimeConfig, adminSetRuntimeConfig } from './runtime-config.service.ts';
 import {
   adminAddUpstream, adminCreateEntry, adminGetEntry, adminRemoveUpstream, adminSetPublished, adminUpdateEntry, getEntryByName,
   listEntries, listFacets, listUpstreams,
@@ -69,11 +70,15 @@ export const catalogRouter = router({
     get: adminProcedure.input(entryId).query(async ({ ctx, input }) => {
       const entry = await adminGetEntry(ctx.db, ctx.principal, { id: input.id });
       if (!entry) throw notFound('catalog entry');
-      return { entry: toCatalogView(entry), upstreams: await listUpstreams(ctx.db, entry.id) };
+      return { entry: toCatalogView(entry), upstreams: await listUpstreams(ctx.db, entry.id), runtimeConfig: await adminGetRuntimeConfig(ctx.db, ctx.principal, entry.id) };
     }),
   }),
 
   /** Adds an entry, unpublished unless `published: true` (as GraphQL's createEntry). */
+  /** How the entry's dedicated replicas run on Kubernetes (validated by the service; null clears it). */
+  setRuntimeConfig: adminProcedure
+    .input(entryId.extend({ runtimeConfig: z.record(z.string(), z.unknown()).nullable() }))
+    .mutation(({ ctx, input }) => adminSetRuntimeConfig(ctx.db, ctx.principal, input.id, input.runtimeConfig)),
   create: adminProcedure
     .input(entryFields.extend({ name: z.string().min(1).max(200), published: z.boolean().optional() }))
     .mutation(async ({ ctx, input }) => toCatalogView(await adminCreateEntry(ctx.db, ctx.principal, input))),

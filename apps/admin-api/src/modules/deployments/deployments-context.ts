@@ -2,7 +2,7 @@ import { createAddressGuard, type AddressGuard } from '@infer/shared/address-gua
 import type { Db } from '../../db.ts';
 import { createExternalProvisioner, type ExternalProvisionerOptions } from './provisioners/external/external-provisioner.ts';
 import { createLocalProvisioner, type LocalProvisionerOptions } from './provisioners/local/local-provisioner.ts';
-import type { Provisioners } from './provisioners/provisioner.ts';
+import type { Provisioner, Provisioners } from './provisioners/provisioner.ts';
 import { DEFAULT_REPLICA_BASE_CONCURRENCY } from './target-concurrency.ts';
 import { createReconciler, type DeploymentLog, type Reconciler, type ReconcilerOptions } from './reconciler.ts';
 
@@ -70,9 +70,11 @@ export function createDeploymentsContext(opts: DeploymentsContextOptions): Deplo
   });
 }
 
-/** The embedded defaults: local runtime-sim processes and external URLs. */
+/** The embedded defaults: local runtime-sim processes and external URLs, plus Kubernetes when configured (see provisioners/kubernetes/from-env.ts). */
 export function createDefaultProvisioners(
-  opts: { local?: LocalProvisionerOptions; external?: ExternalProvisionerOptions } = {},
+  opts: { local?: LocalProvisionerOptions; external?: ExternalProvisionerOptions; kubernetes?: Provisioner } = {},
 ): Provisioners {
-  return Object.freeze({ local: createLocalProvisioner(opts.local), external: createExternalProvisioner(opts.external) });
+  return Object.freeze({
+    local: createLocalProvisioner(opts.local), external: createExternalProvisioner(opts.external), ...(opts.kubernetes ? { kubernetes: opts.kubernetes } : {}),
+  });
 }

@@ -11,6 +11,7 @@ import {
 import { observedColdStart, type ObservedColdStart } from './node-load.ts';
 import { usageRange } from '../usage/usage.service.ts';
 import { provisionerKinds } from './provisioners/provisioner.ts';
+import { availableProvisioners } from './available-provisioners.ts';
 
 /** A deployment with the slug of its tenant (for its URLs). */
 type DeploymentShape = DeploymentView & { tenantSlug: string };
@@ -225,5 +226,13 @@ builder.mutationFields((t) => ({
       await deleteDeployment(ctx.deployments, ctx.principal, { tenantId: String(args.tenantId), deploymentId: String(args.id) });
       return true;
     },
+  }),
+}));
+
+builder.queryFields((t) => ({
+  provisioners: t.field({
+    type: [ProvisionerEnum],
+    description: 'The provisioners this control plane can deploy with (KUBERNETES only when configured).',
+    resolve: (_root, _args, ctx) => availableProvisioners(ctx.deployments, ctx.principal),
   }),
 }));

@@ -1,11 +1,12 @@
 import { z } from 'zod';
-import { router, tenantProcedure } from '../../trpc/init.ts';
+import { authedProcedure, router, tenantProcedure } from '../../trpc/init.ts';
 import { usageRange } from '../usage/usage.service.ts';
 import {
   deleteDeployment, deployEndpoint, getDeployment, getDeploymentGpuSeconds, listDeployments, scaleDeployment, startDeployment,
   stopDeployment, wakeDeployment,
 } from './deployments.service.ts';
 import { provisionerKinds } from './provisioners/provisioner.ts';
+import { availableProvisioners } from './available-provisioners.ts';
 
 // Shapes only: ranges (MAX_REPLICAS, autoscaling bounds) are the service's, with errors naming the field.
 const replicas = z.number().int();
@@ -23,6 +24,8 @@ const instant = z.union([z.iso.datetime({ offset: true }), z.iso.date()]).transf
 
 /** Thin adapter over the deployment service, which holds the rules (tenant role, state machine, provisioners). */
 export const deploymentsRouter = router({
+  /** The provisioners this control plane can deploy with (kubernetes only when configured). */
+  provisioners: authedProcedure.query(({ ctx }) => availableProvisioners(ctx.deployments, ctx.principal)),
   list: tenantProcedure.query(({ ctx }) => listDeployments(ctx.deployments, ctx.principal, ctx.tenantId)),
   get: tenantProcedure.input(ref).query(({ ctx, input }) =>
     getDeployment(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId }),

@@ -213,6 +213,7 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
         await stopOwned(o.id);
         await closeReplicaInterval(db, o.id).catch(() => undefined);
       }
+      for (const p of Object.values(provisioners)) await p?.release?.(id).catch((err: unknown) => log.warn({ err, deploymentId: id }, 'releasing a deployment failed'));
       return;
     }
     const provisioner = provisioners[d.provisioner as ProvisionerKind];
@@ -344,6 +345,7 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
         await closeReplicaInterval(db, o.id).catch(() => undefined);
       }
       await Promise.all([...ids, ...extra].map(schedule));
+      for (const p of Object.values(provisioners)) await p?.sweep?.(ids).catch((err: unknown) => log.warn({ err }, 'provisioner sweep failed'));
     },
     resetFailures(deploymentId: string): void {
       failures.delete(deploymentId);

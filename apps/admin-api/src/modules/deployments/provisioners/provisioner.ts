@@ -4,7 +4,7 @@ import type { RuntimeKind } from '@infer/shared';
  * The one list of provisioner kinds (rows, GraphQL enum, tRPC input). A `kubernetes` kind (Deployment +
  * Service of a vLLM image) plugs in here and implements `Provisioner`.
  */
-export const provisionerKinds = ['local', 'external'] as const;
+export const provisionerKinds = ['local', 'external', 'kubernetes'] as const;
 export type ProvisionerKind = (typeof provisionerKinds)[number];
 
 /** What a provisioner needs to start one replica of a deployment. */
@@ -61,6 +61,13 @@ export interface Provisioner {
   health(replica: ReplicaRef): Promise<boolean>;
   /** Registers a callback for replicas that die on their own (so the reconciler can replace them). */
   onExit?(listener: (deploymentId: string) => void): void;
+  /**
+   * The deployment is gone: delete whatever the provisioner created for it beyond its replicas (the
+   * Kubernetes Deployment and Service). Optional; called by the reconciler after the row disappears.
+   */
+  release?(deploymentId: string): Promise<void>;
+  /** Deletes what belongs to deployments not in this list (deleted or stopped while no one watched). Optional; the reconciler's periodic sweep calls it. */
+  sweep?(activeDeploymentIds: readonly string[]): Promise<void>;
   /** Stops everything it started (control-plane shutdown). */
   close?(): Promise<void>;
 }
