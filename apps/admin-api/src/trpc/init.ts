@@ -70,15 +70,10 @@ export const tenantIdInput = z.object({ tenantId: z.uuid() });
 
 /**
  * Tenant-scoped: the input carries `tenantId` and the caller must belong to it (any role); a
- * tenant of someone else is "not found". Procedures needing the owner role call `requireOwner`.
+ * tenant of someone else is "not found". Owner-only rules live in the services.
  */
 export const tenantProcedure = authedProcedure.input(tenantIdInput).use(({ ctx, input, next }) => {
   requireTenantRole(ctx.principal, input.tenantId, 'member');
   const role = roleIn(ctx.principal, input.tenantId) as TenantRole;
   return next({ ctx: { tenantId: input.tenantId, role } });
 });
-
-/** Owner check inside a tenant procedure. */
-export function requireOwner(ctx: { principal: Principal; tenantId: string }): void {
-  requireTenantRole(ctx.principal, ctx.tenantId, 'owner');
-}

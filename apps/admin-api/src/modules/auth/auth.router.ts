@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { publicProcedure, router } from '../../trpc/init.ts';
 import { isPlatformAdmin } from '../access/access.ts';
-import { listTenantsOfUser } from '../tenants/tenants.service.ts';
+import { listCallerTenants } from '../tenants/tenants.service.ts';
 import { changePassword, getUserById, login } from './auth.service.ts';
 import { invalidateSession } from './sessions.ts';
 
@@ -43,25 +43,17 @@ export const authRouter = router({
   me: publicProcedure.query(async ({ ctx }) => {
     const p = ctx.principal;
     if (p.kind === 'anonymous') return null;
+    const tenants = (await listCallerTenants(ctx.db, p)).map((t) => ({ id: t.id, slug: t.slug, name: t.name, role: t.role }));
     if (p.kind === 'user') {
       const user = await getUserById(ctx.db, p.userId);
-      const tenants = await listTenantsOfUser(ctx.db, p.userId);
       return {
         kind: 'user' as const,
         user: user && { id: user.id, email: user.email, displayName: user.displayName },
         token: null,
         isPlatformAdmin: isPlatformAdmin(p),
-        tenants: tenants.map((t) => ({ id: t.id, slug: t.slug, name: t.name, role: t.role })),
+        tenants,
       };
     }
-    const tenant =
-      p.tenantId === null ? undefined : await ctx.db.selectFrom('tenants').select(['id', 'slug', 'name']).where('id', '=', p.tenantId).executeTakeFirst();
-    return {
-      kind: 'admin_token' as const,
-      user: null,
-      token: { id: p.tokenId, tenantId: p.tenantId },
-      isPlatformAdmin: isPlatformAdmin(p),
-      tenants: tenant ? [{ ...tenant, role: 'owner' as const }] : [],
-    };
+    return { kind: 'admin_token' as const, user: null, token: { id: p.tokenId, tenantId: p.tenantId }, isPlatformAdmin: isPlatformAdmin(p), tenants };
   }),
 });
