@@ -147,6 +147,7 @@ export function serverSideApply(live: Obj | null, managers: readonly Manager[], 
   for (const p of applied) {
     for (const m of others) {
       if (!m.paths.has(p)) continue;
+      if (p.endsWith('/.')) continue; // a list item's existence: shared, never a value conflict
       if (JSON.stringify(valueAt(base, p)) === JSON.stringify(valueAt(config, p))) continue; // same value: shared ownership
       if (force) m.paths.delete(p);
       else conflicts.push({ manager: m.manager, path: p });

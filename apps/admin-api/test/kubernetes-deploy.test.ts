@@ -1,0 +1,138 @@
+// A dedicated deployment with `provisioner: kubernetes` through the deployment service and the
+// reconciler, on the database and the fake API server whose simulated kubelet runs each pod as a real
+// runtime-sim process on its pod IP: the replica reaches the routing snapshot and answers there, GPU
+// time runs from pod creation to termination, failures become FAILED with an operator's lastError,
+// deletion removes the objects.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
+import { loadEnv } from '../src/env.ts';
+import type { Principal } from '../src/modules/access/principal.ts';
+import { createUser } from '../src/modules/auth/auth.service.ts';
+import { createEntry } from '../src/modules/catalog/catalog.service.ts';
+import { adminGetRuntimeConfig, adminSetRuntimeConfig } from '../src/modules/catalog/runtime-config.service.ts';
+import { availableProvisioners } from '../src/modules/deployments/available-provisioners.ts';
+import { createDeploymentsContext, type DeploymentsContext } from '../src/modules/deployments/deployments-context.ts';
+import { deleteDeployment, deployEndpoint, getDeployment, stopDeployment } from '../src/modules/deployments/deployments.service.ts';
+import { kubernetesProvisionerFromEnv } from '../src/modules/deployments/provisioners/kubernetes/from-env.ts';
+import { createKubernetesLookup } from '../src/modules/deployments/provisioners/kubernetes/kubernetes-lookup.ts';
+import { createKubernetesProvisioner } from '../src/modules/deployments/provisioners/kubernetes/kubernetes-provisioner.ts';
+import { objectName } from '../src/modules/deployments/provisioners/kubernetes/manifests.ts';
+import { buildSnapshot } from '../src/modules/snapshots/snapshots.service.ts';
+import { createTenant } from '../src/modules/tenants/tenants.service.ts';
+import { startFakeCluster, until, type FakeCluster } from './k8s-fake/fake-cluster.ts';
+
+const NS = 'inference';
+
+describe.each(testBackends())('Kubernetes deployments end to end (%s)', (kind) => {
+  let database: TestDatabase;
+  let cluster: FakeCluster;
+  let ctx: DeploymentsContext;
+  let admin: Principal;
+  let tenantId: string;
+  let entryId: string;
+  const port = 20_000 + Math.floor(Math.random() * 20_000);
+
+  beforeAll(async () => {
+    database = await createTestDb(kind);
+    cluster = await startFakeCluster({ namespaces: [NS], kubelet: { runtimeSim: true, terminationMs: 50 } });
+    const provisioner = createKubernetesProvisioner({
+      kubeConfig: cluster.kubeConfig(), namespace: NS, watchRetryMs: 20, lookup: createKubernetesLookup(database.db),
+      defaults: { vllmImage: 'vllm/vllm-openai:latest', sglangImage: 's', tgiImage: 't', drainSeconds: 5 },
+    });
+    ctx = createDeploymentsContext({ db: database.db, provisioners: { kubernetes: provisioner }, reconciler: { startTimeoutMs: 30_000, maxStartAttempts: 2, drainGraceMs: 10, drainTimeoutMs: 2_000 } });
+    const user = await createUser(database.db, { email: 'ops@example.com', password: 'long enough password', isPlatformAdmin: true });
+    const tenant = await createTenant(database.db, { slug: 'k8s', name: 'K8s' });
+    tenantId = tenant.id;
+    admin = { kind: 'user', userId: user.id, email: user.email, isPlatformAdmin: true, memberships: new Map([[tenant.id, 'owner']]), sessionId: 's' };
+    const entry = await createEntry(database.db, { name: 'acme/Llama-70B', provider: 'acme', gpuCount: 2, coldStartSeconds: 30, offeredDedicated: true });
+    entryId = entry.id;
+  });
+  afterAll(async () => {
+    await ctx?.reconciler.close();
+    await cluster?.close();
+    await database?.close();
+  });
+
+  it('runtimeConfig is validated, stored and read by platform admins only, with the bad field named', async () => {
+    await expect(adminSetRuntimeConfig(database.db, admin, entryId, { extraArgs: ['--ok', 'bad\nline'] })).rejects.toMatchObject({ code: 'invalid', param: 'runtimeConfig.extraArgs.1' });
+    await expect(adminSetRuntimeConfig(database.db, admin, entryId, '{not json')).rejects.toMatchObject({ code: 'invalid', param: 'runtimeConfig' });
+    await expect(adminSetRuntimeConfig(database.db, admin, entryId, { imag: 'typo' })).rejects.toMatchObject({ code: 'invalid' });
+    const member: Principal = { ...(admin as Extract<Principal, { kind: 'user' }>), isPlatformAdmin: false };
+    await expect(adminSetRuntimeConfig(database.db, member, entryId, { port })).rejects.toMatchObject({ code: 'forbidden' });
+    await expect(adminGetRuntimeConfig(database.db, member, entryId)).rejects.toMatchObject({ code: 'forbidden' });
+    expect(await adminSetRuntimeConfig(database.db, admin, entryId, JSON.stringify({ port, extraArgs: ['--max-model-len', '8192'] }))).toEqual({ port, extraArgs: ['--max-model-len', '8192'] });
+    expect(await adminGetRuntimeConfig(database.db, admin, entryId)).toEqual({ port, extraArgs: ['--max-model-len', '8192'] });
+    expect(availableProvisioners(ctx, admin)).toEqual(['kubernetes']);
+  });
+
+  it('deploys: pods become replicas in the routing snapshot and answer there; GPU time runs from pod creation to termination', async () => {
+    const d = await deployEndpoint(ctx, admin, { tenantId, entryName: 'acme/Llama-70B', minReplicas: 1, maxReplicas: 2, provisioner: 'kubernetes' });
+    await until(async () => (await getDeployment(ctx, admin, { tenantId, deploymentId: d.id })).state === 'running', 60_000, 'RUNNING');
+
+    const k8s = cluster.api.get('deployments', NS, objectName(d.id));
+    expect(k8s?.metadata.labels).toMatchObject({ 'infer.dev/tenant-id': tenantId, 'infer.dev/entry-id': entryId, 'infer.dev/deployment-id': d.id });
+    const container = (k8s?.spec as any).template.spec.containers[0];
+    expect(container.args).toEqual(['--model', 'acme/Llama-70B', '--served-model-name', 'acme/Llama-70B', '--tensor-parallel-size', '2', '--host', '0.0.0.0', '--port', String(port), '--max-model-len', '8192']);
+
+    const snap = (await buildSnapshot(database.db)).deployments.find((x) => x.id === d.id);
+    expect(snap?.replicas).toHaveLength(1);
+    const replica = snap!.replicas[0]!;
+    const pod = cluster.api.list('pods', NS, `infer.dev/deployment-id=${d.id}`)[0]!;
+    expect(replica.url).toBe(`http://${(pod.status as { podIP: string }).podIP}:${port}`);
+    expect(replica.kind).toBe('vllm');
+    // The data plane would send here: the pod's runtime answers on its pod IP.
+    const res = await fetch(`${replica.url}/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: replica.servedModel, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }),
+    });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { choices: unknown[] }).choices).toHaveLength(1);
+
+    const intervals = await database.db.selectFrom('replicaIntervals').selectAll().where('deploymentId', '=', d.id).orderBy('startedAt').execute();
+    expect(intervals.length).toBeGreaterThan(0);
+    expect(intervals.every((i) => i.gpuCount === 2)).toBe(true);
+    const podLife = cluster.kubelet.podLog.get(pod.metadata.name)!;
+    // Opened just before the scale-up that created the pod.
+    expect(Math.abs(new Date(intervals[0]!.startedAt).getTime() - podLife.createdAt)).toBeLessThan(1_000);
+
+    await stopDeployment(ctx, admin, { tenantId, deploymentId: d.id });
+    await ctx.reconciler.settled(d.id);
+    await until(() => cluster.kubelet.podLog.get(pod.metadata.name)?.deletedAt, 10_000, 'the pod to terminate');
+    const closed = await database.db.selectFrom('replicaIntervals').selectAll().where('deploymentId', '=', d.id).execute();
+    expect(closed.every((i) => i.endedAt !== null)).toBe(true);
+    const lastEnd = Math.max(...closed.map((i) => new Date(i.endedAt!).getTime()));
+    // Closed when the pod was gone (stop waits for the watch's DELETED), not when it was asked to stop.
+    expect(lastEnd).toBeGreaterThanOrEqual(podLife.deletedAt! - 50);
+    expect(lastEnd - podLife.deletedAt!).toBeLessThan(1_000);
+    expect((cluster.api.get('deployments', NS, objectName(d.id))?.spec as { replicas: number }).replicas).toBe(0);
+
+    await deleteDeployment(ctx, admin, { tenantId, deploymentId: d.id });
+    await until(() => !cluster.api.get('deployments', NS, objectName(d.id)) && !cluster.api.get('services', NS, objectName(d.id)), 10_000, 'objects deleted');
+  });
+
+  it('an image that cannot be pulled fails the deployment with words an operator understands', async () => {
+    const entry = await createEntry(database.db, { name: 'acme/Broken-8B', provider: 'acme', gpuCount: 1, offeredDedicated: true });
+    await adminSetRuntimeConfig(database.db, admin, entry.id, { image: 'registry.example.com/nope:1', port });
+    cluster.kubelet.setFailure('*', 'image-pull');
+    try {
+      const d = await deployEndpoint(ctx, admin, { tenantId, entryName: 'acme/Broken-8B', minReplicas: 1, maxReplicas: 1, provisioner: 'kubernetes' });
+      const failed = await until(async () => {
+        const v = await getDeployment(ctx, admin, { tenantId, deploymentId: d.id });
+        return v.state === 'failed' ? v : null;
+      }, 30_000, 'FAILED');
+      expect(failed.lastError).toMatch(/replica start failed \(attempt 2 of 2\): the image registry\.example\.com\/nope:1 could not be pulled \((ErrImagePull|ImagePullBackOff)\)/);
+      await deleteDeployment(ctx, admin, { tenantId, deploymentId: d.id });
+    } finally {
+      cluster.kubelet.setFailure('*', null);
+    }
+  });
+
+  it('exists only when configured: K8S_NAMESPACE turns it on and needs credentials', () => {
+    const base = { NODE_TOKEN: 'node-token-0123456789abcdef' };
+    expect(kubernetesProvisionerFromEnv(loadEnv(base), database.db)).toBeUndefined();
+    expect(() => loadEnv({ ...base, K8S_NAMESPACE: 'inference' })).toThrow(/K8S_NAMESPACE: needs KUBECONFIG/);
+    expect(() => loadEnv({ ...base, K8S_NAMESPACE: 'Not_A_Namespace', KUBECONFIG: '/x' })).toThrow(/K8S_NAMESPACE must be a Kubernetes namespace name/);
+    const env = loadEnv({ ...base, K8S_NAMESPACE: 'inference', KUBERNETES_SERVICE_HOST: '10.0.0.1' });
+    expect(env).toMatchObject({ K8S_VLLM_IMAGE: 'vllm/vllm-openai:latest', K8S_REPLICA_ADDRESS: 'pod', K8S_DRAIN_SECONDS: 30 });
+  });
+});
