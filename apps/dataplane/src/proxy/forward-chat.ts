@@ -132,6 +132,14 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
     metrics.countRequest('chat', call.mode, status, target.name);
     if (deps.logInfo === true) logRequest(log, call.requestId, 'chat', call.mode, target.name, status, latencyMs, { promptTokens, completionTokens, ttftMs });
   };
+  /** The record goes before the stream's last bytes (see AttemptOutcome 'streamed'). */
+  const recordThenEnd = (o: Extract<AttemptOutcome, { kind: 'streamed' }>, status: number): void => {
+    try {
+      record(status, o.usage, o.usage === null ? o.contentChunks : 0);
+    } finally {
+      o.end();
+    }
+  };
   metrics.inFlightInc();
   let current: { clientLeft(): void } | null = null;
   let clientGone = false;
@@ -200,7 +208,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
         // Streams bill what was produced; a JSON request runs to its end after the client left and bills the
         // runtime's usage; otherwise (a timeout, a failure) the runtime had (and prefilled) the prompt, but nothing
         // produced is known: completion 0.
-        if (outcome.kind === 'streamed') record(CLIENT_CLOSED, outcome.usage, outcome.usage === null ? outcome.contentChunks : 0);
+        if (outcome.kind === 'streamed') recordThenEnd(outcome, CLIENT_CLOSED);
         else if (outcome.kind === 'json') record(CLIENT_CLOSED, outcome.usage, outcome.completionEstimate, true);
         else record(CLIENT_CLOSED, null, 0, reachedRuntime(outcome));
         return;
@@ -213,7 +221,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       }
       switch (outcome.kind) {
         case 'streamed':
-          record(outcome.status, outcome.usage, outcome.usage === null ? outcome.contentChunks : 0);
+          recordThenEnd(outcome, outcome.status);
           return;
         case 'json':
           record(outcome.status, outcome.usage, outcome.completionEstimate);

@@ -16,8 +16,12 @@ export type AttemptOutcome =
   | { readonly kind: 'status'; readonly status: number; readonly text: string; readonly retryAfter: string | undefined }
   /** A complete JSON answer, ready to send (model rewritten). */
   | { readonly kind: 'json'; readonly status: number; readonly text: string; readonly usage: ChatUsage | null; readonly completionEstimate: number }
-  /** An SSE stream relayed to the client (ended with [DONE], or with an error event then [DONE]). */
-  | { readonly kind: 'streamed'; readonly status: number; readonly usage: ChatUsage | null; readonly contentChunks: number; readonly failure: RuntimeFailure | null }
+  /**
+   * An SSE stream relayed to the client, all but its last bytes ([DONE], or an error event then [DONE]): `end`
+   * sends them. The caller writes the usage record first, so a node killed between the two cannot have sent a
+   * whole answer it never recorded.
+   */
+  | { readonly kind: 'streamed'; readonly status: number; readonly usage: ChatUsage | null; readonly contentChunks: number; readonly failure: RuntimeFailure | null; readonly end: () => void }
   /** No first byte within the first-byte timeout; nothing was sent to the client. */
   | { readonly kind: 'timeout' }
   /** Transport failure before anything reached the client; `answered` when response headers had come. */
@@ -56,6 +60,7 @@ export interface UpstreamAttempt {
 const MAX_ERROR_BODY = 64 * 1024;
 const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' } as const;
 const CLIENT_CLOSED = 499;
+const noop = (): void => {};
 
 const headerOf = (h: IncomingHttpHeaders, name: string): string | undefined => {
   const v = h[name];
@@ -131,9 +136,18 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
     this.abortByClient();
   }
 
-  settleStream(status: number, failure: RuntimeFailure | null): void {
+  /** `end`: sends the stream's final bytes (the client gone: nothing to send). */
+  settleStream(status: number, failure: RuntimeFailure | null, end: () => void = noop): void {
     const rw = this.rw!;
-    this.settle({ kind: 'streamed', status, usage: rw.usage, contentChunks: rw.contentChunks, failure });
+    this.settle({ kind: 'streamed', status, usage: rw.usage, contentChunks: rw.contentChunks, failure, end });
+  }
+
+  /** Ends the client's response with `last`, when called. */
+  ender(last: Buffer | string | undefined): () => void {
+    const res = this.o.res;
+    return () => {
+      if (!res.writableEnded) res.end(last);
+    };
   }
 
   /** A failure after the response started: an error event when the client has bytes, else an error outcome. */
@@ -144,8 +158,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
       const tail = this.takePending(this.rw!.end());
       if (!this.sentToClient) this.startClientStream();
       if (tail !== null && !res.writableEnded) res.write(tail);
-      if (!res.writableEnded) res.end(streamErrorEvent(e));
-      this.settleStream(this.rw!.sawDone ? 200 : e.status, this.rw!.sawDone ? null : failure);
+      this.settleStream(this.rw!.sawDone ? 200 : e.status, this.rw!.sawDone ? null : failure, this.ender(streamErrorEvent(e)));
       return;
     }
     this.settle({ kind: 'error', err, answered: this.status !== 0, apiError: e });
@@ -203,8 +216,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
       if (rw.sawDone) {
         const out = this.takePending(tail);
         if (!this.sentToClient) this.startClientStream();
-        res.end(out ?? undefined);
-        this.settleStream(200, null);
+        this.settleStream(200, null, this.ender(out ?? undefined));
         return;
       }
       // The runtime closed cleanly but never said [DONE]: say plainly that the answer is cut.
@@ -215,8 +227,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
       }
       if (!this.sentToClient) this.startClientStream();
       if (cutTail !== null) res.write(cutTail);
-      res.end(streamErrorEvent(cutError()));
-      this.settleStream(502, 'cut');
+      this.settleStream(502, 'cut', this.ender(streamErrorEvent(cutError())));
       return;
     }
     const buf = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size);
