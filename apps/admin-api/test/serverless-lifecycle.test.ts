@@ -369,6 +369,10 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
   }, 120_000);
 
   it('kill -9 of the control plane and a restart: the ledger closes the lost interval at its last heartbeat, no time counted twice or lost', async () => {
+    // A minimum of one keeps a replica through the restart, however slow this machine is.
+    const min = await gql(server!.url, tokenA, `mutation($t: ID!, $d: ID!) { scaleDeployment(tenantId: $t, id: $d, minReplicas: 1, maxReplicas: 4) { desiredReplicas } }`, { t: tenantA, d: deploymentId });
+    expect(min.data.scaleDeployment.desiredReplicas).toBe(1);
+    await waitFor('one ready replica', async () => (await deployment())?.readyReplicas === 1 && watch.alive() === 1, 60_000);
     const before = new Set(watch.lives.keys());
     await new Promise((r) => setTimeout(r, 1000));
     const killedAt = Date.now();
@@ -418,6 +422,17 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
       body: JSON.stringify({ nodeId: 'n', deploymentId: '00000000-0000-4000-8000-000000000000' }),
     });
     expect(unknown.status).toBe(404);
+
+    // Cold starts reported by nodes become the entry's observed p50/p95 (the entry comes from the deployment, not the node).
+    const coldStarts = [1000, 1200, 1400, 1600, 3000].map((ttftMs) => ({ deploymentId, endpointId: 'not-the-entry', waitMs: ttftMs - 100, ttftMs }));
+    const report = await fetch(`${server!.url}/internal/v1/load`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${NODE_TOKEN}` },
+      body: JSON.stringify({ nodeId: 'n', sentAt: new Date().toISOString(), deployments: [], coldStarts }),
+    });
+    expect(report.status).toBe(204);
+    const observed = await gql(server!.url, tokenB, `{ endpoint(name: "Srv-8B") { coldStartTtft observedColdStart { samples p50Seconds p95Seconds } } }`);
+    expect(observed.errors).toBeUndefined();
+    expect(observed.data.endpoint).toEqual({ coldStartTtft: '1 sec', observedColdStart: { samples: 5, p50Seconds: 1.4, p95Seconds: 3 } });
   }, 60_000);
 
   if (kind === 'postgres') {
