@@ -169,7 +169,8 @@ describe('multi-node platform: 2 control planes, 3 data-plane nodes, PostgreSQL,
     balancer = await startFailoverBalancer(ports);
     await Promise.all(ports.map((p, i) => startControlPlane(i, p)));
     await Promise.all([0, 1, 2].map((i) => startDataplane(i)));
-  });
+    // Six Node processes and two servers start here: on a loaded machine that is more than the default hook timeout.
+  }, 150_000);
 
   afterAll(async () => {
     for (const n of nodes) if (n) await kill(n.child);
@@ -180,7 +181,7 @@ describe('multi-node platform: 2 control planes, 3 data-plane nodes, PostgreSQL,
     await redis?.close();
     await pg?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  }, 60_000);
 
   it('survives a control plane and a node killed under load: only in-flight requests on the killed node fail, revocation < 1 s everywhere, RPM holds fleet-wide, every 200 billed once', async () => {
     const load = await newKey('load');

@@ -24,9 +24,8 @@ export async function startFailoverBalancer(ports: readonly number[]): Promise<F
     }
     const port = ports[next++ % ports.length]!;
     const upstream = connect(port, '127.0.0.1');
-    upstream.once('error', (err: NodeJS.ErrnoException) => {
-      if (err.code === 'ECONNREFUSED' && !upstream.readyState.includes('open')) dial(client, attempt + 1);
-    });
+    // Before 'connect' only: a backend that refuses (or is gone) is skipped; after it, errors reset both sides.
+    upstream.once('error', () => dial(client, attempt + 1));
     upstream.once('connect', () => {
       relayed.set(port, (relayed.get(port) ?? 0) + 1);
       upstream.removeAllListeners('error');
