@@ -147,6 +147,29 @@ describe('Kubernetes provisioner on the fake API server', () => {
     expect(cluster.api.get('services', NS, objectName(id))).toBeDefined();
   });
 
+  it('a restarted control plane adopts the pods still running (health from its own watch) and stops them properly', async () => {
+    const id = newId();
+    const [a, b] = await Promise.all([provisioner.start(spec(id, 'a')), provisioner.start(spec(id, 'b'))]);
+    const lookup = async () => ({ entryId: ENTRY, gpuCount: 2, coldStartSeconds: 300, runtimeConfig: {} });
+    const next = createKubernetesProvisioner({ kubeConfig: cluster.kubeConfig(), namespace: NS, defaults, watchRetryMs: 20, lookup });
+    try {
+      // The rows of the earlier process are checked; both pods are ready, so both stay.
+      expect(await next.health(ref(id, a.url))).toBe(true);
+      expect(await next.health(ref(id, b.url))).toBe(true);
+      expect(await next.health(ref(id, 'http://10.9.9.9:8000'))).toBe(false);
+      await next.stop(ref(id, a.url));
+      expect((cluster.api.get('deployments', NS, objectName(id))?.spec as { replicas: number }).replicas).toBe(1);
+      expect(await next.health(ref(id, b.url))).toBe(true);
+      const c = await next.start(spec(id, 'c'));
+      expect((cluster.api.get('deployments', NS, objectName(id))?.spec as { replicas: number }).replicas).toBe(2);
+      await next.stop(ref(id, b.url));
+      await next.stop(ref(id, c.url));
+      expect((cluster.api.get('deployments', NS, objectName(id))?.spec as { replicas: number }).replicas).toBe(0);
+    } finally {
+      await next.close?.();
+    }
+  });
+
   it('retries a scale write that lost a resourceVersion race (409) and converges', async () => {
     const id = newId();
     const first = await provisioner.start(spec(id, 'a'));
@@ -236,6 +259,20 @@ describe('Kubernetes provisioner on the fake API server', () => {
 
     const crash = await fail(() => cluster.kubelet.setFailure('*', 'crash'));
     expect(crash.err.message).toMatch(/the runtime in pod infer-.* keeps failing \(CrashLoopBackOff, last exit Error code 1\)/);
+
+    // No permission to watch pods: a start fails at once with the reason instead of waiting for a watch that never comes.
+    cluster.kubelet.setFailure('*', null);
+    cluster.api.forbid('list', 'pods');
+    const blind = createKubernetesProvisioner({ kubeConfig: cluster.kubeConfig(), namespace: NS, defaults, watchRetryMs: 20, lookup: async () => ({ entryId: ENTRY, gpuCount: 1, coldStartSeconds: null, runtimeConfig: {} }) });
+    try {
+      await until(async () => {
+        const e = await blind.start(spec(newId())).then(() => null, (x: unknown) => x as Error & { permanent?: boolean });
+        return e && /not allowed to list pods in namespace inference \(Kubernetes RBAC: forbidden\)/.test(e.message) && e.permanent;
+      }, 10_000, 'a forbidden list to fail starts');
+    } finally {
+      cluster.api.allow('list', 'pods');
+      await blind.close?.();
+    }
 
     // A failed start gives its slot back: nothing keeps asking for pods.
     for (const { id } of [pull, gpu, crash]) {

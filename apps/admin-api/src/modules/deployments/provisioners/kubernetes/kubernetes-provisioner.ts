@@ -106,9 +106,28 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
     return addressMode === 'service' ? `http://${objectName(s.id)}.${namespace}.svc:${port}` : `http://${pod.status?.podIP}:${port}`;
   };
 
-  const pods = new ListWatch<V1Pod>(`/api/v1/namespaces/${namespace}/pods`, new BookmarkWatch(kc), () => core.listNamespacedPod({ namespace, labelSelector: OWNED_SELECTOR }), false, OWNED_SELECTOR);
+  /** Why an informer cannot list (RBAC, API down), until a list succeeds again. */
+  const listErrors = new Map<'pods' | 'deployments', KubernetesProvisionError>();
+  const readyRejects = new Set<(err: Error) => void>();
+  const tracked = <T>(name: 'pods' | 'deployments', list: () => Promise<T>) => async (): Promise<T> => {
+    try {
+      const result = await list();
+      listErrors.delete(name);
+      return result;
+    } catch (err) {
+      const e = describeApiError(err, `list ${name}`, namespace);
+      listErrors.set(name, e);
+      for (const reject of readyRejects) reject(e);
+      // Starts waiting on this watch would wait for nothing: they fail with the reason.
+      for (const s of states.values()) failWaiters(s, e);
+      throw err;
+    }
+  };
+  const pods = new ListWatch<V1Pod>(
+    `/api/v1/namespaces/${namespace}/pods`, new BookmarkWatch(kc), tracked('pods', () => core.listNamespacedPod({ namespace, labelSelector: OWNED_SELECTOR })), false, OWNED_SELECTOR,
+  );
   const deployments = new ListWatch<V1Deployment>(
-    `/apis/apps/v1/namespaces/${namespace}/deployments`, new BookmarkWatch(kc), () => apps.listNamespacedDeployment({ namespace, labelSelector: OWNED_SELECTOR }), false, OWNED_SELECTOR,
+    `/apis/apps/v1/namespaces/${namespace}/deployments`, new BookmarkWatch(kc), tracked('deployments', () => apps.listNamespacedDeployment({ namespace, labelSelector: OWNED_SELECTOR })), false, OWNED_SELECTOR,
   );
 
   /** Keeps an informer running: a watch that fails (connection lost, API down) is restarted with backoff; 410 Gone relists inside ListWatch. */
@@ -120,6 +139,8 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
       while (!closed) {
         try {
           await informer.start();
+          // start() also returns after a failed list (reported through 'error'): only a list that worked counts.
+          if (listErrors.has(name as 'pods' | 'deployments')) return;
           delay = opts.watchRetryMs ?? 1_000;
           first?.();
           return;
@@ -226,6 +247,28 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
   const podsSynced = keepRunning('pods', pods);
   const deploymentsSynced = keepRunning('deployments', deployments);
   const synced = () => Promise.all([podsSynced, deploymentsSynced]).then(() => undefined);
+  let isSynced = false;
+  void synced().then(() => (isSynced = true));
+  /** Synced, or why not: the list error, the caller's abort, or a timeout. */
+  async function ready(signal: AbortSignal | undefined, timeoutMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    let rejectNow: ((err: Error) => void) | undefined;
+    const failed = new Promise<never>((_, reject) => {
+      rejectNow = reject;
+      readyRejects.add(reject);
+      const fail = () => reject(listErrors.get('pods') ?? listErrors.get('deployments') ?? new Error(`the Kubernetes API did not answer within ${Math.round(timeoutMs / 1000)} s`));
+      timer = setTimeout(fail, timeoutMs);
+      timer.unref();
+      signal?.addEventListener('abort', () => reject(new Error('provisioning was cancelled')), { once: true });
+    });
+    failed.catch(() => undefined);
+    try {
+      await Promise.race([synced(), failed]);
+    } finally {
+      clearTimeout(timer);
+      if (rejectNow) readyRejects.delete(rejectNow);
+    }
+  }
 
   /** Server-side apply of the Deployment (without replicas: the scale subresource owns them) and the Service. */
   async function ensureApplied(s: DeploymentState, m: Manifests): Promise<void> {
@@ -310,7 +353,9 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
       defaults,
     );
     const s = state(spec.deploymentId);
-    await synced();
+    const listError = listErrors.get('pods') ?? listErrors.get('deployments');
+    if (listError) throw listError;
+    await ready(signal, 30_000);
     await ensureApplied(s, manifests);
     if (signal?.aborted) throw new Error('provisioning was cancelled');
     const pod = await new Promise<V1Pod>((resolve, reject) => {
@@ -366,7 +411,13 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
     start,
     stop,
     async health(ref: ReplicaRef): Promise<boolean> {
-      await synced();
+      try {
+        await ready(undefined, 10_000);
+      } catch {
+        // The API is unreachable (e.g. at a control-plane restart): the pods most likely still serve; keep the
+        // row until the watch can tell.
+        return true;
+      }
       const pod = podFor(ref);
       if (!pod || !podReady(pod)) return false;
       const s = state(ref.deploymentId);
@@ -382,7 +433,8 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
       await deleteOwned(deploymentId);
     },
     async sweep(activeDeploymentIds: readonly string[]): Promise<void> {
-      await synced();
+      // Only from a synced cache: never hold up the reconciler's sweep for an unreachable API.
+      if (!isSynced) return;
       const keep = new Set(activeDeploymentIds);
       for (const d of deployments.list(namespace)) {
         const id = deploymentIdOf(d);
