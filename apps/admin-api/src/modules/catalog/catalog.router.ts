@@ -3,6 +3,7 @@ import { runtimeKinds } from '@infer/shared';
 import { notFound } from '../../errors.ts';
 import { adminProcedure, publicProcedure, router } from '../../trpc/init.ts';
 import { toCatalogView } from './catalog-view.ts';
+import { observedColdStart } from '../deployments/node-load.ts';
 import { adminGetRuntimeConfig, adminSetRuntimeConfig } from './runtime-config.service.ts';
 import {
   adminAddUpstream, adminCreateEntry, adminGetEntry, adminRemoveUpstream, adminSetPublished, adminUpdateEntry, getEntryByName,
@@ -62,6 +63,8 @@ export const catalogRouter = router({
     return entry?.published ? toCatalogView(entry) : null;
   }),
   facets: publicProcedure.query(({ ctx }) => listFacets(ctx.db)),
+  /** Measured cold-start TTFT (p50/p95) of an entry's dedicated deployments, as GraphQL's Endpoint.observedColdStart. */
+  observedColdStart: publicProcedure.input(entryId).query(({ ctx, input }) => observedColdStart(ctx.db, input.id)),
 
   admin: router({
     /** Every entry, unpublished included (platform admin). */

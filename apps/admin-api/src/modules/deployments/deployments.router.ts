@@ -7,6 +7,7 @@ import {
 } from './deployments.service.ts';
 import { provisionerKinds } from './provisioners/provisioner.ts';
 import { availableProvisioners } from './available-provisioners.ts';
+import { listDeploymentColdStarts } from './deployment-cold-starts.ts';
 
 // Shapes only: ranges (MAX_REPLICAS, autoscaling bounds) are the service's, with errors naming the field.
 const replicas = z.number().int();
@@ -50,6 +51,10 @@ export const deploymentsRouter = router({
   wake: tenantProcedure.input(ref).mutation(({ ctx, input }) =>
     wakeDeployment(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId }),
   ),
+  /** The deployment's latest cold starts (wait and time to first token) and the entry's observed p50/p95. */
+  coldStarts: tenantProcedure
+    .input(ref.extend({ limit: z.number().int().optional() }))
+    .query(({ ctx, input }) => listDeploymentColdStarts(ctx.db, ctx.principal, { ...input, tenantId: ctx.tenantId })),
   /** GPU-seconds in [from, to) by phase (boot, serving, idle) and in total. */
   gpuSeconds: tenantProcedure
     .input(ref.extend({ from: instant.optional(), to: instant.optional() }))
