@@ -171,14 +171,20 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       }
     }
     for (let attempt = 0; attempt < maxAttempts; attempt++) {
-      const upstream: ResolvedUpstream | null = deps.router !== undefined
-        ? deps.router.pick(target, tried, body, log)
-        : deps.pools.pick(target.upstreams, tried);
+      const picked = deps.router !== undefined ? deps.router.pick(target, tried, body, log) : null;
+      const upstream: ResolvedUpstream | null = deps.router !== undefined ? (picked?.upstream ?? null) : deps.pools.pick(target.upstreams, tried);
       if (upstream === null) break;
       const state: OriginState = deps.pools.get(upstream.origin);
       if (body['model'] !== upstream.servedModel) body['model'] = upstream.servedModel;
       // One request per connection (no pipelining): beyond the pool's cap it waits for a socket.
       if (++state.inFlight > state.connections) deps.routingMetrics?.connectionWait(upstream.id);
+      // The prompt the replica still has to prefill, until its first byte (the scorer's view of its queue).
+      let prefilling = picked?.prefillBlocks ?? 0;
+      state.pendingPrefillBlocks += prefilling;
+      const prefilled = (): void => {
+        state.pendingPrefillBlocks -= prefilling;
+        prefilling = 0;
+      };
       let outcome: AttemptOutcome;
       try {
         const run = createUpstreamAttempt({
@@ -186,6 +192,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
           stream, wantsUsage, clientModel: call.clientModel, res,
           onFirstByte: () => {
             ttftMs = performance.now() - call.startPerf;
+            prefilled();
           },
           onStreamError: deps.onStreamError,
         });
@@ -194,6 +201,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
         outcome = await run.done;
       } finally {
         current = null;
+        prefilled();
         state.inFlight--;
       }
 

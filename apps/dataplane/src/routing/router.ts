@@ -22,6 +22,12 @@ export interface RouterOptions {
   readonly holdMs: number;
 }
 
+/** A picked replica, and the uncached prompt blocks it is expected to prefill (the scorer's estimate; else 0). */
+export interface RoutePick {
+  readonly upstream: ResolvedUpstream;
+  readonly prefillBlocks: number;
+}
+
 /** How a hold ended: a replica has room, every one stayed saturated, or the client left. */
 export type HoldOutcome = 'go' | 'shed' | 'gone';
 
@@ -30,7 +36,7 @@ export interface Router {
    * Picks a replica of `target` (skipping origins in `skip`) by the target's policy, never an ejected one unless
    * every remaining one is ejected; null when none is left. Counts the decision and logs it at debug level.
    */
-  pick(target: RouteTarget, skip: ReadonlySet<string> | null, body: Record<string, unknown>, log: FastifyBaseLogger): ResolvedUpstream | null;
+  pick(target: RouteTarget, skip: ReadonlySet<string> | null, body: Record<string, unknown>, log: FastifyBaseLogger): RoutePick | null;
   /** Null when the target may be sent to now; else a wait that ends when a replica has room, or in a shed. */
   hold(target: RouteTarget, res: ServerResponse): Promise<HoldOutcome> | null;
 }
@@ -56,11 +62,11 @@ export function createRouter(o: RouterOptions): Router {
   const fresh = (l: ReplicaLoad | null, now: number): l is ReplicaLoad => l !== null && now - l.at <= o.staleMs;
   const saturated = (l: ReplicaLoad, s: RoutingSettings): boolean => l.waiting >= s.queueThreshold || (l.kvUsage !== null && l.kvUsage >= s.kvThreshold);
 
-  const decide = (t: RouteTarget, u: ResolvedUpstream, policy: RoutingPolicyName, reason: DecisionReason, log: FastifyBaseLogger, extra?: object): ResolvedUpstream => {
+  const decide = (t: RouteTarget, u: ResolvedUpstream, policy: RoutingPolicyName, reason: DecisionReason, log: FastifyBaseLogger, extra?: object, prefillBlocks = 0): RoutePick => {
     const id = targetIdOf(t);
     metrics.decision(id, u.id, policy, reason);
     if (debugOn(log)) log.debug({ target: id, replica: u.id, policy, reason, ...extra }, 'routing decision');
-    return u;
+    return { upstream: u, prefillBlocks };
   };
 
   return {
@@ -106,12 +112,17 @@ export function createRouter(o: RouterOptions): Router {
       }
       const matched = index.match(blocks, healthy.map((u) => u.id));
       const scored = scoreReplicas(
-        healthy.map((u, i) => ({
-          id: u.id,
-          inFlight: pools.get(u.origin).inFlight,
-          load: loads[i]!,
-          prefixMatch: blocks.length === 0 ? 0 : (matched.get(u.id) ?? 0) / blocks.length,
-        })),
+        healthy.map((u, i) => {
+          const state = pools.get(u.origin);
+          return {
+            id: u.id,
+            inFlight: state.inFlight,
+            pendingPrefillBlocks: state.pendingPrefillBlocks,
+            load: loads[i]!,
+            prefixMatch: blocks.length === 0 ? 0 : (matched.get(u.id) ?? 0) / blocks.length,
+          };
+        }),
+        blocks.length,
         s,
       );
       let best = 0;
@@ -131,7 +142,8 @@ export function createRouter(o: RouterOptions): Router {
       const chosen = healthy[best]!;
       index.record(blocks, chosen.id);
       return decide(target, chosen, 'scorer', 'scored', log,
-        debugOn(log) ? { scores: scored.map((x) => ({ replica: x.id, score: x.score, prefix: x.prefixMatch, load: x.load, kv: x.kv })) } : undefined);
+        debugOn(log) ? { scores: scored.map((x) => ({ replica: x.id, score: x.score, prefix: x.prefixMatch, queue: x.queue, kv: x.kv })) } : undefined,
+        blocks.length - (matched.get(chosen.id) ?? 0));
     },
     hold(target, res) {
       const s = settingsOf(target);

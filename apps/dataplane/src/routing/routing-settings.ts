@@ -6,9 +6,9 @@ export type RoutingPolicyName = (typeof routingPolicies)[number];
 /** How one target picks among its replicas (the node's defaults, overridden per catalog entry or deployment). */
 export interface RoutingSettings {
   readonly policy: RoutingPolicyName;
-  /** Weight of prefix affinity: the share of the prompt a replica is believed to hold cached (0..1). */
+  /** Weight of the prompt share a replica would have to prefill (1 - its believed prefix match). */
   readonly prefixWeight: number;
-  /** Weight of queue depth: a replica's load above the lightest one's, relative to the lightest one's. */
+  /** Weight of queue depth: requests waiting there plus pending prefill work, in prompts like this one. */
   readonly queueWeight: number;
   /** Weight of KV-cache use (0..1). */
   readonly kvWeight: number;
@@ -20,7 +20,7 @@ export interface RoutingSettings {
 
 export const defaultRoutingSettings: RoutingSettings = Object.freeze({
   policy: 'scorer',
-  prefixWeight: 2,
+  prefixWeight: 1,
   queueWeight: 1,
   kvWeight: 1,
   queueThreshold: 32,

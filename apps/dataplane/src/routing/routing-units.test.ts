@@ -43,22 +43,27 @@ describe('prefix index', () => {
 
 describe('scorer', () => {
   const load = (running: number, waiting: number, kvUsage: number) => ({ running, waiting, kvUsage, at: 0, inFlightAtScrape: 0 });
-  it('prefers the replica holding the prefix at equal load, and gives it up once that replica is far busier', () => {
+  it('prefers the replica holding the prefix at equal load, and gives it up once the work queued there costs more than a prefill elsewhere', () => {
     const s = defaultRoutingSettings;
     const even = scoreReplicas([
-      { id: 'a', inFlight: 2, load: load(2, 0, 0.2), prefixMatch: 0.9 },
-      { id: 'b', inFlight: 2, load: load(2, 0, 0.2), prefixMatch: 0 },
-    ], s);
+      { id: 'a', inFlight: 2, pendingPrefillBlocks: 0, load: load(2, 0, 0.2), prefixMatch: 0.9 },
+      { id: 'b', inFlight: 2, pendingPrefillBlocks: 0, load: load(2, 0, 0.2), prefixMatch: 0 },
+    ], 20, s);
     expect(even[0]!.score).toBeGreaterThan(even[1]!.score);
+    // Three requests waiting there, plus a whole prompt's prefill pending from this node.
     const busy = scoreReplicas([
-      { id: 'a', inFlight: 20, load: load(20, 10, 0.2), prefixMatch: 0.9 },
-      { id: 'b', inFlight: 2, load: load(2, 0, 0.2), prefixMatch: 0 },
-    ], s);
+      { id: 'a', inFlight: 20, pendingPrefillBlocks: 20, load: load(20, 3, 0.2), prefixMatch: 0.9 },
+      { id: 'b', inFlight: 2, pendingPrefillBlocks: 0, load: load(2, 0, 0.2), prefixMatch: 0 },
+    ], 20, s);
     expect(busy[1]!.score).toBeGreaterThan(busy[0]!.score);
+    expect(busy[0]!.queue).toBe(4);
   });
-  it('counts what this node sent since the scrape', () => {
-    const [a] = scoreReplicas([{ id: 'a', inFlight: 5, load: { running: 1, waiting: 0, kvUsage: 0, at: 0, inFlightAtScrape: 1 }, prefixMatch: 0 }], defaultRoutingSettings);
-    expect(a!.load).toBe(5);
+  it('counts a full KV cache against a replica', () => {
+    const [a, b] = scoreReplicas([
+      { id: 'a', inFlight: 0, pendingPrefillBlocks: 0, load: load(0, 0, 0.95), prefixMatch: 0 },
+      { id: 'b', inFlight: 0, pendingPrefillBlocks: 0, load: load(0, 0, 0.1), prefixMatch: 0 },
+    ], 10, defaultRoutingSettings);
+    expect(b!.score).toBeGreaterThan(a!.score);
   });
 });
 

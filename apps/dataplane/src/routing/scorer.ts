@@ -3,8 +3,10 @@ import type { RoutingSettings } from './routing-settings.ts';
 
 export interface ScoreInput {
   readonly id: string;
-  /** This node's requests in flight on the replica now (always fresh). */
+  /** This node's requests in flight on the replica now (ties). */
   readonly inFlight: number;
+  /** Prompt blocks this node sent the replica that it has not prefilled yet (no first byte), uncached ones only. */
+  readonly pendingPrefillBlocks: number;
   /** The replica's last scrape (fresh). */
   readonly load: ReplicaLoad;
   /** Share (0..1) of the prompt's blocks the replica is believed to hold. */
@@ -15,28 +17,30 @@ export interface Scored {
   readonly id: string;
   readonly score: number;
   readonly prefixMatch: number;
-  /** Estimated requests on the replica now (running plus waiting). */
-  readonly load: number;
+  /** The queue term: prompts like this one ahead of it (waiting requests plus pending prefill work). */
+  readonly queue: number;
   readonly kv: number;
   readonly inFlight: number;
 }
 
 /**
- * Scores replicas, higher is better:
- *   prefixWeight x prefix match (0..1)
- * - queueWeight x (load - lightest load) / (lightest load + 1)
- * - kvWeight x KV-cache use (0..1).
- * Load is the runtime's running plus waiting at the last scrape, plus what this node sent it since (its in-flight
- * count then and now), so a burst between two scrapes does not all land on one replica. The queue term is not
- * bounded: a replica a hot prefix overloads loses its affinity once it carries a few times the lightest one's load.
+ * Scores replicas, higher is better, as an estimate of the time to first token in units of "one prefill of this
+ * prompt":
+ *   - prefixWeight x (1 - prefix match)   the part of this prompt the replica would have to prefill
+ *   - queueWeight x queue                 work ahead of it: requests waiting there (vLLM's queue, every node's)
+ *                                         plus the uncached prompt blocks this node sent it that are still being
+ *                                         prefilled, over this prompt's blocks (fresh, so a burst between two
+ *                                         scrapes spreads)
+ *   - kvWeight x KV-cache use             a full cache makes new requests wait for memory.
+ * Decoding requests barely delay a first token; they show in KV use. A replica a hot prefix overloads loses it
+ * once the work queued there costs more than prefilling the prompt elsewhere.
  */
-export function scoreReplicas(inputs: readonly ScoreInput[], s: RoutingSettings): Scored[] {
-  const loads = inputs.map((x) => Math.max(x.inFlight, x.load.running + x.load.waiting + x.inFlight - x.load.inFlightAtScrape));
-  const min = Math.min(...loads);
-  return inputs.map((x, i) => {
-    const load = loads[i]!;
+export function scoreReplicas(inputs: readonly ScoreInput[], promptBlocks: number, s: RoutingSettings): Scored[] {
+  const n = Math.max(1, promptBlocks);
+  return inputs.map((x) => {
+    const queue = x.load.waiting + x.pendingPrefillBlocks / n;
     const kv = x.load.kvUsage ?? 0;
-    const score = s.prefixWeight * x.prefixMatch - s.queueWeight * ((load - min) / (min + 1)) - s.kvWeight * kv;
-    return { id: x.id, score, prefixMatch: x.prefixMatch, load, kv, inFlight: x.inFlight };
+    const score = -(s.prefixWeight * (1 - x.prefixMatch) + s.queueWeight * queue + s.kvWeight * kv);
+    return { id: x.id, score, prefixMatch: x.prefixMatch, queue, kv, inFlight: x.inFlight };
   });
 }

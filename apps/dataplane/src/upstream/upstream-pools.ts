@@ -31,6 +31,8 @@ export interface OriginState {
   /** Whether the pool dials through the address guard (the origin is tenant-given). */
   readonly guarded: boolean;
   inFlight: number;
+  /** Uncached prompt blocks (src/routing) of this node's requests there that have no first byte yet: prefill work queued. */
+  pendingPrefillBlocks: number;
   /** Recent outcomes of real traffic and past ejections. */
   readonly outlier: OutlierState;
   ejected: boolean;
@@ -143,7 +145,7 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
     }
     if (s === undefined) {
       const pool = newPool(origin, connections, guarded);
-      s = { origin, pool, connections, guarded, inFlight: 0, outlier: newOutlierState(policy), ejected: false, probeTimer: null, healthPath: '/health' };
+      s = { origin, pool, connections, guarded, inFlight: 0, pendingPrefillBlocks: 0, outlier: newOutlierState(policy), ejected: false, probeTimer: null, healthPath: '/health' };
       states.set(origin, s);
     }
     return s;
