@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { dedicatedModelName } from '@infer/shared';
 import type { Db } from './db.ts';
 import { createUser } from './modules/auth/auth.service.ts';
 import { addUpstream, createEntry, type CreateEntryInput } from './modules/catalog/catalog.service.ts';
@@ -116,7 +117,7 @@ export async function seedDemo(db: Db, opts: { simBasePort: number }): Promise<S
       apiKey: key.secret,
       tenantSlug: tenant.slug,
       sharedModel: DEDICATED,
-      dedicatedModel: seed.servedModel,
+      dedicatedModel: dedicatedModelName(DEDICATED, seed.provider),
       dedicatedName: DEDICATED,
     };
   });

@@ -20,7 +20,8 @@ describe.each(testBackends())('seedDemo (%s)', (kind) => {
     expect(seeded).not.toBeNull();
     const s = seeded!;
     expect(s.tenantSlug).toBe('demo');
-    expect(s.dedicatedModel).toBe('meta-llama/Llama-3.3-70B-Instruct');
+    // The one provider-prefixed form: the console's, and what the data plane accepts beside the Name.
+    expect(s.dedicatedModel).toBe('Meta/Llama-3.3-70B-Instruct');
     expect(s.dedicatedName).toBe('Llama-3.3-70B-Instruct');
     expect(await verifyCredentials(db, s.adminEmail, s.adminPassword)).toMatchObject({ isPlatformAdmin: true });
 

@@ -71,15 +71,15 @@ describe('openai client against the dedicated surface', () => {
   it('accepts the Name and a provider-prefixed model, answering with the name sent', async () => {
     const plain = await client().chat.completions.create({ model: NAME, messages, max_tokens: 4 });
     expect(plain.model).toBe(NAME);
-    const prefixed = await client().chat.completions.create({ model: `someprovider/${NAME}`, messages, max_tokens: 4 });
-    expect(prefixed.model).toBe(`someprovider/${NAME}`);
+    const prefixed = await client().chat.completions.create({ model: `Meta/${NAME}`, messages, max_tokens: 4 });
+    expect(prefixed.model).toBe(`Meta/${NAME}`);
   });
 
   it('streams a provider-prefixed model', async () => {
-    const stream = await client().chat.completions.create({ model: `meta-llama/${NAME}`, messages, max_tokens: 4, stream: true });
+    const stream = await client().chat.completions.create({ model: `meta/${NAME}`, messages, max_tokens: 4, stream: true });
     const models = new Set<string>();
     for await (const chunk of stream) models.add(chunk.model);
-    expect([...models]).toEqual([`meta-llama/${NAME}`]);
+    expect([...models]).toEqual([`meta/${NAME}`]);
   });
 
   it('accepts an absent model (fetch) and answers with the Name', async () => {

@@ -25,7 +25,12 @@ export function dedicatedBaseUrl(urls: PublicUrls, tenantSlug: string, name: str
   return `${trimSlash(urls.dataplaneUrl)}/funccall/${tenant}/endpoints/${encodeURIComponent(name)}/v1`;
 }
 
-/** Dedicated mode sends "<provider>/<Name>" as `model` (spec 2.1); the Name alone without a provider. */
+/**
+ * The one provider-prefixed `model` of dedicated mode (spec 2.1): "<Provider>/<Name>" with the catalog entry's
+ * Provider as stored (e.g. `Meta/Llama-3.3-70B-Instruct`); the Name alone without a provider. The console, the
+ * control plane's integration views, `pnpm start`'s demo.env and the data plane (which accepts this or the Name,
+ * the provider in any case) all take it from here.
+ */
 export function dedicatedModelName(name: string, provider: string | null | undefined): string {
   return provider && provider.trim() ? `${provider.trim()}/${name}` : name;
 }

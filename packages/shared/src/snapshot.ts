@@ -73,6 +73,8 @@ export const snapshotEndpointSchema = z.object({
   /** Replicas serving the shared surface. */
   upstreams: z.array(upstreamSchema),
   routing: routingSchema.optional(),
+  /** ISO time the entry was created (`created` in `/models`); absent from older control planes: 0 there. */
+  createdAt: z.string().optional(),
 });
 export type SnapshotEndpoint = z.infer<typeof snapshotEndpointSchema>;
 

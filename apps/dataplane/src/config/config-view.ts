@@ -1,5 +1,8 @@
+import { dedicatedModelName } from '@infer/shared';
 import { adapterFor } from '../runtimes/runtime-registry.ts';
 import type { ConfigSnapshot, RuntimeKind, SnapshotDeployment, SnapshotEndpoint, SnapshotRouting, SnapshotTenant, SnapshotUpstream } from '@infer/shared';
+import { createModelSuggester } from './model-suggester.ts';
+import type { ModelSuggester } from './model-suggester.ts';
 
 /** An upstream with everything the hot path needs precomputed once per snapshot. */
 export interface ResolvedUpstream {
@@ -34,6 +37,10 @@ export interface RouteTarget {
   readonly deploymentId: string | null;
   readonly tenantId: string | null;
   readonly provider: string | null;
+  /** `<provider>/<Name>` (`dedicatedModelName`, the console's form), or null without a provider. */
+  readonly prefixedModel: string | null;
+  /** The catalog entry's creation, in Unix seconds (`created` of `/models`; 0 when the snapshot lacks it). */
+  readonly created: number;
   /** False when a deployment has no ready replica (the route exists, but answers 503). */
   readonly ready: boolean;
   readonly upstreams: readonly ResolvedUpstream[];
@@ -62,6 +69,8 @@ export interface ConfigView {
   /** Deployments by `${tenantSlug}\n${endpointName}`. */
   readonly deploymentByTenantAndName: ReadonlyMap<string, RouteTarget>;
   readonly tenants: ReadonlyMap<string, SnapshotTenant>;
+  /** The published Name an unknown shared `model` most likely meant ("did you mean"), or null. */
+  readonly suggestSharedModel: ModelSuggester;
   /** The OpenAI list body of shared models, serialised once. */
   readonly sharedModelsJson: string;
   /** Every upstream origin the snapshot references. */
@@ -100,27 +109,40 @@ const NO_TARGET_LIMITS: TargetLimits = Object.freeze({ contextLength: null, conc
 const targetLimits = (e: SnapshotEndpoint): TargetLimits =>
   Object.freeze({ contextLength: positive(e.contextLength), concurrency: positive(e.concurrency) });
 
+const prefixedModel = (name: string, provider: string | null): string | null => {
+  const prefixed = dedicatedModelName(name, provider);
+  return prefixed === name ? null : prefixed;
+};
+
+/** Unix seconds of an ISO time; 0 when absent or unreadable. */
+const unixSeconds = (iso: string | undefined): number => {
+  const ms = iso === undefined ? Number.NaN : Date.parse(iso);
+  return Number.isNaN(ms) ? 0 : Math.floor(ms / 1000);
+};
+
 function sharedTarget(e: SnapshotEndpoint, limits: TargetLimits): RouteTarget {
   const upstreams = resolveAll(e.upstreams);
   return Object.freeze({
     name: e.name, endpointId: e.id, deploymentId: null, tenantId: null, provider: e.provider,
+    prefixedModel: prefixedModel(e.name, e.provider), created: unixSeconds(e.createdAt),
     ready: upstreams.length > 0, upstreams: Object.freeze(upstreams), limits, routing: e.routing ?? null,
   });
 }
 
-function deploymentTarget(d: SnapshotDeployment, limits: TargetLimits, entryRouting: SnapshotRouting | null): RouteTarget {
+function deploymentTarget(d: SnapshotDeployment, limits: TargetLimits, entryRouting: SnapshotRouting | null, created: number): RouteTarget {
   const usable = d.state !== 'stopped' && d.state !== 'failed';
   const upstreams = usable ? resolveAll(d.replicas) : [];
   return Object.freeze({
     name: d.endpointName, endpointId: d.endpointId, deploymentId: d.id, tenantId: d.tenantId, provider: d.provider,
+    prefixedModel: prefixedModel(d.endpointName, d.provider), created,
     ready: upstreams.length > 0, upstreams: Object.freeze(upstreams), limits,
     routing: d.routing !== undefined ? { ...entryRouting, ...d.routing } : entryRouting,
   });
 }
 
 /** Model object of the OpenAI list shape. */
-export const modelObject = (name: string, provider: string | null): Record<string, unknown> => ({
-  id: name, object: 'model', created: 0, owned_by: provider || 'infer',
+export const modelObject = (name: string, provider: string | null, created = 0): Record<string, unknown> => ({
+  id: name, object: 'model', created, owned_by: provider || 'infer',
 });
 
 /**
@@ -149,6 +171,7 @@ export function buildConfigView(s: ConfigSnapshot): ConfigView {
   // Every entry's limits, published or not: a deployment takes its endpoint's.
   const limitsByEndpoint = new Map(s.endpoints.map((e) => [e.id, targetLimits(e)] as const));
   const routingByEndpoint = new Map(s.endpoints.map((e) => [e.id, e.routing ?? null] as const));
+  const createdByEndpoint = new Map(s.endpoints.map((e) => [e.id, unixSeconds(e.createdAt)] as const));
   const endpointByName = new Map<string, RouteTarget>();
   const origins = new Set<string>();
   const listed: Record<string, unknown>[] = [];
@@ -156,19 +179,22 @@ export function buildConfigView(s: ConfigSnapshot): ConfigView {
     if (!e.published || !e.offeredShared) continue;
     const target = sharedTarget(e, limitsByEndpoint.get(e.id)!);
     endpointByName.set(e.name, target);
-    listed.push(modelObject(e.name, e.provider));
+    listed.push(modelObject(e.name, e.provider, target.created));
     for (const u of target.upstreams) origins.add(u.origin);
   }
   const deploymentByTenantAndName = new Map<string, RouteTarget>();
   const tenantOrigins = new Set<string>();
   for (const d of s.deployments) {
-    const target = deploymentTarget(d, limitsByEndpoint.get(d.endpointId) ?? NO_TARGET_LIMITS, routingByEndpoint.get(d.endpointId) ?? null);
+    const target = deploymentTarget(d, limitsByEndpoint.get(d.endpointId) ?? NO_TARGET_LIMITS, routingByEndpoint.get(d.endpointId) ?? null, createdByEndpoint.get(d.endpointId) ?? 0);
     deploymentByTenantAndName.set(deploymentKey(d.tenantSlug, d.endpointName), target);
     for (const u of target.upstreams) origins.add(u.origin);
     for (const u of d.replicas) if (u.addressPolicy === 'public' && URL.canParse(u.url)) tenantOrigins.add(new URL(u.url).origin);
   }
   return Object.freeze({
     version: s.version, keyByHash, endpointByName, deploymentByTenantAndName, tenants,
+    suggestSharedModel: createModelSuggester([...endpointByName.values()].map((t) => ({
+      name: t.name, provider: t.provider, servedModels: t.upstreams.map((u) => u.servedModel),
+    }))),
     sharedModelsJson: JSON.stringify({ object: 'list', data: listed }), origins, tenantOrigins,
   });
 }

@@ -65,12 +65,26 @@ export function findDeployment(view: ConfigView, key: ResolvedKey, params: Dedic
   return target;
 }
 
-/** Dedicated `model`: absent, the Name, or `<provider>/<Name>` (the provider label may differ). */
-function dedicatedModel(model: string | undefined, name: string): string {
-  if (model === undefined || model === name) return model ?? name;
-  // `<provider>/` before the whole Name (a Name may itself contain a slash, e.g. `meta/llama-slash`).
-  if (model.length > name.length + 1 && model.endsWith(name) && model.charCodeAt(model.length - name.length - 1) === 0x2f) return model;
-  throw new ApiError('model_not_found', `The model '${model}' is not served here; this endpoint serves '${name}' (or '<provider>/${name}').`, 'model');
+/**
+ * Dedicated `model`: absent, the Name, or `<provider>/<Name>` as the console shows it (`dedicatedModelName`).
+ * The Name is matched exactly, as on the shared route; the provider without regard to case (`meta/` = `Meta/`).
+ */
+export function dedicatedModel(model: string | undefined, target: RouteTarget): string {
+  const { name, prefixedModel } = target;
+  if (model === undefined || model === name || model === prefixedModel) return model ?? name;
+  if (prefixedModel !== null && model.length === prefixedModel.length && model.endsWith(name)) {
+    const cut = prefixedModel.length - name.length;
+    if (model.slice(0, cut).toLowerCase() === prefixedModel.slice(0, cut).toLowerCase()) return model;
+  }
+  const forms = prefixedModel === null ? `'${name}'` : `'${name}' or '${prefixedModel}'`;
+  throw new ApiError('model_not_found', `The model '${model}' is not served by this endpoint; send ${forms} as 'model' (or leave it out).`, 'model');
+}
+
+/** The shared route's 404, with the published Name the caller most likely meant. */
+function unknownSharedModel(view: ConfigView, model: string): ApiError {
+  const meant = view.suggestSharedModel(model);
+  const hint = meant === null ? ' GET /endpoints/v1/models lists the published models.' : ` Did you mean '${meant}'?`;
+  return new ApiError('model_not_found', `The model '${model}' does not exist or is not offered on the shared endpoint.${hint}`, 'model');
 }
 
 /** Optional fields that OpenAI's API (and clients that serialise unset options) send as `null`, meaning "not set". */
@@ -112,13 +126,13 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
         const model = body['model'] as string | undefined;
         if (model === undefined) throw new ApiError('invalid_request', "Missing required parameter: 'model'.", 'model');
         const shared = view.endpointByName.get(model);
-        if (shared === undefined) throw new ApiError('model_not_found', `The model '${model}' does not exist or is not offered on the shared endpoint.`, 'model');
+        if (shared === undefined) throw unknownSharedModel(view, model);
         target = shared;
         clientModel = model;
       } else {
         target = findDeployment(view, key, dedicated);
         body = parseBody(rawBody);
-        clientModel = dedicatedModel(body['model'] as string | undefined, target.name);
+        clientModel = dedicatedModel(body['model'] as string | undefined, target);
       }
       const usageId = meterId(x.requestId, x.callerId);
       // Serverless (src/scale): no ready replica yet, or earlier requests still held: wait in arrival order.
@@ -128,7 +142,7 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
       // Context length, RPM/TPM reservation, replica slot (src/limits); the slot frees when the answer ends.
       const admitted = limits.admit(usageId, key, target, body, x.res);
       const admission: Admission = admitted instanceof Promise ? await admitted : admitted;
-      held?.admitted();
+      if (held !== null) target = held.admitted() ?? target;
       forwarding = true;
       try {
         await forwardChat(deps, {

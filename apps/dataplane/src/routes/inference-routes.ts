@@ -58,7 +58,7 @@ export async function inferenceRoutes(app: FastifyInstance, opts: InferenceRoute
 
   app.get<{ Params: DedicatedParams }>('/funccall/:tenant/endpoints/:name/v1/models', { config: { metricRoute: 'models', metricMode: 'dedicated' } }, (req, reply) => {
     const target = findDeployment(store.view!, req.apiKey!, req.params);
-    reply.send({ object: 'list', data: [modelObject(target.name, target.provider)] });
+    reply.send({ object: 'list', data: [modelObject(target.name, target.provider, target.created)] });
   });
 }
 

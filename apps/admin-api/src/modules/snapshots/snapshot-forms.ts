@@ -36,7 +36,7 @@ export async function selectEndpointForms(db: Db, ids?: readonly string[]): Prom
     .selectFrom('catalogEntries')
     .select([
       'id', 'name', 'provider', 'contextLength', 'concurrency', 'coldStartSeconds', 'offeredShared',
-      'offeredDedicated', 'published', 'priceInputPerM', 'priceOutputPerM',
+      'offeredDedicated', 'published', 'priceInputPerM', 'priceOutputPerM', 'createdAt',
     ])
     .orderBy('createdAt')
     .orderBy('id');
@@ -52,8 +52,9 @@ export async function selectEndpointForms(db: Db, ids?: readonly string[]): Prom
     .orderBy('id')
     .execute();
   const byEntry = groupBy(upstreams, (u) => u.entryId);
-  return entries.map((e) => ({
+  return entries.map(({ createdAt, ...e }) => ({
     ...e,
+    createdAt: new Date(createdAt).toISOString(),
     upstreams: (byEntry.get(e.id) ?? []).map(({ id, url, kind, servedModel, apiKey }) => ({ id, url, kind, servedModel, apiKey })),
   }));
 }
