@@ -208,7 +208,7 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     const d = await findDeploymentById(db, id);
     if (!d) {
       // Deleted (maybe by another control-plane replica): stop what this process runs for it.
-      for (const [rid, t] of starts) if (t.deploymentId === id) t.abort.abort();
+      for (const t of starts.values()) if (t.deploymentId === id) t.abort.abort();
       for (const o of [...owned.values()]) if (o.deploymentId === id) {
         await stopOwned(o.id);
         await closeReplicaInterval(db, o.id).catch(() => undefined);

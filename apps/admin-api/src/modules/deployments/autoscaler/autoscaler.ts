@@ -119,7 +119,10 @@ export function startAutoscaler(ctx: DeploymentsContext, election: LeaderElectio
     for (const d of deployments) {
       const mine = owned.filter((r) => r.deploymentId === d.id);
       const ready = mine.filter((r) => !r.draining).length;
-      const runtimeLoad = mine.reduce((acc, r) => acc + (runtime.get(r.id) ? runtime.get(r.id)!.running + runtime.get(r.id)!.waiting : 0), 0);
+      const runtimeLoad = mine.reduce((acc, r) => {
+        const own = runtime.get(r.id);
+        return acc + (own ? own.running + own.waiting : 0);
+      }, 0);
       await decideOne(d, loads.get(d.id), runtimeLoad, ready, now).catch((err: unknown) => log.error({ err, deploymentId: d.id }, 'autoscaler decision failed'));
     }
     for (const id of tracked.keys()) if (!serving.has(id)) tracked.delete(id);
