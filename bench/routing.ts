@@ -26,9 +26,24 @@ const root = (rel: string): string => fileURLToPath(new URL(`../${rel}`, import.
 
 /** The replicas' timing: about 6,700 prefill tokens/s each, 12 ms ITL plus 0.25 ms per other running request. */
 const SIM_FLAGS = [
-  '--ttft-ms', '15', '--prefill-ms-per-token', '0.15', '--prefill-lanes', '1',
-  '--itl-ms', '12', '--itl-per-running-ms', '0.25',
-  '--batch-slots', '64', '--max-queue', '4096', '--kv-cache-tokens', '16384', '--kv-block-size', '16',
+  '--ttft-ms',
+  '15',
+  '--prefill-ms-per-token',
+  '0.15',
+  '--prefill-lanes',
+  '1',
+  '--itl-ms',
+  '12',
+  '--itl-per-running-ms',
+  '0.25',
+  '--batch-slots',
+  '64',
+  '--max-queue',
+  '4096',
+  '--kv-cache-tokens',
+  '16384',
+  '--kv-block-size',
+  '16',
 ];
 
 interface Options {
@@ -66,8 +81,12 @@ function parseOptions(argv: readonly string[]): Options {
   const policies = values.policies.split(',').map((p) => p.trim()) as Policy[];
   for (const p of policies) if (!POLICIES.includes(p)) throw new Error(`unknown policy "${p}" (known: ${POLICIES.join(', ')})`);
   return {
-    durationS: num('duration', values.duration), rate: num('rate', values.rate), families: Math.round(num('families', values.families)),
-    seed: Math.round(num('seed', values.seed)), json: values.json, policies,
+    durationS: num('duration', values.duration),
+    rate: num('rate', values.rate),
+    families: Math.round(num('families', values.families)),
+    seed: Math.round(num('seed', values.seed)),
+    json: values.json,
+    policies,
   };
 }
 
@@ -131,11 +150,15 @@ function buildWorkload(o: Options): Workload {
     return weights.length - 1;
   };
   const conversations: Conversation[] = [];
-  for (let t = 0; ; ) {
+  for (let t = 0; ;) {
     t += (-Math.log(1 - r()) / o.rate) * 1000;
     if (t > o.durationS * 1000) break;
     const n = 3 + Math.floor(r() * 4);
-    const turns = Array.from({ length: n }, () => ({ user: words(r, 15 + Math.floor(r() * 40)), maxTokens: 32 + Math.floor(r() * 64), thinkMs: 200 + r() * 800 }));
+    const turns = Array.from({ length: n }, () => ({
+      user: words(r, 15 + Math.floor(r() * 40)),
+      maxTokens: 32 + Math.floor(r() * 64),
+      thinkMs: 200 + r() * 800,
+    }));
     conversations.push({ startMs: t, family: pickFamily(), turns });
   }
   return { systems, conversations };
@@ -160,7 +183,10 @@ interface TurnOutcome {
   readonly text: string;
 }
 
-async function startFleet(policy: Policy, dir: string): Promise<{ dataplaneUrl: string; metricsUrl: string; simUrls: string[]; children: Child[]; apiKey: string }> {
+async function startFleet(
+  policy: Policy,
+  dir: string,
+): Promise<{ dataplaneUrl: string; metricsUrl: string; simUrls: string[]; children: Child[]; apiKey: string }> {
   const children: Child[] = [];
   const simUrls: string[] = [];
   for (let i = 0; i < REPLICAS; i++) {
@@ -172,12 +198,33 @@ async function startFleet(policy: Policy, dir: string): Promise<{ dataplaneUrl: 
   const snapshot = configSnapshotSchema.parse({
     version: 1,
     tenants: [{ id: 'tenant-bench', slug: 'bench', rpmLimit: null, tpmLimit: null }],
-    keys: [{ id: 'key-bench', tenantId: 'tenant-bench', hash: hashSecret(apiKey), prefix: secretDisplayPrefix(apiKey), expiresAt: null, rpmLimit: null, tpmLimit: null }],
-    endpoints: [{
-      id: 'endpoint-routing', name: MODEL, provider: 'bench', contextLength: 32768, concurrency: 4, coldStartSeconds: null,
-      offeredShared: true, offeredDedicated: false, published: true, priceInputPerM: 0.1, priceOutputPerM: 0.2,
-      upstreams: simUrls.map((url, i) => ({ id: `replica-${i}`, url, kind: 'sim', servedModel: MODEL, apiKey: null })),
-    }],
+    keys: [
+      {
+        id: 'key-bench',
+        tenantId: 'tenant-bench',
+        hash: hashSecret(apiKey),
+        prefix: secretDisplayPrefix(apiKey),
+        expiresAt: null,
+        rpmLimit: null,
+        tpmLimit: null,
+      },
+    ],
+    endpoints: [
+      {
+        id: 'endpoint-routing',
+        name: MODEL,
+        provider: 'bench',
+        contextLength: 32768,
+        concurrency: 4,
+        coldStartSeconds: null,
+        offeredShared: true,
+        offeredDedicated: false,
+        published: true,
+        priceInputPerM: 0.1,
+        priceOutputPerM: 0.2,
+        upstreams: simUrls.map((url, i) => ({ id: `replica-${i}`, url, kind: 'sim', servedModel: MODEL, apiKey: null })),
+      },
+    ],
     deployments: [],
   });
   const configFile = join(dir, `snapshot-${policy}.json`);
@@ -185,7 +232,12 @@ async function startFleet(policy: Policy, dir: string): Promise<{ dataplaneUrl: 
   const port = await freePort();
   const metricsPort = await freePort();
   const dataplane = startNode(`dataplane-${policy}`, root('apps/dataplane/src/server.ts'), [], {
-    HOST: '127.0.0.1', PORT: String(port), CONFIG_FILE: configFile, LOG_LEVEL: 'warn', METRICS_PORT: String(metricsPort), ROUTING_POLICY: policy,
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    CONFIG_FILE: configFile,
+    LOG_LEVEL: 'warn',
+    METRICS_PORT: String(metricsPort),
+    ROUTING_POLICY: policy,
   });
   children.push(dataplane);
   const dataplaneUrl = `http://127.0.0.1:${port}`;
@@ -213,7 +265,8 @@ async function runPolicy(policy: Policy, w: Workload, dir: string): Promise<Poli
     firstSend = Math.min(firstSend, sent);
     try {
       const res = await request(`${fleet.dataplaneUrl}/endpoints/v1/chat/completions`, {
-        method: 'POST', dispatcher: agent,
+        method: 'POST',
+        dispatcher: agent,
         headers: { 'content-type': 'application/json', authorization: `Bearer ${fleet.apiKey}` },
         body: JSON.stringify({ model: MODEL, messages, max_tokens: maxTokens, stream: true, stream_options: { include_usage: true } }),
       });
@@ -274,11 +327,13 @@ async function runPolicy(policy: Policy, w: Workload, dir: string): Promise<Poli
   };
 
   const start = performance.now();
-  await Promise.all(w.conversations.map(async (c) => {
-    const wait = c.startMs - (performance.now() - start);
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    await conversation(c);
-  }));
+  await Promise.all(
+    w.conversations.map(async (c) => {
+      const wait = c.startMs - (performance.now() - start);
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      await conversation(c);
+    }),
+  );
   let hits = 0;
   let queries = 0;
   for (const url of fleet.simUrls) {
@@ -319,8 +374,10 @@ const o = parseOptions(process.argv.slice(2));
 const w = buildWorkload(o);
 const turns = w.conversations.reduce((n, c) => n + c.turns.length, 0);
 const log = (line: string): void => console.log(line);
-log(`routing bench: ${REPLICAS} runtime-sim replicas (${SIM_FLAGS.join(' ')}), ${w.conversations.length} conversations / ${turns} requests over ${o.durationS} s `
-  + `(${o.rate} conversations/s, ${o.families} prompt families, Zipf 1.1, seed ${o.seed})`);
+log(
+  `routing bench: ${REPLICAS} runtime-sim replicas (${SIM_FLAGS.join(' ')}), ${w.conversations.length} conversations / ${turns} requests over ${o.durationS} s ` +
+    `(${o.rate} conversations/s, ${o.families} prompt families, Zipf 1.1, seed ${o.seed})`,
+);
 const dir = mkdtempSync(join(tmpdir(), 'infer-routing-bench-'));
 const results: Partial<Record<Policy, PolicyResult>> = {};
 try {
@@ -340,12 +397,16 @@ log('| policy | TTFT p50 ms | TTFT p90 ms | TTFT p99 ms | ITL p50 ms | output to
 log('|---|--:|--:|--:|--:|--:|--:|--:|');
 for (const p of o.policies) {
   const r = results[p]!;
-  log(`| ${p} | ${r.ttft_p50_ms} | ${r.ttft_p90_ms} | ${r.ttft_p99_ms} | ${r.itl_p50_ms} | ${r.output_tokens_per_s} | ${(r.prefix_hit_rate * 100).toFixed(1)}% | ${r.failed} |`);
+  log(
+    `| ${p} | ${r.ttft_p50_ms} | ${r.ttft_p90_ms} | ${r.ttft_p99_ms} | ${r.itl_p50_ms} | ${r.output_tokens_per_s} | ${(r.prefix_hit_rate * 100).toFixed(1)}% | ${r.failed} |`,
+  );
 }
 const base = results.least_in_flight;
 const scorer = results.scorer;
 if (base && scorer) {
   log('');
-  log(`scorer vs least_in_flight: TTFT p90 ${(base.ttft_p90_ms / scorer.ttft_p90_ms).toFixed(2)}x lower, throughput ${(scorer.output_tokens_per_s / base.output_tokens_per_s).toFixed(3)}x, failed ${scorer.failed}`);
+  log(
+    `scorer vs least_in_flight: TTFT p90 ${(base.ttft_p90_ms / scorer.ttft_p90_ms).toFixed(2)}x lower, throughput ${(scorer.output_tokens_per_s / base.output_tokens_per_s).toFixed(3)}x, failed ${scorer.failed}`,
+  );
 }
 if (o.json) console.log(JSON.stringify({ policies: results }));

@@ -28,10 +28,12 @@ describe('upstream pool sized from the admitted concurrency', () => {
     const body = (i: number) => ({ model: NAME, stream: true, max_tokens: 300, messages: [{ role: 'user', content: `stream ${i}` }] });
     const responses = Array.from({ length: STREAMS }, (_, i) =>
       fetch(`${dp.url}/endpoints/v1/chat/completions`, {
-        method: 'POST', signal: controller.signal,
+        method: 'POST',
+        signal: controller.signal,
         headers: { 'content-type': 'application/json', authorization: `Bearer infk_test_tenant_a_key_0000000000000` },
         body: JSON.stringify(body(i)),
-      }));
+      }),
+    );
     // Aborted at the end on purpose: a rejection there is expected.
     for (const r of responses) r.catch(() => {});
     try {
@@ -40,14 +42,16 @@ describe('upstream pool sized from the admitted concurrency', () => {
         const st = sim.sim.stats();
         throw new Error(`${String(err)}: runtime running ${st.running}, requests ${st.totals.requests}, peak ${st.peakRunning}`);
       });
-      const firstChunks = await Promise.all(responses.map(async (p) => {
-        const res = await p;
-        expect(res.status).toBe(200);
-        const reader = res.body!.getReader();
-        const { value } = await reader.read();
-        reader.read().catch(() => {}); // the abort at the end rejects the next read
-        return new TextDecoder().decode(value);
-      }));
+      const firstChunks = await Promise.all(
+        responses.map(async (p) => {
+          const res = await p;
+          expect(res.status).toBe(200);
+          const reader = res.body!.getReader();
+          const { value } = await reader.read();
+          reader.read().catch(() => {}); // the abort at the end rejects the next read
+          return new TextDecoder().decode(value);
+        }),
+      );
       expect(firstChunks.every((c) => c.startsWith('data: '))).toBe(true);
       // Still all running: nobody got its first byte by waiting for another stream to end.
       expect(sim.sim.stats().totals.completed).toBe(0);

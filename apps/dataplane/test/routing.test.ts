@@ -19,7 +19,11 @@ afterEach(async () => {
 const replica = (id: string, url: string): SnapshotUpstream => ({ id, url, kind: 'sim', servedModel: SERVED, apiKey: null });
 const CHAT = '/endpoints/v1/chat/completions';
 
-async function fleet(simOpts: RuntimeSimOptions, routing: RoutingOptions, entryRouting?: SnapshotRouting): Promise<{ a: StartedSim; b: StartedSim; dp: StartedApp }> {
+async function fleet(
+  simOpts: RuntimeSimOptions,
+  routing: RoutingOptions,
+  entryRouting?: SnapshotRouting,
+): Promise<{ a: StartedSim; b: StartedSim; dp: StartedApp }> {
   const a = await startSim(simOpts);
   const b = await startSim(simOpts);
   sims = [a, b];
@@ -31,9 +35,16 @@ async function fleet(simOpts: RuntimeSimOptions, routing: RoutingOptions, entryR
   return { a, b, dp };
 }
 
-const family = (tenant: string) => `You are the support assistant of ${tenant}. `.repeat(2) + `Rule ${tenant}: answer with care and cite the policy. `.repeat(40);
+const family = (tenant: string) =>
+  `You are the support assistant of ${tenant}. `.repeat(2) + `Rule ${tenant}: answer with care and cite the policy. `.repeat(40);
 const ask = (tenant: string, question: string, extra: Record<string, unknown> = {}) => ({
-  model: NAME, max_tokens: 4, messages: [{ role: 'system', content: family(tenant) }, { role: 'user', content: question }], ...extra,
+  model: NAME,
+  max_tokens: 4,
+  messages: [
+    { role: 'system', content: family(tenant) },
+    { role: 'user', content: question },
+  ],
+  ...extra,
 });
 const metricsText = async (d: StartedApp): Promise<string> => (await fetch(d.metricsUrl)).text();
 const metricValue = (text: string, name: string, labels: string): number | null => {
@@ -86,7 +97,7 @@ describe('the scorer', () => {
 });
 
 describe('stale or failing metrics', () => {
-  it('fall back to least in flight when a replica\'s metrics are stale, and requests still succeed', async () => {
+  it("fall back to least in flight when a replica's metrics are stale, and requests still succeed", async () => {
     const f = await fleet({ itlMs: 40 }, { scrapeIntervalMs: 50, scrapeTimeoutMs: 150, staleMs: 300 });
     await scraped(f.dp);
     f.a.sim.setFaults({ metricsHang: true });
@@ -120,14 +131,18 @@ describe('stale or failing metrics', () => {
     let text = '';
     await waitFor(() => {
       void metricsText(f.dp).then((t) => (text = t));
-      return (metricValue(text, 'dataplane_replica_scrape_failures', 'replica="r-a"') ?? 0) >= 3
-        && (metricValue(text, 'dataplane_replica_scrape_failures', 'replica="r-b"') ?? 0) >= 2;
+      return (
+        (metricValue(text, 'dataplane_replica_scrape_failures', 'replica="r-a"') ?? 0) >= 3 &&
+        (metricValue(text, 'dataplane_replica_scrape_failures', 'replica="r-b"') ?? 0) >= 2
+      );
     });
-    const statuses = await Promise.all(Array.from({ length: 20 }, async (_, i) => {
-      const res = await post(`${f.dp.url}${CHAT}`, ask(i % 2 === 0 ? 'acme' : 'globex', `question ${i}`, { stream: i % 3 === 0 }));
-      await res.text();
-      return res.status;
-    }));
+    const statuses = await Promise.all(
+      Array.from({ length: 20 }, async (_, i) => {
+        const res = await post(`${f.dp.url}${CHAT}`, ask(i % 2 === 0 ? 'acme' : 'globex', `question ${i}`, { stream: i % 3 === 0 }));
+        await res.text();
+        return res.status;
+      }),
+    );
     expect(statuses).toEqual(new Array(20).fill(200));
     expect(chats(f.a) + chats(f.b)).toBe(20);
   });
@@ -144,7 +159,9 @@ describe('saturation', () => {
     let text = '';
     await waitFor(() => {
       void metricsText(f.dp).then((t) => (text = t));
-      return metricValue(text, 'dataplane_replica_queue_depth', 'replica="r-a"') === 1 && metricValue(text, 'dataplane_replica_queue_depth', 'replica="r-b"') === 1;
+      return (
+        metricValue(text, 'dataplane_replica_queue_depth', 'replica="r-a"') === 1 && metricValue(text, 'dataplane_replica_queue_depth', 'replica="r-b"') === 1
+      );
     });
     const shed = await post(`${f.dp.url}${CHAT}`, ask('acme', 'one more'));
     expect(shed.status).toBe(429);

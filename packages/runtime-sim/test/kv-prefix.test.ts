@@ -44,7 +44,13 @@ describe('prefix caching over HTTP', () => {
     s = await startSim({ itlMs: 1 });
     const { url, sim } = s;
     for (const tag of ['acme', 'globex']) {
-      const res = await postChat(url, { messages: [{ role: 'system', content: longSystem(tag) }, { role: 'user', content: 'hi' }], max_tokens: 1 });
+      const res = await postChat(url, {
+        messages: [
+          { role: 'system', content: longSystem(tag) },
+          { role: 'user', content: 'hi' },
+        ],
+        max_tokens: 1,
+      });
       await res.json();
     }
     expect(sim.stats().requests.map((r) => r.cachedTokens)).toEqual([0, 0]);

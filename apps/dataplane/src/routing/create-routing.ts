@@ -66,8 +66,10 @@ export function createRouting(o: RoutingOptions, pools: UpstreamPools, store: Co
   nodeMetrics.section((lines) => {
     metrics.render(lines);
     const now = performance.now();
-    lines.push('# HELP dataplane_replica_metrics_age_seconds Age of the last successful /metrics scrape of a replica (-1: none yet).',
-      '# TYPE dataplane_replica_metrics_age_seconds gauge');
+    lines.push(
+      '# HELP dataplane_replica_metrics_age_seconds Age of the last successful /metrics scrape of a replica (-1: none yet).',
+      '# TYPE dataplane_replica_metrics_age_seconds gauge',
+    );
     const rows: [string, string][] = [];
     for (const [, e] of scraper.entries()) {
       rows.push([e.replicaId, e.load === null ? '-1' : String((now - e.load.at) / 1000)]);
@@ -76,12 +78,15 @@ export function createRouting(o: RoutingOptions, pools: UpstreamPools, store: Co
     lines.push('# HELP dataplane_replica_queue_depth Requests waiting on a replica at its last scrape.', '# TYPE dataplane_replica_queue_depth gauge');
     for (const [, e] of scraper.entries()) if (e.load !== null) lines.push(`dataplane_replica_queue_depth{replica="${esc(e.replicaId)}"} ${e.load.waiting}`);
     lines.push('# HELP dataplane_replica_kv_cache_usage KV-cache use (0..1) of a replica at its last scrape.', '# TYPE dataplane_replica_kv_cache_usage gauge');
-    for (const [, e] of scraper.entries()) if (e.load?.kvUsage != null) lines.push(`dataplane_replica_kv_cache_usage{replica="${esc(e.replicaId)}"} ${e.load.kvUsage}`);
+    for (const [, e] of scraper.entries())
+      if (e.load?.kvUsage != null) lines.push(`dataplane_replica_kv_cache_usage{replica="${esc(e.replicaId)}"} ${e.load.kvUsage}`);
     lines.push('# HELP dataplane_replica_scrape_failures Consecutive failed /metrics scrapes of a replica.', '# TYPE dataplane_replica_scrape_failures gauge');
     for (const [, e] of scraper.entries()) lines.push(`dataplane_replica_scrape_failures{replica="${esc(e.replicaId)}"} ${e.failures}`);
     // Requests queued in a replica's pool for a socket: zero while the pool is sized from the admitted concurrency.
-    lines.push('# HELP dataplane_upstream_waiting_for_connection Requests waiting for a pooled connection to a replica now.',
-      '# TYPE dataplane_upstream_waiting_for_connection gauge');
+    lines.push(
+      '# HELP dataplane_upstream_waiting_for_connection Requests waiting for a pooled connection to a replica now.',
+      '# TYPE dataplane_upstream_waiting_for_connection gauge',
+    );
     const ids = new Map<string, string>();
     if (store.view !== null) for (const u of upstreamsOf(store.view)) if (!ids.has(u.origin)) ids.set(u.origin, u.id);
     for (const s of pools.states()) {

@@ -98,19 +98,21 @@ export function createReplicaScraper(o: ReplicaScraperOptions): ReplicaScraper {
       e.busy = true;
       e.next = now + o.intervalMs;
       active++;
-      scrape(origin, e).then(
-        () => {
-          e.failures = 0;
-          o.onScrape?.(origin, true);
-        },
-        () => {
-          e.failures++;
-          o.onScrape?.(origin, false);
-        },
-      ).finally(() => {
-        e.busy = false;
-        active--;
-      });
+      scrape(origin, e)
+        .then(
+          () => {
+            e.failures = 0;
+            o.onScrape?.(origin, true);
+          },
+          () => {
+            e.failures++;
+            o.onScrape?.(origin, false);
+          },
+        )
+        .finally(() => {
+          e.busy = false;
+          active--;
+        });
     }
   };
   // Ticks more often than the interval so that a replica whose scrape ended late is not held a whole period.

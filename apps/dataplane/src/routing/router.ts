@@ -62,7 +62,15 @@ export function createRouter(o: RouterOptions): Router {
   const fresh = (l: ReplicaLoad | null, now: number): l is ReplicaLoad => l !== null && now - l.at <= o.staleMs;
   const saturated = (l: ReplicaLoad, s: RoutingSettings): boolean => l.waiting >= s.queueThreshold || (l.kvUsage !== null && l.kvUsage >= s.kvThreshold);
 
-  const decide = (t: RouteTarget, u: ResolvedUpstream, policy: RoutingPolicyName, reason: DecisionReason, log: FastifyBaseLogger, extra?: object, prefillBlocks = 0): RoutePick => {
+  const decide = (
+    t: RouteTarget,
+    u: ResolvedUpstream,
+    policy: RoutingPolicyName,
+    reason: DecisionReason,
+    log: FastifyBaseLogger,
+    extra?: object,
+    prefillBlocks = 0,
+  ): RoutePick => {
     const id = targetIdOf(t);
     metrics.decision(id, u.id, policy, reason);
     if (debugOn(log)) log.debug({ target: id, replica: u.id, policy, reason, ...extra }, 'routing decision');
@@ -110,7 +118,10 @@ export function createRouter(o: RouterOptions): Router {
         index.record(blocks, u.id);
         return decide(target, u, 'least_in_flight', 'stale_metrics', log);
       }
-      const matched = index.match(blocks, healthy.map((u) => u.id));
+      const matched = index.match(
+        blocks,
+        healthy.map((u) => u.id),
+      );
       const scored = scoreReplicas(
         healthy.map((u, i) => {
           const state = pools.get(u.origin);
@@ -141,9 +152,15 @@ export function createRouter(o: RouterOptions): Router {
       for (const x of scored) metrics.score(id, x.id, x.score, x.prefixMatch);
       const chosen = healthy[best]!;
       index.record(blocks, chosen.id);
-      return decide(target, chosen, 'scorer', 'scored', log,
+      return decide(
+        target,
+        chosen,
+        'scorer',
+        'scored',
+        log,
         debugOn(log) ? { scores: scored.map((x) => ({ replica: x.id, score: x.score, prefix: x.prefixMatch, queue: x.queue, kv: x.kv })) } : undefined,
-        blocks.length - (matched.get(chosen.id) ?? 0));
+        blocks.length - (matched.get(chosen.id) ?? 0),
+      );
     },
     hold(target, res) {
       const s = settingsOf(target);

@@ -48,7 +48,11 @@ export function createRoutingMetrics(): RoutingMetrics {
       const family = (name: string, type: string, help: string): void => {
         lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
       };
-      family('dataplane_routing_decisions_total', 'counter', 'Replica picks, by target, replica, the policy applied and why (scored, stale_metrics fallback, ...).');
+      family(
+        'dataplane_routing_decisions_total',
+        'counter',
+        'Replica picks, by target, replica, the policy applied and why (scored, stale_metrics fallback, ...).',
+      );
       for (const [k, n] of decisions) {
         const [t = '', r = '', p = '', why = ''] = k.split(SEP);
         lines.push(`dataplane_routing_decisions_total{target="${esc(t)}",replica="${esc(r)}",policy="${p}",reason="${why}"} ${n}`);

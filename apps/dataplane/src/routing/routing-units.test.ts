@@ -5,7 +5,12 @@ import { promptBlocks } from './prompt-blocks.ts';
 import { defaultRoutingSettings } from './routing-settings.ts';
 import { scoreReplicas } from './scorer.ts';
 
-const body = (system: string, user: string) => ({ messages: [{ role: 'system', content: system }, { role: 'user', content: user }] });
+const body = (system: string, user: string) => ({
+  messages: [
+    { role: 'system', content: system },
+    { role: 'user', content: user },
+  ],
+});
 
 describe('prompt blocks', () => {
   it('chain: prompts sharing a long system prompt share their leading blocks, and only those', () => {
@@ -45,24 +50,36 @@ describe('scorer', () => {
   const load = (running: number, waiting: number, kvUsage: number) => ({ running, waiting, kvUsage, at: 0, inFlightAtScrape: 0 });
   it('prefers the replica holding the prefix at equal load, and gives it up once the work queued there costs more than a prefill elsewhere', () => {
     const s = defaultRoutingSettings;
-    const even = scoreReplicas([
-      { id: 'a', inFlight: 2, pendingPrefillBlocks: 0, load: load(2, 0, 0.2), prefixMatch: 0.9 },
-      { id: 'b', inFlight: 2, pendingPrefillBlocks: 0, load: load(2, 0, 0.2), prefixMatch: 0 },
-    ], 20, s);
+    const even = scoreReplicas(
+      [
+        { id: 'a', inFlight: 2, pendingPrefillBlocks: 0, load: load(2, 0, 0.2), prefixMatch: 0.9 },
+        { id: 'b', inFlight: 2, pendingPrefillBlocks: 0, load: load(2, 0, 0.2), prefixMatch: 0 },
+      ],
+      20,
+      s,
+    );
     expect(even[0]!.score).toBeGreaterThan(even[1]!.score);
     // Three requests waiting there, plus a whole prompt's prefill pending from this node.
-    const busy = scoreReplicas([
-      { id: 'a', inFlight: 20, pendingPrefillBlocks: 20, load: load(20, 3, 0.2), prefixMatch: 0.9 },
-      { id: 'b', inFlight: 2, pendingPrefillBlocks: 0, load: load(2, 0, 0.2), prefixMatch: 0 },
-    ], 20, s);
+    const busy = scoreReplicas(
+      [
+        { id: 'a', inFlight: 20, pendingPrefillBlocks: 20, load: load(20, 3, 0.2), prefixMatch: 0.9 },
+        { id: 'b', inFlight: 2, pendingPrefillBlocks: 0, load: load(2, 0, 0.2), prefixMatch: 0 },
+      ],
+      20,
+      s,
+    );
     expect(busy[1]!.score).toBeGreaterThan(busy[0]!.score);
     expect(busy[0]!.queue).toBe(4);
   });
   it('counts a full KV cache against a replica', () => {
-    const [a, b] = scoreReplicas([
-      { id: 'a', inFlight: 0, pendingPrefillBlocks: 0, load: load(0, 0, 0.95), prefixMatch: 0 },
-      { id: 'b', inFlight: 0, pendingPrefillBlocks: 0, load: load(0, 0, 0.1), prefixMatch: 0 },
-    ], 10, defaultRoutingSettings);
+    const [a, b] = scoreReplicas(
+      [
+        { id: 'a', inFlight: 0, pendingPrefillBlocks: 0, load: load(0, 0, 0.95), prefixMatch: 0 },
+        { id: 'b', inFlight: 0, pendingPrefillBlocks: 0, load: load(0, 0, 0.1), prefixMatch: 0 },
+      ],
+      10,
+      defaultRoutingSettings,
+    );
     expect(b!.score).toBeGreaterThan(a!.score);
   });
 });
@@ -70,9 +87,12 @@ describe('scorer', () => {
 describe('replica metrics text', () => {
   it("reads vLLM's gauges summed over label sets, and says null for a runtime without them", () => {
     const text = [
-      '# HELP vllm:num_requests_running x', '# TYPE vllm:num_requests_running gauge',
-      'vllm:num_requests_running{engine="0",model_name="m"} 3.0', 'vllm:num_requests_running{engine="1",model_name="m"} 2.0',
-      'vllm:num_requests_waiting{engine="0",model_name="m"} 4.0', 'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25',
+      '# HELP vllm:num_requests_running x',
+      '# TYPE vllm:num_requests_running gauge',
+      'vllm:num_requests_running{engine="0",model_name="m"} 3.0',
+      'vllm:num_requests_running{engine="1",model_name="m"} 2.0',
+      'vllm:num_requests_waiting{engine="0",model_name="m"} 4.0',
+      'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.25',
       'vllm:num_requests_waiting_by_reason{reason="x"} 99',
     ].join('\n');
     expect(parseReplicaMetrics(text)).toEqual({ running: 5, waiting: 4, kvUsage: 0.25 });
