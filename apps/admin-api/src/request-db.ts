@@ -22,6 +22,8 @@ export function createRequestDb(opts: { db: Db; kind: DbKind; pool?: pg.Pool; ti
   const pool = new pg.Pool({ ...base, max: Math.max(2, Math.ceil((base.max ?? 10) / 2)), statement_timeout: opts.timeoutMs });
   // An idle client the server drops must not crash the process (the pool replaces it on demand).
   pool.on('error', () => {});
+  // ...and neither may a checked-out one (pg-pool listens only on idle clients; see @infer/db createDb).
+  pool.on('connect', (client) => client.on('error', () => {}));
   const db = new Kysely({ dialect: new PostgresDialect({ pool }), plugins: [new CamelCasePlugin()] }) as Db;
   return { db, close: () => db.destroy() };
 }

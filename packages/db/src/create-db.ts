@@ -59,6 +59,19 @@ const pgliteParsers = {
 const camelCase = new CamelCasePlugin();
 
 /**
+ * node-postgres emits 'error' on a client whose session ends (restart, failover) even while it is
+ * checked out, and pg-pool listens only on idle clients: a transaction that is sending ROLLBACK when
+ * the server goes away would crash the process with an unhandled 'error'. The query in flight
+ * already rejects with the cause, and the pool discards a client that is no longer queryable when
+ * it is released, so the event itself needs no handling beyond this listener.
+ */
+function guardCheckedOutClients(pool: pg.Pool): void {
+  pool.on('connect', (client) => {
+    client.on('error', () => undefined);
+  });
+}
+
+/**
  * Opens the database: node-postgres when `databaseUrl` is given, else embedded PGlite (file-backed
  * at `dataDir`, or in-memory). Does not migrate; call `migrateToLatest(database.db)`.
  */
@@ -68,6 +81,7 @@ export async function createDb(options: CreateDbOptions = {}): Promise<Database>
     // An idle client whose session the server ends (restart, failover, a dropped test database) is
     // discarded by the pool; without a listener its 'error' would crash the process.
     pool.on('error', (err) => options.onIdleError?.(err));
+    guardCheckedOutClients(pool);
     const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }), plugins: [camelCase] });
     return Object.freeze({ db, kind: 'postgres' as const, pool, close: once(() => db.destroy()) });
   }
