@@ -13,7 +13,7 @@ import { createKubernetesProvisioner } from '../src/modules/deployments/provisio
 import { objectName } from '../src/modules/deployments/provisioners/kubernetes/manifests.ts';
 import { createExternalProvisioner } from '../src/modules/deployments/provisioners/external/external-provisioner.ts';
 import { createTenant } from '../src/modules/tenants/tenants.service.ts';
-import { startFakeCluster, until, type FakeCluster } from './k8s-fake/fake-cluster.ts';
+import { runtimeContainer, startFakeCluster, until, type FakeCluster, type Tree } from './k8s-fake/fake-cluster.ts';
 
 const NS = 'inference';
 
@@ -29,20 +29,27 @@ describe('Kubernetes provisioner API surfaces', () => {
 
   const gql = async (token: string | null, query: string, variables?: Record<string, unknown>) => {
     const res = await fetch(`${baseUrl}/graphql`, {
-      method: 'POST', headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: JSON.stringify({ query, variables }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify({ query, variables }),
     });
-    return (await res.json()) as { data?: Record<string, any>; errors?: { message: string; extensions?: { code?: string; param?: string } }[] };
+    return (await res.json()) as { data?: Tree; errors?: { message: string; extensions?: { code?: string; param?: string } }[] };
   };
 
   beforeAll(async () => {
     database = await createTestDb('pglite');
     cluster = await startFakeCluster({ namespaces: [NS] });
     const kubernetes = createKubernetesProvisioner({
-      kubeConfig: cluster.kubeConfig(), namespace: NS, watchRetryMs: 20, lookup: createKubernetesLookup(database.db),
+      kubeConfig: cluster.kubeConfig(),
+      namespace: NS,
+      watchRetryMs: 20,
+      lookup: createKubernetesLookup(database.db),
       defaults: { vllmImage: 'vllm/vllm-openai:latest', sglangImage: 's', tgiImage: 't', drainSeconds: 5 },
     });
     app = await buildAdminApp({
-      db: database.db, dbKind: database.kind, nodeToken: 'node-token-0123456789abcdef',
+      db: database.db,
+      dbKind: database.kind,
+      nodeToken: 'node-token-0123456789abcdef',
       publicUrls: { sharedBaseUrl: 'http://127.0.0.1:9/endpoints/v1', dataplaneUrl: 'http://127.0.0.1:9' },
       provisioners: { external: createExternalProvisioner(), kubernetes },
     });
@@ -75,9 +82,16 @@ describe('Kubernetes provisioner API surfaces', () => {
     expect(denied.errors?.[0]?.extensions?.code).toBe('forbidden');
     const bad = await gql(platform, set, { id: entryId, c: '{"runtime":"llamafile"}' });
     expect(bad.errors?.[0]?.message).toMatch(/^runtimeConfig\.runtime: /);
-    const ok = await gql(platform, set, { id: entryId, c: JSON.stringify({ runtime: 'sglang', image: 'lmsysorg/sglang:v0.5.2', extraArgs: ['--mem-fraction-static', '0.85'] }) });
+    const ok = await gql(platform, set, {
+      id: entryId,
+      c: JSON.stringify({ runtime: 'sglang', image: 'lmsysorg/sglang:v0.5.2', extraArgs: ['--mem-fraction-static', '0.85'] }),
+    });
     expect(ok.errors).toBeUndefined();
-    expect(JSON.parse(ok.data?.setCatalogEntryRuntimeConfig.runtimeConfig)).toEqual({ runtime: 'sglang', image: 'lmsysorg/sglang:v0.5.2', extraArgs: ['--mem-fraction-static', '0.85'] });
+    expect(JSON.parse(ok.data?.setCatalogEntryRuntimeConfig.runtimeConfig)).toEqual({
+      runtime: 'sglang',
+      image: 'lmsysorg/sglang:v0.5.2',
+      extraArgs: ['--mem-fraction-static', '0.85'],
+    });
     const read = `{ endpoint(name: "acme/Qwen-32B") { runtimeConfig } }`;
     expect((await gql(tenantToken, read)).data?.endpoint.runtimeConfig).toBeNull();
     expect((await gql(null, read)).data?.endpoint.runtimeConfig).toBeNull();
@@ -85,17 +99,36 @@ describe('Kubernetes provisioner API surfaces', () => {
   });
 
   it('a tenant deploys on KUBERNETES through GraphQL and deleting it removes its Deployment and Service', async () => {
-    const deploy = await gql(tenantToken, `mutation($t: ID!) { deployEndpoint(tenantId: $t, endpointName: "acme/Qwen-32B", provisioner: KUBERNETES, minReplicas: 1, maxReplicas: 1) { id provisioner state } }`, { t: tenantId });
+    const deploy = await gql(
+      tenantToken,
+      `mutation($t: ID!) { deployEndpoint(tenantId: $t, endpointName: "acme/Qwen-32B", provisioner: KUBERNETES, minReplicas: 1, maxReplicas: 1) { id provisioner state } }`,
+      { t: tenantId },
+    );
     expect(deploy.errors).toBeUndefined();
     const id = deploy.data?.deployEndpoint.id as string;
     expect(deploy.data?.deployEndpoint.provisioner).toBe('kubernetes');
-    const state = async () => (await gql(tenantToken, `query($t: ID!, $id: ID!) { tenant(id: $t) { deployment(id: $id) { state readyReplicas } } }`, { t: tenantId, id })).data?.tenant?.deployment;
+    const state = async () =>
+      (await gql(tenantToken, `query($t: ID!, $id: ID!) { tenant(id: $t) { deployment(id: $id) { state readyReplicas } } }`, { t: tenantId, id })).data?.tenant
+        ?.deployment;
     await until(async () => (await state())?.state === 'RUNNING', 20_000, 'RUNNING');
     expect((await state())?.readyReplicas).toBe(1);
-    const c = (cluster.api.get('deployments', NS, objectName(id))?.spec as any).template.spec.containers[0];
+    const c = runtimeContainer(cluster.api.get('deployments', NS, objectName(id)));
     expect(c.image).toBe('lmsysorg/sglang:v0.5.2');
     expect(c.command).toEqual(['python3', '-m', 'sglang.launch_server']);
-    expect(c.args).toEqual(['--model-path', 'acme/Qwen-32B', '--served-model-name', 'acme/Qwen-32B', '--tp', '4', '--host', '0.0.0.0', '--port', '8000', '--mem-fraction-static', '0.85']);
+    expect(c.args).toEqual([
+      '--model-path',
+      'acme/Qwen-32B',
+      '--served-model-name',
+      'acme/Qwen-32B',
+      '--tp',
+      '4',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '8000',
+      '--mem-fraction-static',
+      '0.85',
+    ]);
     expect(c.resources.limits['nvidia.com/gpu']).toBe('4');
 
     const del = await gql(tenantToken, `mutation($id: ID!, $t: ID!) { deleteDeployment(id: $id, tenantId: $t) }`, { id, t: tenantId });

@@ -19,7 +19,7 @@ import { createKubernetesProvisioner } from '../src/modules/deployments/provisio
 import { objectName } from '../src/modules/deployments/provisioners/kubernetes/manifests.ts';
 import { buildSnapshot } from '../src/modules/snapshots/snapshots.service.ts';
 import { createTenant } from '../src/modules/tenants/tenants.service.ts';
-import { startFakeCluster, until, type FakeCluster } from './k8s-fake/fake-cluster.ts';
+import { runtimeContainer, startFakeCluster, until, type FakeCluster } from './k8s-fake/fake-cluster.ts';
 
 const NS = 'inference';
 
@@ -36,10 +36,17 @@ describe.each(testBackends())('Kubernetes deployments end to end (%s)', (kind) =
     database = await createTestDb(kind);
     cluster = await startFakeCluster({ namespaces: [NS], kubelet: { runtimeSim: true, terminationMs: 50 } });
     const provisioner = createKubernetesProvisioner({
-      kubeConfig: cluster.kubeConfig(), namespace: NS, watchRetryMs: 20, lookup: createKubernetesLookup(database.db),
+      kubeConfig: cluster.kubeConfig(),
+      namespace: NS,
+      watchRetryMs: 20,
+      lookup: createKubernetesLookup(database.db),
       defaults: { vllmImage: 'vllm/vllm-openai:latest', sglangImage: 's', tgiImage: 't', drainSeconds: 5 },
     });
-    ctx = createDeploymentsContext({ db: database.db, provisioners: { kubernetes: provisioner }, reconciler: { startTimeoutMs: 30_000, maxStartAttempts: 2, drainGraceMs: 10, drainTimeoutMs: 2_000 } });
+    ctx = createDeploymentsContext({
+      db: database.db,
+      provisioners: { kubernetes: provisioner },
+      reconciler: { startTimeoutMs: 30_000, maxStartAttempts: 2, drainGraceMs: 10, drainTimeoutMs: 2_000 },
+    });
     const user = await createUser(database.db, { email: 'ops@example.com', password: 'long enough password', isPlatformAdmin: true });
     const tenant = await createTenant(database.db, { slug: 'k8s', name: 'K8s' });
     tenantId = tenant.id;
@@ -54,25 +61,45 @@ describe.each(testBackends())('Kubernetes deployments end to end (%s)', (kind) =
   });
 
   it('runtimeConfig is validated, stored and read by platform admins only, with the bad field named', async () => {
-    await expect(adminSetRuntimeConfig(database.db, admin, entryId, { extraArgs: ['--ok', 'bad\nline'] })).rejects.toMatchObject({ code: 'invalid', param: 'runtimeConfig.extraArgs.1' });
+    await expect(adminSetRuntimeConfig(database.db, admin, entryId, { extraArgs: ['--ok', 'bad\nline'] })).rejects.toMatchObject({
+      code: 'invalid',
+      param: 'runtimeConfig.extraArgs.1',
+    });
     await expect(adminSetRuntimeConfig(database.db, admin, entryId, '{not json')).rejects.toMatchObject({ code: 'invalid', param: 'runtimeConfig' });
     await expect(adminSetRuntimeConfig(database.db, admin, entryId, { imag: 'typo' })).rejects.toMatchObject({ code: 'invalid' });
     const member: Principal = { ...(admin as Extract<Principal, { kind: 'user' }>), isPlatformAdmin: false };
     await expect(adminSetRuntimeConfig(database.db, member, entryId, { port })).rejects.toMatchObject({ code: 'forbidden' });
     await expect(adminGetRuntimeConfig(database.db, member, entryId)).rejects.toMatchObject({ code: 'forbidden' });
-    expect(await adminSetRuntimeConfig(database.db, admin, entryId, JSON.stringify({ port, extraArgs: ['--max-model-len', '8192'] }))).toEqual({ port, extraArgs: ['--max-model-len', '8192'] });
+    expect(await adminSetRuntimeConfig(database.db, admin, entryId, JSON.stringify({ port, extraArgs: ['--max-model-len', '8192'] }))).toEqual({
+      port,
+      extraArgs: ['--max-model-len', '8192'],
+    });
     expect(await adminGetRuntimeConfig(database.db, admin, entryId)).toEqual({ port, extraArgs: ['--max-model-len', '8192'] });
     expect(availableProvisioners(ctx, admin)).toEqual(['kubernetes']);
   });
 
   it('deploys: pods become replicas in the routing snapshot and answer there; GPU time runs from pod creation to termination', async () => {
+    const deployedAt = Date.now();
     const d = await deployEndpoint(ctx, admin, { tenantId, entryName: 'acme/Llama-70B', minReplicas: 1, maxReplicas: 2, provisioner: 'kubernetes' });
     await until(async () => (await getDeployment(ctx, admin, { tenantId, deploymentId: d.id })).state === 'running', 60_000, 'RUNNING');
 
     const k8s = cluster.api.get('deployments', NS, objectName(d.id));
     expect(k8s?.metadata.labels).toMatchObject({ 'infer.dev/tenant-id': tenantId, 'infer.dev/entry-id': entryId, 'infer.dev/deployment-id': d.id });
-    const container = (k8s?.spec as any).template.spec.containers[0];
-    expect(container.args).toEqual(['--model', 'acme/Llama-70B', '--served-model-name', 'acme/Llama-70B', '--tensor-parallel-size', '2', '--host', '0.0.0.0', '--port', String(port), '--max-model-len', '8192']);
+    const container = runtimeContainer(k8s);
+    expect(container.args).toEqual([
+      '--model',
+      'acme/Llama-70B',
+      '--served-model-name',
+      'acme/Llama-70B',
+      '--tensor-parallel-size',
+      '2',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      String(port),
+      '--max-model-len',
+      '8192',
+    ]);
 
     const snap = (await buildSnapshot(database.db)).deployments.find((x) => x.id === d.id);
     expect(snap?.replicas).toHaveLength(1);
@@ -82,7 +109,8 @@ describe.each(testBackends())('Kubernetes deployments end to end (%s)', (kind) =
     expect(replica.kind).toBe('vllm');
     // The data plane would send here: the pod's runtime answers on its pod IP.
     const res = await fetch(`${replica.url}/v1/chat/completions`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: replica.servedModel, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }),
     });
     expect(res.status).toBe(200);
@@ -92,18 +120,20 @@ describe.each(testBackends())('Kubernetes deployments end to end (%s)', (kind) =
     expect(intervals.length).toBeGreaterThan(0);
     expect(intervals.every((i) => i.gpuCount === 2)).toBe(true);
     const podLife = cluster.kubelet.podLog.get(pod.metadata.name)!;
-    // Opened just before the scale-up that created the pod.
-    expect(Math.abs(new Date(intervals[0]!.startedAt).getTime() - podLife.createdAt)).toBeLessThan(1_000);
+    // Opened after the deploy call and before the scale-up that created the pod (ordering, not timing).
+    expect(new Date(intervals[0]!.startedAt).getTime()).toBeGreaterThanOrEqual(deployedAt - 5);
+    expect(new Date(intervals[0]!.startedAt).getTime()).toBeLessThanOrEqual(podLife.createdAt + 5);
 
     await stopDeployment(ctx, admin, { tenantId, deploymentId: d.id });
     await ctx.reconciler.settled(d.id);
+    const stoppedAt = Date.now();
     await until(() => cluster.kubelet.podLog.get(pod.metadata.name)?.deletedAt, 10_000, 'the pod to terminate');
     const closed = await database.db.selectFrom('replicaIntervals').selectAll().where('deploymentId', '=', d.id).execute();
     expect(closed.every((i) => i.endedAt !== null)).toBe(true);
     const lastEnd = Math.max(...closed.map((i) => new Date(i.endedAt!).getTime()));
     // Closed when the pod was gone (stop waits for the watch's DELETED), not when it was asked to stop.
     expect(lastEnd).toBeGreaterThanOrEqual(podLife.deletedAt! - 50);
-    expect(lastEnd - podLife.deletedAt!).toBeLessThan(1_000);
+    expect(lastEnd).toBeLessThanOrEqual(stoppedAt + 5);
     expect((cluster.api.get('deployments', NS, objectName(d.id))?.spec as { replicas: number }).replicas).toBe(0);
 
     await deleteDeployment(ctx, admin, { tenantId, deploymentId: d.id });
@@ -116,11 +146,17 @@ describe.each(testBackends())('Kubernetes deployments end to end (%s)', (kind) =
     cluster.kubelet.setFailure('*', 'image-pull');
     try {
       const d = await deployEndpoint(ctx, admin, { tenantId, entryName: 'acme/Broken-8B', minReplicas: 1, maxReplicas: 1, provisioner: 'kubernetes' });
-      const failed = await until(async () => {
-        const v = await getDeployment(ctx, admin, { tenantId, deploymentId: d.id });
-        return v.state === 'failed' ? v : null;
-      }, 30_000, 'FAILED');
-      expect(failed.lastError).toMatch(/replica start failed \(attempt 2 of 2\): the image registry\.example\.com\/nope:1 could not be pulled \((ErrImagePull|ImagePullBackOff)\)/);
+      const failed = await until(
+        async () => {
+          const v = await getDeployment(ctx, admin, { tenantId, deploymentId: d.id });
+          return v.state === 'failed' ? v : null;
+        },
+        30_000,
+        'FAILED',
+      );
+      expect(failed.lastError).toMatch(
+        /replica start failed \(attempt 2 of 2\): the image registry\.example\.com\/nope:1 could not be pulled \((ErrImagePull|ImagePullBackOff)\)/,
+      );
       await deleteDeployment(ctx, admin, { tenantId, deploymentId: d.id });
     } finally {
       cluster.kubelet.setFailure('*', null);

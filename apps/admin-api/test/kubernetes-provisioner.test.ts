@@ -12,12 +12,23 @@ import { startFakeCluster, until, type FakeCluster } from './k8s-fake/fake-clust
 const NS = 'inference';
 const TENANT = '33333333-3333-4333-8333-333333333333';
 const ENTRY = '11111111-1111-4111-8111-111111111111';
-const defaults = { vllmImage: 'vllm/vllm-openai:v0.11.0', sglangImage: 'lmsysorg/sglang:v0.5', tgiImage: 'ghcr.io/huggingface/text-generation-inference:3', drainSeconds: 30 };
+const defaults = {
+  vllmImage: 'vllm/vllm-openai:v0.11.0',
+  sglangImage: 'lmsysorg/sglang:v0.5',
+  tgiImage: 'ghcr.io/huggingface/text-generation-inference:3',
+  drainSeconds: 30,
+};
 
 let n = 0;
 const newId = () => `22222222-2222-4222-8222-${String(++n).padStart(12, '0')}`;
 const spec = (deploymentId: string, replicaId = 'r'): ReplicaSpec => ({
-  replicaId, deploymentId, tenantId: TENANT, entryName: 'Llama-3.1-70B', servedModel: 'meta/Llama-3.1-70B', coldStartSeconds: 300, externalUrl: null,
+  replicaId,
+  deploymentId,
+  tenantId: TENANT,
+  entryName: 'Llama-3.1-70B',
+  servedModel: 'meta/Llama-3.1-70B',
+  coldStartSeconds: 300,
+  externalUrl: null,
 });
 const ref = (deploymentId: string, url: string) => ({ deploymentId, url, pid: null, port: null });
 
@@ -29,7 +40,10 @@ describe('Kubernetes provisioner on the fake API server', () => {
   beforeAll(async () => {
     cluster = await startFakeCluster({ namespaces: [NS], bookmarkMs: 50 });
     provisioner = createKubernetesProvisioner({
-      kubeConfig: cluster.kubeConfig(), namespace: NS, defaults, watchRetryMs: 20,
+      kubeConfig: cluster.kubeConfig(),
+      namespace: NS,
+      defaults,
+      watchRetryMs: 20,
       lookup: async (id) => infos.get(id) ?? { entryId: ENTRY, gpuCount: 2, coldStartSeconds: 300, runtimeConfig: {} },
     });
     await provisioner.synced();
@@ -53,7 +67,10 @@ describe('Kubernetes provisioner on the fake API server', () => {
     expect(started.url).toMatch(/^http:\/\/127\.\d+\.\d+\.\d+:8000$/);
 
     const applies = cluster.api.requests.filter((r) => r.method === 'PATCH' && r.path.endsWith(`/${objectName(id)}`));
-    expect(applies.map((r) => r.path)).toEqual([`/apis/apps/v1/namespaces/${NS}/deployments/${objectName(id)}`, `/api/v1/namespaces/${NS}/services/${objectName(id)}`]);
+    expect(applies.map((r) => r.path)).toEqual([
+      `/apis/apps/v1/namespaces/${NS}/deployments/${objectName(id)}`,
+      `/api/v1/namespaces/${NS}/services/${objectName(id)}`,
+    ]);
     for (const r of applies) {
       expect(r.contentType).toBe('application/apply-patch+yaml');
       expect(r.query).toMatchObject({ fieldManager: 'infer-control-plane', force: 'true' });
@@ -62,7 +79,12 @@ describe('Kubernetes provisioner on the fake API server', () => {
     const d = cluster.api.get('deployments', NS, objectName(id));
     const svc = cluster.api.get('services', NS, objectName(id));
     expect(d && svc).toBeTruthy();
-    const labels = { 'app.kubernetes.io/managed-by': 'infer-control-plane', 'infer.dev/tenant-id': TENANT, 'infer.dev/entry-id': ENTRY, 'infer.dev/deployment-id': id };
+    const labels = {
+      'app.kubernetes.io/managed-by': 'infer-control-plane',
+      'infer.dev/tenant-id': TENANT,
+      'infer.dev/entry-id': ENTRY,
+      'infer.dev/deployment-id': id,
+    };
     expect(d?.metadata.labels).toEqual(labels);
     expect(svc?.metadata.labels).toEqual(labels);
     // As stored, status and server-filled fields included, both still pass the official schemas.
@@ -72,11 +94,27 @@ describe('Kubernetes provisioner on the fake API server', () => {
     const pod = (d?.spec as { template: { metadata: { labels: Record<string, string> }; spec: Record<string, never> } }).template;
     expect(pod.metadata.labels).toEqual(labels);
     const c = (pod.spec.containers as unknown as Record<string, never>[])[0] as unknown as {
-      image: string; args: string[]; resources: { limits: Record<string, string> }; startupProbe: { httpGet: { path: string }; periodSeconds: number; failureThreshold: number };
-      readinessProbe: { httpGet: { path: string } }; lifecycle: { preStop: { sleep: { seconds: number } } }; volumeMounts: { name: string; mountPath: string }[];
+      image: string;
+      args: string[];
+      resources: { limits: Record<string, string> };
+      startupProbe: { httpGet: { path: string }; periodSeconds: number; failureThreshold: number };
+      readinessProbe: { httpGet: { path: string } };
+      lifecycle: { preStop: { sleep: { seconds: number } } };
+      volumeMounts: { name: string; mountPath: string }[];
     };
     expect(c.image).toBe('vllm/vllm-openai:v0.11.0');
-    expect(c.args).toEqual(['--model', 'Llama-3.1-70B', '--served-model-name', 'meta/Llama-3.1-70B', '--tensor-parallel-size', '2', '--host', '0.0.0.0', '--port', '8000']);
+    expect(c.args).toEqual([
+      '--model',
+      'Llama-3.1-70B',
+      '--served-model-name',
+      'meta/Llama-3.1-70B',
+      '--tensor-parallel-size',
+      '2',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      '8000',
+    ]);
     expect(c.resources.limits).toEqual({ 'nvidia.com/gpu': '2' });
     expect(c.readinessProbe.httpGet.path).toBe('/health');
     // 300 s Cold Start TTFT: three times that, so 900 s of startup budget before the kubelet gives up.
@@ -101,10 +139,25 @@ describe('Kubernetes provisioner on the fake API server', () => {
     for (const runtime of ['vllm', 'sglang', 'tgi'] as const) {
       const m = buildManifests(
         {
-          namespace: NS, deploymentId: newId(), tenantId: TENANT, entryId: ENTRY, servedModel: 'm', entryName: 'm', gpuCount: 8, coldStartSeconds: null,
+          namespace: NS,
+          deploymentId: newId(),
+          tenantId: TENANT,
+          entryId: ENTRY,
+          servedModel: 'm',
+          entryName: 'm',
+          gpuCount: 8,
+          coldStartSeconds: null,
           config: {
-            runtime, image: 'registry.example.com/rt:1', modelSource: 's3://models/m', extraArgs: ['--max-model-len', '8192'], env: { VLLM_LOGGING_LEVEL: 'INFO' },
-            secretEnv: { HF_TOKEN: { secret: 'hf', key: 'token' } }, port: 9000, shmSize: '32Gi', resources: { cpu: '16', memory: '128Gi' }, nodeSelector: { 'nvidia.com/gpu.product': 'H100' },
+            runtime,
+            image: 'registry.example.com/rt:1',
+            modelSource: 's3://models/m',
+            extraArgs: ['--max-model-len', '8192'],
+            env: { VLLM_LOGGING_LEVEL: 'INFO' },
+            secretEnv: { HF_TOKEN: { secret: 'hf', key: 'token' } },
+            port: 9000,
+            shmSize: '32Gi',
+            resources: { cpu: '16', memory: '128Gi' },
+            nodeSelector: { 'nvidia.com/gpu.product': 'H100' },
           },
         },
         defaults,
@@ -180,14 +233,23 @@ describe('Kubernetes provisioner on the fake API server', () => {
     });
     const before = cluster.api.requests.length;
     const second = await provisioner.start(spec(id, 'b'));
-    const puts = cluster.api.requests.slice(before).filter((r) => r.method === 'PUT' && r.path.endsWith('/scale')).map((r) => r.status);
+    const puts = cluster.api.requests
+      .slice(before)
+      .filter((r) => r.method === 'PUT' && r.path.endsWith('/scale'))
+      .map((r) => r.status);
     expect(puts).toEqual([409, 200]);
     expect((cluster.api.get('deployments', NS, objectName(id))?.spec as { replicas: number }).replicas).toBe(2);
 
     // The fake's own answer to a stale write: a Status body with reason Conflict.
     const stale = await fetch(`${cluster.url}/apis/apps/v1/namespaces/${NS}/deployments/${objectName(id)}/scale`, {
-      method: 'PUT', headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ apiVersion: 'autoscaling/v1', kind: 'Scale', metadata: { name: objectName(id), namespace: NS, resourceVersion: '1' }, spec: { replicas: 5 } }),
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        apiVersion: 'autoscaling/v1',
+        kind: 'Scale',
+        metadata: { name: objectName(id), namespace: NS, resourceVersion: '1' },
+        spec: { replicas: 5 },
+      }),
     });
     expect(stale.status).toBe(409);
     expect(await stale.json()).toMatchObject({ kind: 'Status', status: 'Failure', reason: 'Conflict', code: 409 });
@@ -197,13 +259,18 @@ describe('Kubernetes provisioner on the fake API server', () => {
 
   it('relists and resumes after a watch breaks: 410 Gone on resume, an ERROR 410 mid-stream, and a dropped connection', async () => {
     const id = newId();
-    const lists = () => cluster.api.requests.filter((r) => r.method === 'GET' && r.path === `/api/v1/namespaces/${NS}/pods` && r.query.watch === undefined).length;
+    const lists = () =>
+      cluster.api.requests.filter((r) => r.method === 'GET' && r.path === `/api/v1/namespaces/${NS}/pods` && r.query.watch === undefined).length;
 
     // 1. Connection cut; while it is down the namespace changes and etcd compacts past the informer's
     //    resourceVersion: the resume gets 410 Gone and the informer relists.
     const l1 = lists();
     cluster.api.breakWatches();
-    cluster.api.put('services', { apiVersion: 'v1', kind: 'Service', metadata: { name: `other-${id.slice(-4)}`, namespace: NS }, spec: { ports: [{ port: 80 }] } }, 'kubectl');
+    cluster.api.put(
+      'services',
+      { apiVersion: 'v1', kind: 'Service', metadata: { name: `other-${id.slice(-4)}`, namespace: NS }, spec: { ports: [{ port: 80 }] } },
+      'kubectl',
+    );
     cluster.api.compact();
     const gone = cluster.api.goneCount;
     await until(() => lists() > l1, 10_000, 'a relist after 410');
@@ -232,7 +299,10 @@ describe('Kubernetes provisioner on the fake API server', () => {
   it('tells operators in plain words why a replica cannot start: RBAC, quota, image pull, no GPU, crash loop', async () => {
     const fail = async (setup: () => void, id = newId()) => {
       setup();
-      const err = await provisioner.start(spec(id)).then(() => null, (e: unknown) => e as Error & { permanent?: boolean });
+      const err = await provisioner.start(spec(id)).then(
+        () => null,
+        (e: unknown) => e as Error & { permanent?: boolean },
+      );
       expect(err).toBeInstanceOf(Error);
       return { err: err!, id };
     };
@@ -248,11 +318,15 @@ describe('Kubernetes provisioner on the fake API server', () => {
     cluster.api.serviceQuota = undefined;
 
     const gpuQuota = await fail(() => (cluster.kubelet.gpuQuota = 1));
-    expect(gpuQuota.err.message).toMatch(/namespace inference has no quota left for another replica \(ResourceQuota\): .*exceeded quota: gpu-quota, requested: requests.nvidia.com\/gpu=2/);
+    expect(gpuQuota.err.message).toMatch(
+      /namespace inference has no quota left for another replica \(ResourceQuota\): .*exceeded quota: gpu-quota, requested: requests.nvidia.com\/gpu=2/,
+    );
     cluster.kubelet.gpuQuota = undefined;
 
     const pull = await fail(() => cluster.kubelet.setFailure('*', 'image-pull'));
-    expect(pull.err.message).toMatch(/the image vllm\/vllm-openai:v0\.11\.0 could not be pulled \((ErrImagePull|ImagePullBackOff)\) for pod infer-.*check the image name and the registry credentials/);
+    expect(pull.err.message).toMatch(
+      /the image vllm\/vllm-openai:v0\.11\.0 could not be pulled \((ErrImagePull|ImagePullBackOff)\) for pod infer-.*check the image name and the registry credentials/,
+    );
 
     const gpu = await fail(() => cluster.kubelet.setFailure('*', 'unschedulable'));
     expect(gpu.err.message).toMatch(/no node has 2 free GPUs \(nvidia\.com\/gpu\) for pod infer-.*Insufficient nvidia\.com\/gpu/);
@@ -263,12 +337,25 @@ describe('Kubernetes provisioner on the fake API server', () => {
     // No permission to watch pods: a start fails at once with the reason instead of waiting for a watch that never comes.
     cluster.kubelet.setFailure('*', null);
     cluster.api.forbid('list', 'pods');
-    const blind = createKubernetesProvisioner({ kubeConfig: cluster.kubeConfig(), namespace: NS, defaults, watchRetryMs: 20, lookup: async () => ({ entryId: ENTRY, gpuCount: 1, coldStartSeconds: null, runtimeConfig: {} }) });
+    const blind = createKubernetesProvisioner({
+      kubeConfig: cluster.kubeConfig(),
+      namespace: NS,
+      defaults,
+      watchRetryMs: 20,
+      lookup: async () => ({ entryId: ENTRY, gpuCount: 1, coldStartSeconds: null, runtimeConfig: {} }),
+    });
     try {
-      await until(async () => {
-        const e = await blind.start(spec(newId())).then(() => null, (x: unknown) => x as Error & { permanent?: boolean });
-        return e && /not allowed to list pods in namespace inference \(Kubernetes RBAC: forbidden\)/.test(e.message) && e.permanent;
-      }, 10_000, 'a forbidden list to fail starts');
+      await until(
+        async () => {
+          const e = await blind.start(spec(newId())).then(
+            () => null,
+            (x: unknown) => x as Error & { permanent?: boolean },
+          );
+          return e && /not allowed to list pods in namespace inference \(Kubernetes RBAC: forbidden\)/.test(e.message) && e.permanent;
+        },
+        10_000,
+        'a forbidden list to fail starts',
+      );
     } finally {
       cluster.api.allow('list', 'pods');
       await blind.close?.();
@@ -285,12 +372,25 @@ describe('Kubernetes provisioner on the fake API server', () => {
     const r = await provisioner.start(spec(id));
     // Objects someone else made in the namespace, one with the very name ours would have for another id.
     const foreignId = newId();
-    cluster.api.put('deployments', {
-      apiVersion: 'apps/v1', kind: 'Deployment',
-      metadata: { name: objectName(foreignId), namespace: NS, labels: { 'infer.dev/deployment-id': foreignId } },
-      spec: { replicas: 0, selector: { matchLabels: { app: 'x' } }, template: { metadata: { labels: { app: 'x' } }, spec: { containers: [{ name: 'x', image: 'x' }] } } },
-    }, 'kubectl');
-    cluster.api.put('services', { apiVersion: 'v1', kind: 'Service', metadata: { name: 'postgres', namespace: NS }, spec: { ports: [{ port: 5432 }] } }, 'kubectl');
+    cluster.api.put(
+      'deployments',
+      {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: objectName(foreignId), namespace: NS, labels: { 'infer.dev/deployment-id': foreignId } },
+        spec: {
+          replicas: 0,
+          selector: { matchLabels: { app: 'x' } },
+          template: { metadata: { labels: { app: 'x' } }, spec: { containers: [{ name: 'x', image: 'x' }] } },
+        },
+      },
+      'kubectl',
+    );
+    cluster.api.put(
+      'services',
+      { apiVersion: 'v1', kind: 'Service', metadata: { name: 'postgres', namespace: NS }, spec: { ports: [{ port: 5432 }] } },
+      'kubectl',
+    );
 
     await provisioner.stop(ref(id, r.url));
     await provisioner.release?.(id);

@@ -1,22 +1,32 @@
 // The fake kube-apiserver keeps Kubernetes' semantics where the provisioner relies on them; these
 // tests pin those semantics down with raw HTTP, the way kubectl and client libraries see them.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeCluster, until, type FakeCluster } from './fake-cluster.ts';
+import { runtimeContainer, startFakeCluster, until, type FakeCluster, type Tree } from './fake-cluster.ts';
 
 const NS = 'team';
 const deployment = (name: string, image: string, extra: Record<string, unknown> = {}) => ({
-  apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name, labels: { app: name } },
-  spec: { selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'main', image, ...extra }] } } },
+  apiVersion: 'apps/v1',
+  kind: 'Deployment',
+  metadata: { name, labels: { app: name } },
+  spec: {
+    selector: { matchLabels: { app: name } },
+    template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'main', image, ...extra }] } },
+  },
 });
 
 describe('fake kube-apiserver semantics', () => {
   let c: FakeCluster;
   const call = async (method: string, path: string, body?: unknown, contentType = 'application/json') => {
     const res = await fetch(`${c.url}${path}`, { method, headers: body ? { 'content-type': contentType } : {}, body: body ? JSON.stringify(body) : undefined });
-    return { status: res.status, body: (await res.json()) as Record<string, any> };
+    return { status: res.status, body: (await res.json()) as Tree };
   };
   const apply = (name: string, body: unknown, manager: string, force = false) =>
-    call('PATCH', `/apis/apps/v1/namespaces/${NS}/deployments/${name}?fieldManager=${manager}${force ? '&force=true' : ''}`, body, 'application/apply-patch+yaml');
+    call(
+      'PATCH',
+      `/apis/apps/v1/namespaces/${NS}/deployments/${name}?fieldManager=${manager}${force ? '&force=true' : ''}`,
+      body,
+      'application/apply-patch+yaml',
+    );
 
   beforeAll(async () => {
     c = await startFakeCluster({ namespaces: [NS], bookmarkMs: 30 });
@@ -36,16 +46,24 @@ describe('fake kube-apiserver semantics', () => {
     expect(conflict.status).toBe(409);
     expect(conflict.body).toMatchObject({ kind: 'Status', status: 'Failure', reason: 'Conflict', code: 409 });
     expect(conflict.body.message).toContain('conflict with "alice"');
-    expect(conflict.body.details.causes).toContainEqual({ reason: 'FieldManagerConflict', message: 'conflict with "alice"', field: '.spec.template.spec.containers[name="main"].image' });
+    expect(conflict.body.details.causes).toContainEqual({
+      reason: 'FieldManagerConflict',
+      message: 'conflict with "alice"',
+      field: '.spec.template.spec.containers[name="main"].image',
+    });
     expect(c.api.get('deployments', NS, 'web')?.spec).toMatchObject({ template: { spec: { containers: [{ image: 'nginx:1' }] } } });
     // Forced: carol now owns the image; alice and bob lose it.
     expect((await apply('web', deployment('web', 'nginx:2'), 'carol', true)).status).toBe(200);
     const imagePath = 'f:spec/f:template/f:spec/f:containers/k:{"name":"main"}/f:image';
-    const owners = () => c.api.managedFields('deployments', NS, 'web').filter((m) => m.paths.has(imagePath)).map((m) => m.manager);
+    const owners = () =>
+      c.api
+        .managedFields('deployments', NS, 'web')
+        .filter((m) => m.paths.has(imagePath))
+        .map((m) => m.manager);
     expect(owners()).toEqual(['carol']);
     // alice stops sending args: removed, since no one else owns them.
     expect((await apply('web', deployment('web', 'nginx:2'), 'alice', true)).status).toBe(200);
-    expect((c.api.get('deployments', NS, 'web')?.spec as any).template.spec.containers[0].args).toBeUndefined();
+    expect(runtimeContainer(c.api.get('deployments', NS, 'web')).args).toBeUndefined();
     // A field manager is required for apply.
     expect((await call('PATCH', `/apis/apps/v1/namespaces/${NS}/deployments/web`, deployment('web', 'x'), 'application/apply-patch+yaml')).status).toBe(422);
   });
@@ -66,24 +84,61 @@ describe('fake kube-apiserver semantics', () => {
     expect(scale).toMatchObject({ kind: 'Scale', apiVersion: 'autoscaling/v1', spec: { replicas: 1 }, status: { selector: 'app=web' } });
     expect((await call('PUT', `/apis/apps/v1/namespaces/${NS}/deployments/web/scale?fieldManager=hpa`, { ...scale, spec: { replicas: 3 } })).status).toBe(200);
     expect((await call('PUT', `/apis/apps/v1/namespaces/${NS}/deployments/web/scale`, { ...scale, spec: { replicas: 4 } })).status).toBe(409);
-    expect(c.api.managedFields('deployments', NS, 'web').find((m) => m.subresource === 'scale')).toMatchObject({ manager: 'hpa', paths: new Set(['f:spec/f:replicas']) });
+    expect(c.api.managedFields('deployments', NS, 'web').find((m) => m.subresource === 'scale')).toMatchObject({
+      manager: 'hpa',
+      paths: new Set(['f:spec/f:replicas']),
+    });
     const bad = await call('PATCH', `/apis/apps/v1/namespaces/${NS}/deployments/web/scale`, { spec: { replicas: -1 } }, 'application/merge-patch+json');
     expect(bad.status).toBe(422);
     // The simulated controllers follow: three pods, ready.
-    await until(() => c.api.list('pods', NS, 'app=web').filter((p: any) => p.status.conditions?.some((x: any) => x.type === 'Ready' && x.status === 'True')).length === 3);
+    await until(
+      () =>
+        c.api
+          .list('pods', NS, 'app=web')
+          .filter((p) => (p.status as { conditions?: { type: string; status: string }[] }).conditions?.some((x) => x.type === 'Ready' && x.status === 'True'))
+          .length === 3,
+    );
   });
 
   it('answers errors with Status bodies: 403 (RBAC), 404 (object, namespace), 422 (schema), 415 (patch type)', async () => {
     c.api.forbid('delete', 'deployments');
     const forbidden = await call('DELETE', `/apis/apps/v1/namespaces/${NS}/deployments/web`);
-    expect(forbidden).toMatchObject({ status: 403, body: { kind: 'Status', reason: 'Forbidden', code: 403, details: { name: 'web', group: 'apps', kind: 'deployments' } } });
-    expect(forbidden.body.message).toBe('deployments.apps "web" is forbidden: User "system:serviceaccount:infer:control-plane" cannot delete resource "deployments" in API group "apps" in the namespace "team"');
+    expect(forbidden).toMatchObject({
+      status: 403,
+      body: { kind: 'Status', reason: 'Forbidden', code: 403, details: { name: 'web', group: 'apps', kind: 'deployments' } },
+    });
+    expect(forbidden.body.message).toBe(
+      'deployments.apps "web" is forbidden: User "system:serviceaccount:infer:control-plane" cannot delete resource "deployments" in API group "apps" in the namespace "team"',
+    );
     c.api.allow('delete', 'deployments');
-    expect(await call('GET', `/apis/apps/v1/namespaces/${NS}/deployments/nope`)).toMatchObject({ status: 404, body: { reason: 'NotFound', message: 'deployments.apps "nope" not found' } });
+    expect(await call('GET', `/apis/apps/v1/namespaces/${NS}/deployments/nope`)).toMatchObject({
+      status: 404,
+      body: { reason: 'NotFound', message: 'deployments.apps "nope" not found' },
+    });
     expect(await call('GET', `/api/v1/namespaces/ghost/pods`)).toMatchObject({ status: 404, body: { message: 'namespaces "ghost" not found' } });
-    const invalid = await apply('bad', { ...deployment('bad', 'x'), spec: { selector: { matchLabels: { app: 'bad' } }, template: { metadata: { labels: { app: 'bad' } }, spec: { containers: [{ name: 'c', image: 'x', ports: [{ containerPort: 'eighty' }] }] } } } }, 'alice');
+    const invalid = await apply(
+      'bad',
+      {
+        ...deployment('bad', 'x'),
+        spec: {
+          selector: { matchLabels: { app: 'bad' } },
+          template: { metadata: { labels: { app: 'bad' } }, spec: { containers: [{ name: 'c', image: 'x', ports: [{ containerPort: 'eighty' }] }] } },
+        },
+      },
+      'alice',
+    );
     expect(invalid).toMatchObject({ status: 422, body: { kind: 'Status', reason: 'Invalid', code: 422 } });
-    const mismatch = await apply('bad', { ...deployment('bad', 'x'), spec: { selector: { matchLabels: { app: 'other' } }, template: { metadata: { labels: { app: 'bad' } }, spec: { containers: [{ name: 'c', image: 'x' }] } } } }, 'alice');
+    const mismatch = await apply(
+      'bad',
+      {
+        ...deployment('bad', 'x'),
+        spec: {
+          selector: { matchLabels: { app: 'other' } },
+          template: { metadata: { labels: { app: 'bad' } }, spec: { containers: [{ name: 'c', image: 'x' }] } },
+        },
+      },
+      'alice',
+    );
     expect(mismatch.status).toBe(422);
     expect(mismatch.body.message).toContain('`selector` does not match template `labels`');
     expect((await call('PATCH', `/apis/apps/v1/namespaces/${NS}/deployments/web`, { spec: {} }, 'application/json-patch+json')).status).toBe(415);
@@ -94,9 +149,11 @@ describe('fake kube-apiserver semantics', () => {
     expect(list.kind).toBe('PodList');
     const rv = list.metadata.resourceVersion as string;
     const ac = new AbortController();
-    const res = await fetch(`${c.url}/api/v1/namespaces/${NS}/pods?watch=true&resourceVersion=${rv}&allowWatchBookmarks=true&labelSelector=app%3Dweb`, { signal: ac.signal });
+    const res = await fetch(`${c.url}/api/v1/namespaces/${NS}/pods?watch=true&resourceVersion=${rv}&allowWatchBookmarks=true&labelSelector=app%3Dweb`, {
+      signal: ac.signal,
+    });
     const reader = res.body!.getReader();
-    const events: { type: string; object: any }[] = [];
+    const events: { type: string; object: Tree }[] = [];
     let buf = '';
     const pump = (async () => {
       for (;;) {

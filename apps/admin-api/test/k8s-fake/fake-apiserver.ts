@@ -9,7 +9,9 @@ import { Deployment } from 'kubernetes-models/apps/v1';
 import { Pod, Service } from 'kubernetes-models/v1';
 import { describePath, managedFieldsJson, recordUpdate, serverSideApply, type Manager } from './server-side-apply.ts';
 
-type Obj = Record<string, unknown> & { metadata: Record<string, unknown> & { name: string; namespace: string; labels?: Record<string, string>; annotations?: Record<string, string> } };
+type Obj = Record<string, unknown> & {
+  metadata: Record<string, unknown> & { name: string; namespace: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+};
 export type Resource = 'pods' | 'services' | 'deployments';
 type EventType = 'ADDED' | 'MODIFIED' | 'DELETED';
 
@@ -176,7 +178,10 @@ export class FakeApiServer {
     return s ? this.view(s) : undefined;
   }
   list(resource: Resource, namespace: string, selector?: string): Obj[] {
-    return [...this.store.entries()].filter(([k]) => k.startsWith(`${resource}/${namespace}/`)).map(([, s]) => this.view(s)).filter((o) => matchesSelector(o.metadata.labels, selector));
+    return [...this.store.entries()]
+      .filter(([k]) => k.startsWith(`${resource}/${namespace}/`))
+      .map(([, s]) => this.view(s))
+      .filter((o) => matchesSelector(o.metadata.labels, selector));
   }
   managedFields(resource: Resource, namespace: string, name: string): Manager[] {
     return this.store.get(this.key(resource, namespace, name))?.managers ?? [];
@@ -187,7 +192,13 @@ export class FakeApiServer {
     const key = this.key(resource, obj.metadata.namespace, obj.metadata.name);
     const old = this.store.get(key);
     const next: Obj = structuredClone(obj);
-    return this.commit(resource, key, next, recordUpdate(old?.obj ?? null, next, old?.managers ?? [], manager, KIND[resource].apiVersion, new Date().toISOString()), old ? 'MODIFIED' : 'ADDED');
+    return this.commit(
+      resource,
+      key,
+      next,
+      recordUpdate(old?.obj ?? null, next, old?.managers ?? [], manager, KIND[resource].apiVersion, new Date().toISOString()),
+      old ? 'MODIFIED' : 'ADDED',
+    );
   }
   remove(resource: Resource, namespace: string, name: string): void {
     const key = this.key(resource, namespace, name);
@@ -211,7 +222,16 @@ export class FakeApiServer {
   }
 
   private status(err: StatusError): Record<string, unknown> {
-    return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: err.message, reason: err.reason, code: err.code, ...(err.details ? { details: err.details } : {}) };
+    return {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: err.message,
+      reason: err.reason,
+      code: err.code,
+      ...(err.details ? { details: err.details } : {}),
+    };
   }
 
   private commit(resource: Resource, key: string, obj: Obj, managers: Manager[], type: EventType): Obj {
@@ -260,20 +280,49 @@ export class FakeApiServer {
       const m = /^\/(?:api\/v1|apis\/apps\/v1)\/namespaces\/([^/]+)\/(pods|services|deployments)(?:\/([^/]+))?(?:\/(scale))?$/.exec(url.pathname);
       if (!m) throw new StatusError(404, 'NotFound', `the server could not find the requested resource`);
       const [, namespace = '', resource, name, sub] = m as unknown as [string, string, Resource, string | undefined, string | undefined];
-      if ((resource === 'deployments') !== url.pathname.startsWith('/apis/apps/v1/')) throw new StatusError(404, 'NotFound', 'the server could not find the requested resource');
-      const verb = req.method === 'GET' ? (name ? 'get' : query.watch === 'true' || query.watch === '1' ? 'watch' : 'list') : req.method === 'PATCH' ? 'patch' : req.method === 'PUT' ? 'update' : req.method === 'DELETE' ? 'delete' : req.method === 'POST' ? 'create' : 'unknown';
+      if ((resource === 'deployments') !== url.pathname.startsWith('/apis/apps/v1/'))
+        throw new StatusError(404, 'NotFound', 'the server could not find the requested resource');
+      const verb =
+        req.method === 'GET'
+          ? name
+            ? 'get'
+            : query.watch === 'true' || query.watch === '1'
+              ? 'watch'
+              : 'list'
+          : req.method === 'PATCH'
+            ? 'patch'
+            : req.method === 'PUT'
+              ? 'update'
+              : req.method === 'DELETE'
+                ? 'delete'
+                : req.method === 'POST'
+                  ? 'create'
+                  : 'unknown';
       const rbacResource = sub ? `${resource}/${sub}` : resource;
       if (this.forbidden.has(`${verb} ${rbacResource}`) || this.forbidden.has(`${verb} ${resource}`)) {
         const what = name ? `${qualified(resource)} "${name}"` : qualified(resource);
-        throw new StatusError(403, 'Forbidden', `${what} is forbidden: User "${this.user}" cannot ${verb} resource "${rbacResource}" in API group "${KIND[resource].group}" in the namespace "${namespace}"`, {
-          ...(name ? { name } : {}), group: KIND[resource].group, kind: resource,
-        });
+        throw new StatusError(
+          403,
+          'Forbidden',
+          `${what} is forbidden: User "${this.user}" cannot ${verb} resource "${rbacResource}" in API group "${KIND[resource].group}" in the namespace "${namespace}"`,
+          {
+            ...(name ? { name } : {}),
+            group: KIND[resource].group,
+            kind: resource,
+          },
+        );
       }
-      if (!this.namespaces.has(namespace)) throw new StatusError(404, 'NotFound', `namespaces "${namespace}" not found`, { name: namespace, kind: 'namespaces' });
+      if (!this.namespaces.has(namespace))
+        throw new StatusError(404, 'NotFound', `namespaces "${namespace}" not found`, { name: namespace, kind: 'namespaces' });
       if (verb === 'watch') return this.watch(req, res, resource, namespace, query, entry);
       if (verb === 'list') {
         const { kind, apiVersion } = KIND[resource];
-        return send(200, { kind: `${kind}List`, apiVersion, metadata: { resourceVersion: String(this.rv) }, items: this.list(resource, namespace, query.labelSelector) });
+        return send(200, {
+          kind: `${kind}List`,
+          apiVersion,
+          metadata: { resourceVersion: String(this.rv) },
+          items: this.list(resource, namespace, query.labelSelector),
+        });
       }
       if (!name) throw new StatusError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
       const body = raw ? (JSON.parse(raw) as Obj) : undefined;
@@ -298,7 +347,14 @@ export class FakeApiServer {
     return new StatusError(404, 'NotFound', `${qualified(resource)} "${name}" not found`, { name, group: KIND[resource].group, kind: resource });
   }
 
-  private watch(req: IncomingMessage, res: ServerResponse, resource: Resource, namespace: string, query: Record<string, string>, entry: Omit<RequestLogEntry, 'status'>): void {
+  private watch(
+    req: IncomingMessage,
+    res: ServerResponse,
+    resource: Resource,
+    namespace: string,
+    query: Record<string, string>,
+    entry: Omit<RequestLogEntry, 'status'>,
+  ): void {
     this.requests.push({ ...entry, status: 200 });
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     const from = query.resourceVersion ? Number(query.resourceVersion) : 0;
@@ -306,7 +362,9 @@ export class FakeApiServer {
     const match = (o: Obj) => o.metadata.namespace === namespace && matchesSelector(o.metadata.labels, selector);
     if (from > 0 && from < this.oldestRv) {
       this.goneCount++;
-      res.write(`${JSON.stringify({ type: 'ERROR', object: this.status(new StatusError(410, 'Expired', `too old resource version: ${from} (${this.oldestRv})`)) })}\n`);
+      res.write(
+        `${JSON.stringify({ type: 'ERROR', object: this.status(new StatusError(410, 'Expired', `too old resource version: ${from} (${this.oldestRv})`)) })}\n`,
+      );
       res.end();
       return;
     }
@@ -314,7 +372,8 @@ export class FakeApiServer {
       // No resourceVersion: the current state as ADDED events, then changes.
       for (const o of this.list(resource, namespace, selector)) res.write(`${JSON.stringify({ type: 'ADDED', object: o })}\n`);
     } else {
-      for (const e of this.history) if (e.rv > from && e.resource === resource && match(e.obj)) res.write(`${JSON.stringify({ type: e.type, object: e.obj })}\n`);
+      for (const e of this.history)
+        if (e.rv > from && e.resource === resource && match(e.obj)) res.write(`${JSON.stringify({ type: e.type, object: e.obj })}\n`);
     }
     const w: Watcher & { bookmarks?: boolean } = { resource, namespace, selector, res, bookmarks: query.allowWatchBookmarks === 'true' };
     this.watchers.add(w);
@@ -325,7 +384,12 @@ export class FakeApiServer {
     if (resource !== 'services' || this.serviceQuota === undefined) return;
     const used = this.list('services', namespace).length;
     if (used >= this.serviceQuota) {
-      throw new StatusError(403, 'Forbidden', `services "${name}" is forbidden: exceeded quota: object-counts, requested: services=1, used: services=${used}, limited: services=${this.serviceQuota}`, { name, kind: 'services' });
+      throw new StatusError(
+        403,
+        'Forbidden',
+        `services "${name}" is forbidden: exceeded quota: object-counts, requested: services=1, used: services=${used}, limited: services=${this.serviceQuota}`,
+        { name, kind: 'services' },
+      );
     }
   }
 
@@ -337,16 +401,32 @@ export class FakeApiServer {
       model.validate();
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
-      throw new StatusError(422, 'Invalid', `${KIND[resource].kind} "${obj.metadata.name}" is invalid: ${message}`, { name: obj.metadata.name, group: KIND[resource].group, kind: KIND[resource].kind, causes: [{ reason: 'FieldValueInvalid', message }] });
+      throw new StatusError(422, 'Invalid', `${KIND[resource].kind} "${obj.metadata.name}" is invalid: ${message}`, {
+        name: obj.metadata.name,
+        group: KIND[resource].group,
+        kind: KIND[resource].kind,
+        causes: [{ reason: 'FieldValueInvalid', message }],
+      });
     }
     if (resource === 'deployments') {
-      const spec = obj.spec as { selector?: { matchLabels?: Record<string, string> }; template?: { metadata?: { labels?: Record<string, string> } } } | undefined;
+      const spec = obj.spec as
+        { selector?: { matchLabels?: Record<string, string> }; template?: { metadata?: { labels?: Record<string, string> } } } | undefined;
       const sel = spec?.selector?.matchLabels ?? {};
       const labels = spec?.template?.metadata?.labels ?? {};
       if (Object.keys(sel).length === 0 || !Object.entries(sel).every(([k, v]) => labels[k] === v)) {
-        throw new StatusError(422, 'Invalid', `Deployment.apps "${obj.metadata.name}" is invalid: spec.template.metadata.labels: Invalid value: \`selector\` does not match template \`labels\``, {
-          name: obj.metadata.name, group: 'apps', kind: 'Deployment', causes: [{ reason: 'FieldValueInvalid', field: 'spec.template.metadata.labels', message: 'Invalid value: `selector` does not match template `labels`' }],
-        });
+        throw new StatusError(
+          422,
+          'Invalid',
+          `Deployment.apps "${obj.metadata.name}" is invalid: spec.template.metadata.labels: Invalid value: \`selector\` does not match template \`labels\``,
+          {
+            name: obj.metadata.name,
+            group: 'apps',
+            kind: 'Deployment',
+            causes: [
+              { reason: 'FieldValueInvalid', field: 'spec.template.metadata.labels', message: 'Invalid value: `selector` does not match template `labels`' },
+            ],
+          },
+        );
       }
     }
   }
@@ -370,29 +450,49 @@ export class FakeApiServer {
     }
   }
 
-  private patch(resource: Resource, namespace: string, name: string, body: Obj | undefined, contentType: string | undefined, query: Record<string, string>): Obj {
+  private patch(
+    resource: Resource,
+    namespace: string,
+    name: string,
+    body: Obj | undefined,
+    contentType: string | undefined,
+    query: Record<string, string>,
+  ): Obj {
     if (!body) throw new StatusError(400, 'BadRequest', 'the body of the request was in an unknown format');
     const key = this.key(resource, namespace, name);
     const old = this.store.get(key);
     const now = new Date().toISOString();
     const type = (contentType ?? '').split(';')[0]?.trim();
     if (type === 'application/apply-patch+yaml') {
-      if (!query.fieldManager) throw new StatusError(422, 'Invalid', 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch');
-      if (body.metadata?.name && body.metadata.name !== name) throw new StatusError(400, 'BadRequest', 'the name of the object does not match the name on the URL');
-      if (body.kind !== KIND[resource].kind || body.apiVersion !== KIND[resource].apiVersion) throw new StatusError(400, 'BadRequest', `the API version in the data (${String(body.apiVersion)}) does not match the expected API version (${KIND[resource].apiVersion})`);
+      if (!query.fieldManager)
+        throw new StatusError(422, 'Invalid', 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch');
+      if (body.metadata?.name && body.metadata.name !== name)
+        throw new StatusError(400, 'BadRequest', 'the name of the object does not match the name on the URL');
+      if (body.kind !== KIND[resource].kind || body.apiVersion !== KIND[resource].apiVersion)
+        throw new StatusError(
+          400,
+          'BadRequest',
+          `the API version in the data (${String(body.apiVersion)}) does not match the expected API version (${KIND[resource].apiVersion})`,
+        );
       if (!old) this.authorizeQuota(resource, namespace, name);
       const config = structuredClone(body);
       config.metadata.namespace = namespace;
       const result = serverSideApply(old?.obj ?? null, old?.managers ?? [], config, query.fieldManager, query.force === 'true', now);
       if (result.conflicts.length > 0) {
         const list = result.conflicts.map((c) => `conflict with "${c.manager}": ${describePath(c.path)}`);
-        throw new StatusError(409, 'Conflict', `Apply failed with ${result.conflicts.length} conflict${result.conflicts.length === 1 ? '' : 's'}: ${list.join('\n')}`, {
-          causes: result.conflicts.map((c) => ({ reason: 'FieldManagerConflict', message: `conflict with "${c.manager}"`, field: describePath(c.path) })),
-        });
+        throw new StatusError(
+          409,
+          'Conflict',
+          `Apply failed with ${result.conflicts.length} conflict${result.conflicts.length === 1 ? '' : 's'}: ${list.join('\n')}`,
+          {
+            causes: result.conflicts.map((c) => ({ reason: 'FieldManagerConflict', message: `conflict with "${c.manager}"`, field: describePath(c.path) })),
+          },
+        );
       }
       const obj = result.object as Obj;
       if (!old) this.defaults(resource, obj);
-      else if (resource === 'deployments' && JSON.stringify((obj.spec as Obj)?.template) !== JSON.stringify((old.obj.spec as Obj)?.template)) obj.metadata.generation = Number(old.obj.metadata.generation ?? 1) + 1;
+      else if (resource === 'deployments' && JSON.stringify((obj.spec as Obj)?.template) !== JSON.stringify((old.obj.spec as Obj)?.template))
+        obj.metadata.generation = Number(old.obj.metadata.generation ?? 1) + 1;
       this.validate(resource, obj);
       return this.commit(resource, key, obj, result.managers, old ? 'MODIFIED' : 'ADDED');
     }
@@ -400,9 +500,19 @@ export class FakeApiServer {
       if (!old) throw this.notFound(resource, name);
       const next = mergePatch(structuredClone(old.obj), body) as Obj;
       this.validate(resource, next);
-      return this.commit(resource, key, next, recordUpdate(old.obj, next, old.managers, query.fieldManager ?? 'unknown', KIND[resource].apiVersion, now), 'MODIFIED');
+      return this.commit(
+        resource,
+        key,
+        next,
+        recordUpdate(old.obj, next, old.managers, query.fieldManager ?? 'unknown', KIND[resource].apiVersion, now),
+        'MODIFIED',
+      );
     }
-    throw new StatusError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml`);
+    throw new StatusError(
+      415,
+      'UnsupportedMediaType',
+      `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml`,
+    );
   }
 
   private replace(resource: Resource, namespace: string, name: string, body: Obj | undefined, query: Record<string, string>): Obj {
@@ -411,17 +521,33 @@ export class FakeApiServer {
     const old = this.store.get(key);
     if (!old) throw this.notFound(resource, name);
     const given = body.metadata?.resourceVersion;
-    if (given === undefined || given === '') throw new StatusError(422, 'Invalid', `${KIND[resource].kind} "${name}" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update`);
+    if (given === undefined || given === '')
+      throw new StatusError(
+        422,
+        'Invalid',
+        `${KIND[resource].kind} "${name}" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update`,
+      );
     if (String(given) !== old.obj.metadata.resourceVersion) throw this.stale(resource, name);
     const next = structuredClone(body);
     next.metadata = { ...next.metadata, namespace, uid: old.obj.metadata.uid, creationTimestamp: old.obj.metadata.creationTimestamp };
     next.status = old.obj.status;
     this.validate(resource, next);
-    return this.commit(resource, key, next, recordUpdate(old.obj, next, old.managers, query.fieldManager ?? 'unknown', KIND[resource].apiVersion, new Date().toISOString()), 'MODIFIED');
+    return this.commit(
+      resource,
+      key,
+      next,
+      recordUpdate(old.obj, next, old.managers, query.fieldManager ?? 'unknown', KIND[resource].apiVersion, new Date().toISOString()),
+      'MODIFIED',
+    );
   }
 
   private stale(resource: Resource, name: string): StatusError {
-    return new StatusError(409, 'Conflict', `Operation cannot be fulfilled on ${qualified(resource)} "${name}": the object has been modified; please apply your changes to the latest version and try again`, { name, group: KIND[resource].group, kind: resource });
+    return new StatusError(
+      409,
+      'Conflict',
+      `Operation cannot be fulfilled on ${qualified(resource)} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+      { name, group: KIND[resource].group, kind: resource },
+    );
   }
 
   /** The scale subresource of a Deployment (autoscaling/v1 Scale). */
@@ -433,10 +559,16 @@ export class FakeApiServer {
       const spec = o.spec as { replicas?: number; selector?: { matchLabels?: Record<string, string> } };
       const status = o.status as { replicas?: number } | undefined;
       return {
-        kind: 'Scale', apiVersion: 'autoscaling/v1',
+        kind: 'Scale',
+        apiVersion: 'autoscaling/v1',
         metadata: { name, namespace, uid: o.metadata.uid, resourceVersion: o.metadata.resourceVersion, creationTimestamp: o.metadata.creationTimestamp },
         spec: { replicas: spec.replicas ?? 0 },
-        status: { replicas: status?.replicas ?? 0, selector: Object.entries(spec.selector?.matchLabels ?? {}).map(([k, v]) => `${k}=${v}`).join(',') },
+        status: {
+          replicas: status?.replicas ?? 0,
+          selector: Object.entries(spec.selector?.matchLabels ?? {})
+            .map(([k, v]) => `${k}=${v}`)
+            .join(','),
+        },
       };
     };
     if (method === 'GET') return asScale(this.view(old));
@@ -447,11 +579,22 @@ export class FakeApiServer {
     } else if (method !== 'PATCH') throw new StatusError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
     const replicas = (body.spec as { replicas?: unknown } | undefined)?.replicas;
     if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0) {
-      throw new StatusError(422, 'Invalid', `Scale.autoscaling "${name}" is invalid: spec.replicas: Invalid value: ${JSON.stringify(replicas)}: must be greater than or equal to 0`, { name, group: 'autoscaling', kind: 'Scale', causes: [{ reason: 'FieldValueInvalid', field: 'spec.replicas' }] });
+      throw new StatusError(
+        422,
+        'Invalid',
+        `Scale.autoscaling "${name}" is invalid: spec.replicas: Invalid value: ${JSON.stringify(replicas)}: must be greater than or equal to 0`,
+        { name, group: 'autoscaling', kind: 'Scale', causes: [{ reason: 'FieldValueInvalid', field: 'spec.replicas' }] },
+      );
     }
     const next = structuredClone(old.obj);
     (next.spec as Record<string, unknown>).replicas = replicas;
-    const view = this.commit('deployments', key, next, recordUpdate(old.obj, next, old.managers, query.fieldManager ?? 'unknown', 'apps/v1', new Date().toISOString(), 'scale'), 'MODIFIED');
+    const view = this.commit(
+      'deployments',
+      key,
+      next,
+      recordUpdate(old.obj, next, old.managers, query.fieldManager ?? 'unknown', 'apps/v1', new Date().toISOString(), 'scale'),
+      'MODIFIED',
+    );
     return asScale(view);
   }
 
@@ -470,17 +613,24 @@ export class FakeApiServer {
       return this.view(old);
     }
     this.remove(resource, namespace, name);
-    return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: KIND[resource].group, kind: resource, uid: old.obj.metadata.uid } };
+    return {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Success',
+      details: { name, group: KIND[resource].group, kind: resource, uid: old.obj.metadata.uid },
+    };
   }
 }
 
 /** RFC 7386 JSON merge patch. */
 function mergePatch(target: unknown, patch: unknown): unknown {
   if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch;
-  const out: Record<string, unknown> = typeof target === 'object' && target !== null && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+  const base = typeof target === 'object' && target !== null && !Array.isArray(target) ? (target as Record<string, unknown>) : {};
+  const out = new Map(Object.entries(base));
   for (const [k, v] of Object.entries(patch)) {
-    if (v === null) delete out[k];
-    else out[k] = mergePatch(out[k], v);
+    if (v === null) out.delete(k);
+    else out.set(k, mergePatch(out.get(k), v));
   }
-  return out;
+  return Object.fromEntries(out);
 }

@@ -2,6 +2,17 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { FakeApiServer, type FakeApiServerOptions } from './fake-apiserver.ts';
 import { FakeKubelet, type FakeKubeletOptions } from './fake-kubelet.ts';
 
+/** JSON as tests read it: any property chain, checked by the assertions rather than the compiler. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- API answers and stored objects are checked field by field in the tests
+export type Tree = any;
+
+/** The runtime container of a stored Deployment. */
+export function runtimeContainer(deployment: unknown): Tree {
+  const c = (deployment as Tree)?.spec?.template?.spec?.containers?.[0];
+  if (!c) throw new Error('no container');
+  return c;
+}
+
 export interface FakeCluster {
   readonly api: FakeApiServer;
   readonly kubelet: FakeKubelet;
@@ -17,7 +28,9 @@ export async function startFakeCluster(opts: FakeApiServerOptions & { kubelet?: 
   const kubelet = new FakeKubelet(api, opts.kubelet);
   const url = await api.listen();
   return {
-    api, kubelet, url,
+    api,
+    kubelet,
+    url,
     kubeConfig() {
       const kc = new KubeConfig();
       kc.loadFromOptions({

@@ -56,11 +56,16 @@ export class FakeKubelet {
   async close(): Promise<void> {
     this.closed = true;
     for (const t of this.timers) clearTimeout(t);
-    await Promise.all([...this.processes.values()].map((p) => new Promise<void>((resolve) => {
-      if (p.exitCode !== null || p.signalCode !== null) return resolve();
-      p.once('exit', () => resolve());
-      p.kill('SIGKILL');
-    })));
+    await Promise.all(
+      [...this.processes.values()].map(
+        (p) =>
+          new Promise<void>((resolve) => {
+            if (p.exitCode !== null || p.signalCode !== null) return resolve();
+            p.once('exit', () => resolve());
+            p.kill('SIGKILL');
+          }),
+      ),
+    );
   }
 
   private later(ms: number, fn: () => void): void {
@@ -92,7 +97,9 @@ export class FakeKubelet {
 
   private podsOf(d: Obj, includeTerminating = false): Obj[] {
     const sel = (d.spec as { selector?: { matchLabels?: Record<string, string> } } | undefined)?.selector?.matchLabels ?? {};
-    const selector = Object.entries(sel).map(([k, v]) => `${k}=${v}`).join(',');
+    const selector = Object.entries(sel)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',');
     if (!selector) return [];
     return this.api.list('pods', d.metadata.namespace, selector).filter((p) => includeTerminating || !p.metadata.deletionTimestamp);
   }
@@ -110,13 +117,23 @@ export class FakeKubelet {
     for (let i = pods.length; i < want; i++) {
       const name = `${d.metadata.name}-7d9f8c6b5-${Math.random().toString(36).slice(2, 7)}`;
       const pod: Obj = {
-        apiVersion: 'v1', kind: 'Pod',
-        metadata: { name, namespace: d.metadata.namespace, labels: { ...(spec.template.metadata?.labels ?? {}), 'pod-template-hash': '7d9f8c6b5' }, creationTimestamp: new Date().toISOString(), uid: crypto.randomUUID() },
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {
+          name,
+          namespace: d.metadata.namespace,
+          labels: { ...(spec.template.metadata?.labels ?? {}), 'pod-template-hash': '7d9f8c6b5' },
+          creationTimestamp: new Date().toISOString(),
+          uid: crypto.randomUUID(),
+        },
         spec: structuredClone(spec.template.spec),
         status: { phase: 'Pending', conditions: [] },
       };
       if (this.gpuQuota !== undefined) {
-        const used = this.api.list('pods', d.metadata.namespace).filter((p) => !p.metadata.deletionTimestamp).reduce((n, p) => n + this.gpusOf(p), 0);
+        const used = this.api
+          .list('pods', d.metadata.namespace)
+          .filter((p) => !p.metadata.deletionTimestamp)
+          .reduce((n, p) => n + this.gpusOf(p), 0);
         const req = this.gpusOf(pod);
         if (used + req > this.gpuQuota) {
           failure = `pods "${name}" is forbidden: exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=${req}, used: requests.nvidia.com/gpu=${used}, limited: requests.nvidia.com/gpu=${this.gpuQuota}`;
@@ -146,14 +163,34 @@ export class FakeKubelet {
     }
     // Deployment status, as the deployment controller writes it.
     const now = this.podsOf(d);
-    const ready = now.filter((p) => (p.status as { conditions?: { type: string; status: string }[] }).conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length;
+    const ready = now.filter((p) =>
+      (p.status as { conditions?: { type: string; status: string }[] }).conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+    ).length;
     const old = d.status as { replicas?: number; readyReplicas?: number; conditions?: { type: string; message?: string }[] } | undefined;
-    const conditions = failure ? [{ type: 'ReplicaFailure', status: 'True', reason: 'FailedCreate', message: failure, lastUpdateTime: new Date().toISOString(), lastTransitionTime: new Date().toISOString() }] : [];
+    const conditions = failure
+      ? [
+          {
+            type: 'ReplicaFailure',
+            status: 'True',
+            reason: 'FailedCreate',
+            message: failure,
+            lastUpdateTime: new Date().toISOString(),
+            lastTransitionTime: new Date().toISOString(),
+          },
+        ]
+      : [];
     const oldFailure = old?.conditions?.find((c) => c.type === 'ReplicaFailure')?.message ?? null;
     if (old?.replicas !== now.length || (old?.readyReplicas ?? 0) !== ready || oldFailure !== (failure ?? null)) {
       const fresh = this.api.get('deployments', d.metadata.namespace, d.metadata.name);
       if (!fresh) return;
-      fresh.status = { observedGeneration: fresh.metadata.generation, replicas: now.length, readyReplicas: ready, availableReplicas: ready, updatedReplicas: now.length, conditions };
+      fresh.status = {
+        observedGeneration: fresh.metadata.generation,
+        replicas: now.length,
+        readyReplicas: ready,
+        availableReplicas: ready,
+        updatedReplicas: now.length,
+        conditions,
+      };
       this.api.put('deployments', fresh, CPM);
     }
   }
@@ -171,7 +208,17 @@ export class FakeKubelet {
       const pod = this.api.get('pods', namespace, name);
       const gpus = pod ? this.gpusOf(pod) : 1;
       this.update(namespace, name, (p) => {
-        p.status = { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: `0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod. (requested ${gpus})` }] };
+        p.status = {
+          phase: 'Pending',
+          conditions: [
+            {
+              type: 'PodScheduled',
+              status: 'False',
+              reason: 'Unschedulable',
+              message: `0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod. (requested ${gpus})`,
+            },
+          ],
+        };
       });
       return;
     }
@@ -183,32 +230,93 @@ export class FakeKubelet {
     });
     if (failure === 'image-pull') {
       const image = String(((this.api.get('pods', namespace, name)?.spec as { containers?: { image?: string }[] }).containers ?? [])[0]?.image);
-      this.later(5, () => this.update(namespace, name, (p) => {
-        p.status = { ...(p.status as object), containerStatuses: [{ name: 'runtime', image, ready: false, restartCount: 0, state: { waiting: { reason: 'ErrImagePull', message: `rpc error: code = NotFound desc = failed to pull and unpack image "${image}": not found` } } }] };
-      }));
-      this.later(15, () => this.update(namespace, name, (p) => {
-        p.status = { ...(p.status as object), containerStatuses: [{ name: 'runtime', image, ready: false, restartCount: 0, state: { waiting: { reason: 'ImagePullBackOff', message: `Back-off pulling image "${image}"` } } }] };
-      }));
+      this.later(5, () =>
+        this.update(namespace, name, (p) => {
+          p.status = {
+            ...(p.status as object),
+            containerStatuses: [
+              {
+                name: 'runtime',
+                image,
+                ready: false,
+                restartCount: 0,
+                state: {
+                  waiting: { reason: 'ErrImagePull', message: `rpc error: code = NotFound desc = failed to pull and unpack image "${image}": not found` },
+                },
+              },
+            ],
+          };
+        }),
+      );
+      this.later(15, () =>
+        this.update(namespace, name, (p) => {
+          p.status = {
+            ...(p.status as object),
+            containerStatuses: [
+              {
+                name: 'runtime',
+                image,
+                ready: false,
+                restartCount: 0,
+                state: { waiting: { reason: 'ImagePullBackOff', message: `Back-off pulling image "${image}"` } },
+              },
+            ],
+          };
+        }),
+      );
       return;
     }
     if (failure === 'crash') {
-      this.later(5, () => this.update(namespace, name, (p) => {
-        p.status = { ...(p.status as object), phase: 'Running', podIP: ip, containerStatuses: [{ name: 'runtime', ready: false, restartCount: 3, state: { waiting: { reason: 'CrashLoopBackOff', message: 'back-off 40s restarting failed container' } }, lastState: { terminated: { reason: 'Error', exitCode: 1 } } }] };
-      }));
+      this.later(5, () =>
+        this.update(namespace, name, (p) => {
+          p.status = {
+            ...(p.status as object),
+            phase: 'Running',
+            podIP: ip,
+            containerStatuses: [
+              {
+                name: 'runtime',
+                ready: false,
+                restartCount: 3,
+                state: { waiting: { reason: 'CrashLoopBackOff', message: 'back-off 40s restarting failed container' } },
+                lastState: { terminated: { reason: 'Error', exitCode: 1 } },
+              },
+            ],
+          };
+        }),
+      );
       return;
     }
-    const markReady = () => this.update(namespace, name, (p) => {
-      p.status = {
-        phase: 'Running', hostIP: '10.0.0.11', podIP: ip, podIPs: [{ ip }], startTime: new Date().toISOString(),
-        conditions: [{ type: 'PodScheduled', status: 'True' }, { type: 'Initialized', status: 'True' }, { type: 'ContainersReady', status: 'True' }, { type: 'Ready', status: 'True' }],
-        containerStatuses: [{ name: 'runtime', ready: true, started: true, restartCount: 0, state: { running: { startedAt: new Date().toISOString() } } }],
-      };
-      const log = this.podLog.get(name);
-      if (log) log.readyAt = Date.now();
-    });
-    this.later(5, () => this.update(namespace, name, (p) => {
-      p.status = { ...(p.status as object), phase: 'Running', podIP: ip, podIPs: [{ ip }], containerStatuses: [{ name: 'runtime', ready: false, started: false, restartCount: 0, state: { running: { startedAt: new Date().toISOString() } } }] };
-    }));
+    const markReady = () =>
+      this.update(namespace, name, (p) => {
+        p.status = {
+          phase: 'Running',
+          hostIP: '10.0.0.11',
+          podIP: ip,
+          podIPs: [{ ip }],
+          startTime: new Date().toISOString(),
+          conditions: [
+            { type: 'PodScheduled', status: 'True' },
+            { type: 'Initialized', status: 'True' },
+            { type: 'ContainersReady', status: 'True' },
+            { type: 'Ready', status: 'True' },
+          ],
+          containerStatuses: [{ name: 'runtime', ready: true, started: true, restartCount: 0, state: { running: { startedAt: new Date().toISOString() } } }],
+        };
+        const log = this.podLog.get(name);
+        if (log) log.readyAt = Date.now();
+      });
+    this.later(5, () =>
+      this.update(namespace, name, (p) => {
+        p.status = {
+          ...(p.status as object),
+          phase: 'Running',
+          podIP: ip,
+          podIPs: [{ ip }],
+          containerStatuses: [{ name: 'runtime', ready: false, started: false, restartCount: 0, state: { running: { startedAt: new Date().toISOString() } } }],
+        };
+      }),
+    );
     if (!this.opts.runtimeSim) {
       this.later(this.opts.readyMs ?? 30, markReady);
       return;
@@ -219,7 +327,9 @@ export class FakeKubelet {
     const args = c?.args ?? [];
     const served = args[args.indexOf('--served-model-name') + 1] ?? 'model';
     const cli = join(dirname(createRequire(import.meta.url).resolve('@infer/runtime-sim')), 'cli.ts');
-    const child = spawn(process.execPath, [cli, '--port', String(port), '--host', ip, '--model', served, '--ttft-ms', '5', '--itl-ms', '1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [cli, '--port', String(port), '--host', ip, '--model', served, '--ttft-ms', '5', '--itl-ms', '1'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     this.processes.set(name, child);
     child.stdout?.resume();
     child.stderr?.resume();

@@ -23,10 +23,26 @@ export interface Conflict {
 }
 
 const MERGE_KEYS: Record<string, readonly string[]> = {
-  containers: ['name'], initContainers: ['name'], volumes: ['name'], volumeMounts: ['mountPath'], env: ['name'],
-  ports: ['containerPort', 'port'], imagePullSecrets: ['name'],
+  containers: ['name'],
+  initContainers: ['name'],
+  volumes: ['name'],
+  volumeMounts: ['mountPath'],
+  env: ['name'],
+  ports: ['containerPort', 'port'],
+  imagePullSecrets: ['name'],
 };
-const IDENTITY = new Set(['apiVersion', 'kind', 'metadata.name', 'metadata.namespace', 'metadata.resourceVersion', 'metadata.managedFields', 'metadata.uid', 'metadata.creationTimestamp', 'metadata.generation', 'status']);
+const IDENTITY = new Set([
+  'apiVersion',
+  'kind',
+  'metadata.name',
+  'metadata.namespace',
+  'metadata.resourceVersion',
+  'metadata.managedFields',
+  'metadata.uid',
+  'metadata.creationTimestamp',
+  'metadata.generation',
+  'status',
+]);
 const isObj = (v: Json): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function keyOf(item: Json, field: string): string | null {
@@ -101,7 +117,7 @@ function removeAt(obj: Json, path: string): void {
     if (seg.startsWith('f:')) {
       lastField = seg.slice(2);
       if (!isObj(cur)) return;
-      if (last) delete cur[lastField];
+      if (last) Reflect.deleteProperty(cur, lastField);
       else cur = cur[lastField];
     } else if (seg.startsWith('k:')) {
       if (!Array.isArray(cur)) return;
@@ -161,12 +177,23 @@ export function serverSideApply(live: Obj | null, managers: readonly Manager[], 
     removeAt(object, p);
   }
   object = object as Obj;
-  const next: Manager[] = [...others.filter((m) => m.paths.size > 0), { manager, operation: 'Apply', apiVersion: String(config.apiVersion ?? 'v1'), time: now, paths: applied }];
+  const next: Manager[] = [
+    ...others.filter((m) => m.paths.size > 0),
+    { manager, operation: 'Apply', apiVersion: String(config.apiVersion ?? 'v1'), time: now, paths: applied },
+  ];
   return { object, managers: next, conflicts: [] };
 }
 
 /** A non-apply write (PUT, merge patch, scale): the writer takes the fields it changed, from whoever held them. */
-export function recordUpdate(before: Obj | null, after: Obj, managers: readonly Manager[], manager: string, apiVersion: string, now: string, subresource?: string): Manager[] {
+export function recordUpdate(
+  before: Obj | null,
+  after: Obj,
+  managers: readonly Manager[],
+  manager: string,
+  apiVersion: string,
+  now: string,
+  subresource?: string,
+): Manager[] {
   const oldPaths = before ? fieldPaths(before) : new Set<string>();
   const newPaths = fieldPaths(after);
   const changed = new Set<string>();
@@ -192,11 +219,22 @@ export function managedFieldsJson(managers: readonly Manager[]): Obj[] {
         cur = cur[seg] as Obj;
       }
     }
-    return { manager: m.manager, operation: m.operation, apiVersion: m.apiVersion, time: m.time, fieldsType: 'FieldsV1', fieldsV1: tree, ...(m.subresource ? { subresource: m.subresource } : {}) };
+    return {
+      manager: m.manager,
+      operation: m.operation,
+      apiVersion: m.apiVersion,
+      time: m.time,
+      fieldsType: 'FieldsV1',
+      fieldsV1: tree,
+      ...(m.subresource ? { subresource: m.subresource } : {}),
+    };
   });
 }
 
 /** `.spec.template.spec.containers[name="runtime"].image` for conflict messages. */
 export function describePath(path: string): string {
-  return segments(path).filter((s) => s !== '.').map((s) => (s.startsWith('f:') ? `.${s.slice(2)}` : `[${s.slice(2).replace(/^\{"(\w+)":(.*)\}$/, '$1=$2')}]`)).join('');
+  return segments(path)
+    .filter((s) => s !== '.')
+    .map((s) => (s.startsWith('f:') ? `.${s.slice(2)}` : `[${s.slice(2).replace(/^\{"(\w+)":(.*)\}$/, '$1=$2')}]`))
+    .join('');
 }

@@ -55,7 +55,11 @@ export async function adminSetRuntimeConfig(db: Db, principal: Principal, entryI
       .executeTakeFirst();
     if (!row) throw notFound('catalog entry');
     await writeAudit(trx, {
-      actor: actorOf(principal), tenantId: null, action: 'catalog.runtime_config', targetType: 'catalog_entry', targetId: entryId,
+      actor: actorOf(principal),
+      tenantId: null,
+      action: 'catalog.runtime_config',
+      targetType: 'catalog_entry',
+      targetId: entryId,
       detail: { fields: config ? Object.keys(config) : [] },
     });
     return config;

@@ -42,9 +42,13 @@ export function describeApiError(err: unknown, what: string, namespace: string):
     return new KubernetesProvisionError(`the namespace ${namespace} has no quota left to ${what}${detail}`, false);
   }
   if (code === 403) {
-    return new KubernetesProvisionError(`the control plane is not allowed to ${what} in namespace ${namespace} (Kubernetes RBAC: forbidden); grant its service account that permission${detail}`, true);
+    return new KubernetesProvisionError(
+      `the control plane is not allowed to ${what} in namespace ${namespace} (Kubernetes RBAC: forbidden); grant its service account that permission${detail}`,
+      true,
+    );
   }
-  if (code === 401) return new KubernetesProvisionError(`the Kubernetes API refused the control plane's credentials (401 Unauthorized) while trying to ${what}`, true);
+  if (code === 401)
+    return new KubernetesProvisionError(`the Kubernetes API refused the control plane's credentials (401 Unauthorized) while trying to ${what}`, true);
   if (code === 404) return new KubernetesProvisionError(`could not ${what}: not found (does namespace ${namespace} exist?)${detail}`, true);
   if (code === 422 || code === 400) return new KubernetesProvisionError(`Kubernetes rejected the manifest when trying to ${what} (invalid)${detail}`, true);
   if (code === 409) return new KubernetesProvisionError(`could not ${what}: another writer changed it at the same time (conflict)${detail}`, false);
@@ -61,7 +65,10 @@ interface PodLike {
     readonly containerStatuses?: readonly {
       readonly image?: string;
       readonly restartCount?: number;
-      readonly state?: { readonly waiting?: { readonly reason?: string; readonly message?: string }; readonly terminated?: { readonly reason?: string; readonly exitCode?: number } };
+      readonly state?: {
+        readonly waiting?: { readonly reason?: string; readonly message?: string };
+        readonly terminated?: { readonly reason?: string; readonly exitCode?: number };
+      };
       readonly lastState?: { readonly terminated?: { readonly reason?: string; readonly exitCode?: number } };
     }[];
   };
@@ -95,7 +102,9 @@ export function podProblem(pod: PodLike, gpuCount: number): string | null {
 }
 
 interface DeploymentLike {
-  readonly status?: { readonly conditions?: readonly { readonly type?: string; readonly status?: string; readonly reason?: string; readonly message?: string }[] };
+  readonly status?: {
+    readonly conditions?: readonly { readonly type?: string; readonly status?: string; readonly reason?: string; readonly message?: string }[];
+  };
 }
 
 /** A Deployment whose pods the ReplicaSet controller cannot create (quota, admission). */

@@ -1,6 +1,15 @@
 import { createHash } from 'node:crypto';
 import {
-  AppsV1Api, CoreV1Api, KubeConfig, ListWatch, PatchStrategy, Watch, setHeaderOptions, type KubernetesObject, type V1Deployment, type V1Pod,
+  AppsV1Api,
+  CoreV1Api,
+  KubeConfig,
+  ListWatch,
+  PatchStrategy,
+  Watch,
+  setHeaderOptions,
+  type KubernetesObject,
+  type V1Deployment,
+  type V1Pod,
 } from '@kubernetes/client-node';
 import type { Provisioner, ReplicaRef, ReplicaSpec, StartedReplica } from '../provisioner.ts';
 import { apiStatus, deploymentProblem, describeApiError, KubernetesProvisionError, podProblem } from './kube-errors.ts';
@@ -53,14 +62,22 @@ interface DeploymentState {
 }
 
 const podReady = (p: V1Pod): boolean =>
-  !p.metadata?.deletionTimestamp && !!p.status?.podIP && p.status.phase === 'Running' && !!p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+  !p.metadata?.deletionTimestamp &&
+  !!p.status?.podIP &&
+  p.status.phase === 'Running' &&
+  !!p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
 const deploymentIdOf = (o: KubernetesObject): string | undefined => o.metadata?.labels?.[LABELS.deployment];
 const owned = (o: KubernetesObject): boolean => o.metadata?.labels?.[LABELS.managedBy] === FIELD_MANAGER;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
 
 /** A Watch that asks for bookmarks, so a quiet namespace still advances the informer's resourceVersion. */
 class BookmarkWatch extends Watch {
-  override watch(path: string, query: Record<string, string | number | boolean | undefined>, cb: (phase: string, obj: unknown, w?: unknown) => void, done: (err: unknown) => void) {
+  override watch(
+    path: string,
+    query: Record<string, string | number | boolean | undefined>,
+    cb: (phase: string, obj: unknown, w?: unknown) => void,
+    done: (err: unknown) => void,
+  ) {
     return super.watch(path, { ...query, allowWatchBookmarks: true }, cb, done);
   }
 }
@@ -109,25 +126,35 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
   /** Why an informer cannot list (RBAC, API down), until a list succeeds again. */
   const listErrors = new Map<'pods' | 'deployments', KubernetesProvisionError>();
   const readyRejects = new Set<(err: Error) => void>();
-  const tracked = <T>(name: 'pods' | 'deployments', list: () => Promise<T>) => async (): Promise<T> => {
-    try {
-      const result = await list();
-      listErrors.delete(name);
-      return result;
-    } catch (err) {
-      const e = describeApiError(err, `list ${name}`, namespace);
-      listErrors.set(name, e);
-      for (const reject of readyRejects) reject(e);
-      // Starts waiting on this watch would wait for nothing: they fail with the reason.
-      for (const s of states.values()) failWaiters(s, e);
-      throw err;
-    }
-  };
+  const tracked =
+    <T>(name: 'pods' | 'deployments', list: () => Promise<T>) =>
+    async (): Promise<T> => {
+      try {
+        const result = await list();
+        listErrors.delete(name);
+        return result;
+      } catch (err) {
+        const e = describeApiError(err, `list ${name}`, namespace);
+        listErrors.set(name, e);
+        for (const reject of readyRejects) reject(e);
+        // Starts waiting on this watch would wait for nothing: they fail with the reason.
+        for (const s of states.values()) failWaiters(s, e);
+        throw err;
+      }
+    };
   const pods = new ListWatch<V1Pod>(
-    `/api/v1/namespaces/${namespace}/pods`, new BookmarkWatch(kc), tracked('pods', () => core.listNamespacedPod({ namespace, labelSelector: OWNED_SELECTOR })), false, OWNED_SELECTOR,
+    `/api/v1/namespaces/${namespace}/pods`,
+    new BookmarkWatch(kc),
+    tracked('pods', () => core.listNamespacedPod({ namespace, labelSelector: OWNED_SELECTOR })),
+    false,
+    OWNED_SELECTOR,
   );
   const deployments = new ListWatch<V1Deployment>(
-    `/apis/apps/v1/namespaces/${namespace}/deployments`, new BookmarkWatch(kc), tracked('deployments', () => apps.listNamespacedDeployment({ namespace, labelSelector: OWNED_SELECTOR })), false, OWNED_SELECTOR,
+    `/apis/apps/v1/namespaces/${namespace}/deployments`,
+    new BookmarkWatch(kc),
+    tracked('deployments', () => apps.listNamespacedDeployment({ namespace, labelSelector: OWNED_SELECTOR })),
+    false,
+    OWNED_SELECTOR,
   );
 
   /** Keeps an informer running: a watch that fails (connection lost, API down) is restarted with backoff; 410 Gone relists inside ListWatch. */
@@ -256,7 +283,10 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
     const failed = new Promise<never>((_, reject) => {
       rejectNow = reject;
       readyRejects.add(reject);
-      const fail = () => reject(listErrors.get('pods') ?? listErrors.get('deployments') ?? new Error(`the Kubernetes API did not answer within ${Math.round(timeoutMs / 1000)} s`));
+      const fail = () =>
+        reject(
+          listErrors.get('pods') ?? listErrors.get('deployments') ?? new Error(`the Kubernetes API did not answer within ${Math.round(timeoutMs / 1000)} s`),
+        );
       timer = setTimeout(fail, timeoutMs);
       timer.unref();
       signal?.addEventListener('abort', () => reject(new Error('provisioning was cancelled')), { once: true });
@@ -272,7 +302,9 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
 
   /** Server-side apply of the Deployment (without replicas: the scale subresource owns them) and the Service. */
   async function ensureApplied(s: DeploymentState, m: Manifests): Promise<void> {
-    const hash = createHash('sha256').update(JSON.stringify([m.deployment, m.service])).digest('hex');
+    const hash = createHash('sha256')
+      .update(JSON.stringify([m.deployment, m.service]))
+      .digest('hex');
     s.manifests = m;
     if (s.appliedHash === hash) return;
     const name = objectName(s.id);
@@ -291,41 +323,50 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
 
   /** Sets the Deployment's replicas to the starts waiting plus the pods serving, through the scale subresource (read, then write at that resourceVersion). */
   function requestScale(s: DeploymentState): void {
-    s.scaling = s.scaling.then(async () => {
-      const name = objectName(s.id);
-      for (let attempt = 0; attempt < 5 && !closed; attempt++) {
-        const want = slots(s);
-        try {
-          const scale = await apps.readNamespacedDeploymentScale({ name, namespace });
-          if (scale.spec?.replicas === want) {
-            s.lastScaled = want;
-            return;
-          }
-          await apps.replaceNamespacedDeploymentScale({
-            name, namespace, fieldManager: FIELD_MANAGER,
-            body: { apiVersion: 'autoscaling/v1', kind: 'Scale', metadata: { name, namespace, resourceVersion: scale.metadata?.resourceVersion }, spec: { replicas: want } },
-          });
-          s.lastScaled = want;
-          return;
-        } catch (err) {
-          const code = apiStatus(err);
-          if (code === 409) continue; // someone wrote in between: read again
-          if (code === 404 && s.manifests && want > 0) {
-            s.appliedHash = undefined; // deleted behind our back: apply again, then scale
-            try {
-              await ensureApplied(s, s.manifests);
-              continue;
-            } catch (again) {
-              failWaiters(s, again);
+    s.scaling = s.scaling
+      .then(async () => {
+        const name = objectName(s.id);
+        for (let attempt = 0; attempt < 5 && !closed; attempt++) {
+          const want = slots(s);
+          try {
+            const scale = await apps.readNamespacedDeploymentScale({ name, namespace });
+            if (scale.spec?.replicas === want) {
+              s.lastScaled = want;
               return;
             }
+            await apps.replaceNamespacedDeploymentScale({
+              name,
+              namespace,
+              fieldManager: FIELD_MANAGER,
+              body: {
+                apiVersion: 'autoscaling/v1',
+                kind: 'Scale',
+                metadata: { name, namespace, resourceVersion: scale.metadata?.resourceVersion },
+                spec: { replicas: want },
+              },
+            });
+            s.lastScaled = want;
+            return;
+          } catch (err) {
+            const code = apiStatus(err);
+            if (code === 409) continue; // someone wrote in between: read again
+            if (code === 404 && s.manifests && want > 0) {
+              s.appliedHash = undefined; // deleted behind our back: apply again, then scale
+              try {
+                await ensureApplied(s, s.manifests);
+                continue;
+              } catch (again) {
+                failWaiters(s, again);
+                return;
+              }
+            }
+            if (code === 404) return; // nothing to scale down
+            failWaiters(s, describeApiError(err, `scale the Deployment ${name}`, namespace));
+            return;
           }
-          if (code === 404) return; // nothing to scale down
-          failWaiters(s, describeApiError(err, `scale the Deployment ${name}`, namespace));
-          return;
         }
-      }
-    }).catch((err: unknown) => log.warn({ err, deploymentId: s.id }, 'scaling a Kubernetes Deployment failed'));
+      })
+      .catch((err: unknown) => log.warn({ err, deploymentId: s.id }, 'scaling a Kubernetes Deployment failed'));
   }
 
   function failWaiters(s: DeploymentState, err: unknown): void {
@@ -338,7 +379,15 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
     const s = states.get(ref.deploymentId);
     for (const [name, url] of s?.claims ?? []) if (url === ref.url) return pods.get(name, namespace);
     if (!s && addressMode === 'service') return undefined;
-    return pods.list(namespace).find((p) => deploymentIdOf(p) === ref.deploymentId && p.status?.podIP && ref.url === urlOf(s ?? state(ref.deploymentId), p) && !stopping.has(p.metadata?.name ?? ''));
+    return pods
+      .list(namespace)
+      .find(
+        (p) =>
+          deploymentIdOf(p) === ref.deploymentId &&
+          p.status?.podIP &&
+          ref.url === urlOf(s ?? state(ref.deploymentId), p) &&
+          !stopping.has(p.metadata?.name ?? ''),
+      );
   }
 
   async function start(spec: ReplicaSpec, signal?: AbortSignal): Promise<StartedReplica> {
@@ -347,8 +396,15 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
     if (!info) throw new KubernetesProvisionError('the deployment or its catalog entry is gone', true);
     const manifests = buildManifests(
       {
-        namespace, deploymentId: spec.deploymentId, tenantId: spec.tenantId, entryId: info.entryId, servedModel: spec.servedModel, entryName: spec.entryName,
-        gpuCount: Math.max(1, info.gpuCount), coldStartSeconds: info.coldStartSeconds ?? spec.coldStartSeconds, config: info.runtimeConfig,
+        namespace,
+        deploymentId: spec.deploymentId,
+        tenantId: spec.tenantId,
+        entryId: info.entryId,
+        servedModel: spec.servedModel,
+        entryName: spec.entryName,
+        gpuCount: Math.max(1, info.gpuCount),
+        coldStartSeconds: info.coldStartSeconds ?? spec.coldStartSeconds,
+        config: info.runtimeConfig,
       },
       defaults,
     );
@@ -361,13 +417,17 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
     const pod = await new Promise<V1Pod>((resolve, reject) => {
       const w: Waiter = { replicaId: spec.replicaId, since: Date.now(), resolve, reject };
       s.waiters.push(w);
-      signal?.addEventListener('abort', () => {
-        const i = s.waiters.indexOf(w);
-        if (i < 0) return;
-        s.waiters.splice(i, 1);
-        requestScale(s);
-        reject(new Error('provisioning was cancelled'));
-      }, { once: true });
+      signal?.addEventListener(
+        'abort',
+        () => {
+          const i = s.waiters.indexOf(w);
+          if (i < 0) return;
+          s.waiters.splice(i, 1);
+          requestScale(s);
+          reject(new Error('provisioning was cancelled'));
+        },
+        { once: true },
+      );
       requestScale(s);
       settle(s);
     });
@@ -386,9 +446,13 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
     const gone = new Promise<void>((resolve) => goneWaiters.set(name, [...(goneWaiters.get(name) ?? []), resolve]));
     try {
       // Kubernetes' own way to say which pod a scale-down should remove.
-      await core.patchNamespacedPod({ name, namespace, body: { metadata: { annotations: { [POD_DELETION_COST]: '-2147483648' } } }, fieldManager: FIELD_MANAGER }, merge);
+      await core.patchNamespacedPod(
+        { name, namespace, body: { metadata: { annotations: { [POD_DELETION_COST]: '-2147483648' } } }, fieldManager: FIELD_MANAGER },
+        merge,
+      );
     } catch (err) {
-      if (apiStatus(err) !== 404) log.warn({ err: describeApiError(err, `mark pod ${name} for removal`, namespace).message }, 'Kubernetes pod annotation failed');
+      if (apiStatus(err) !== 404)
+        log.warn({ err: describeApiError(err, `mark pod ${name} for removal`, namespace).message }, 'Kubernetes pod annotation failed');
     }
     requestScale(s);
     await s.scaling;

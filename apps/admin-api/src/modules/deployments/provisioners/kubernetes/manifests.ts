@@ -51,7 +51,9 @@ function runtimeArgs(runtime: KubernetesRuntime, m: ManifestInput, port: number)
   switch (runtime) {
     case 'vllm':
       // The image's entrypoint is `vllm serve`-equivalent (api_server); args only.
-      return { args: ['--model', model, '--served-model-name', m.servedModel, '--tensor-parallel-size', gpus, '--host', '0.0.0.0', '--port', String(port), ...extra] };
+      return {
+        args: ['--model', model, '--served-model-name', m.servedModel, '--tensor-parallel-size', gpus, '--host', '0.0.0.0', '--port', String(port), ...extra],
+      };
     case 'sglang':
       return {
         command: ['python3', '-m', 'sglang.launch_server'],
@@ -79,14 +81,22 @@ export function buildManifests(m: ManifestInput, defaults: RuntimeDefaults): Man
   const labels = { [LABELS.managedBy]: FIELD_MANAGER, [LABELS.tenant]: m.tenantId, [LABELS.entry]: m.entryId, [LABELS.deployment]: m.deploymentId };
   const selector = { [LABELS.deployment]: m.deploymentId };
   const { command, args } = runtimeArgs(runtime, m, port);
-  const probe = (periodSeconds: number, failureThreshold: number) => ({ httpGet: { path: '/health', port: 'http' }, periodSeconds, timeoutSeconds: 5, failureThreshold });
+  const probe = (periodSeconds: number, failureThreshold: number) => ({
+    httpGet: { path: '/health', port: 'http' },
+    periodSeconds,
+    timeoutSeconds: 5,
+    failureThreshold,
+  });
   const periods = 10;
   const env = [
     ...Object.entries(m.config.env ?? {}).map(([n, value]) => ({ name: n, value })),
     ...Object.entries(m.config.secretEnv ?? {}).map(([n, ref]) => ({ name: n, valueFrom: { secretKeyRef: { name: ref.secret, key: ref.key } } })),
   ];
   const gpu = String(m.gpuCount);
-  const requests: Record<string, string> = { ...(m.config.resources?.cpu ? { cpu: m.config.resources.cpu } : {}), ...(m.config.resources?.memory ? { memory: m.config.resources.memory } : {}) };
+  const requests: Record<string, string> = {
+    ...(m.config.resources?.cpu ? { cpu: m.config.resources.cpu } : {}),
+    ...(m.config.resources?.memory ? { memory: m.config.resources.memory } : {}),
+  };
   const container = {
     name: 'runtime',
     image,
