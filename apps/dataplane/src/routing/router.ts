@@ -81,6 +81,11 @@ export function createRouter(o: RouterOptions): Router {
     pick(target, skip, body, log) {
       const s = settingsOf(target);
       const all = target.upstreams;
+      if (all.length === 1) {
+        // One replica (the common case): nothing to choose, nothing to learn; no hashing on this path.
+        const only = all[0]!;
+        return skip !== null && skip.has(only.origin) ? null : decide(target, only, s.policy, 'single', log);
+      }
       const candidates = skip === null ? all : all.filter((u) => !skip.has(u.origin));
       if (candidates.length === 0) return null;
       const healthy = candidates.filter((u) => !pools.get(u.origin).ejected);
