@@ -11,6 +11,32 @@ let platform: Platform;
 let browser: Browser;
 let context: BrowserContext;
 let page: Page;
+let deploymentPath: string | null = null;
+
+/** How far the page itself scrolls sideways (0 or less: it fits). */
+const overflow = (p: Page): Promise<number> => p.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+
+/** Waits until the page has rendered its data (no loading placeholders left). */
+async function settle(p: Page): Promise<void> {
+  await p.locator('h1').first().waitFor();
+  await p.waitForFunction(() => document.querySelectorAll('.state.loading').length === 0, undefined, { timeout: 15_000 });
+  await p.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+}
+
+/** Screenshots the page and records it when the page scrolls sideways. */
+async function check(p: Page, name: string, failures: string[]): Promise<void> {
+  await screenshot(p, name);
+  const extra = await overflow(p);
+  if (extra > 0) {
+    const culprits = await p.evaluate(() =>
+      [...document.querySelectorAll('body *')]
+        .filter((el) => el.getBoundingClientRect().right > window.innerWidth + 1)
+        .slice(0, 5)
+        .map((el) => `${el.tagName.toLowerCase()}.${[...el.classList].join('.')}`),
+    );
+    failures.push(`${name}: ${extra}px too wide (${culprits.join(', ')})`);
+  }
+}
 
 /** Runs a curl command exactly as the page shows it; returns the status and body. */
 async function runCurl(text: string): Promise<{ status: number; body: string }> {
@@ -24,7 +50,8 @@ async function login(p: Page): Promise<void> {
   await p.getByLabel('Email').fill(platform.env['ADMIN_EMAIL'] ?? '');
   await p.getByLabel('Password').fill(platform.env['ADMIN_PASSWORD'] ?? '');
   await p.getByRole('button', { name: 'Log in' }).click();
-  await p.getByRole('button', { name: 'Log out' }).waitFor();
+  // Attached, not necessarily visible: on a phone it sits in the closed menu.
+  await p.locator('.account button', { hasText: 'Log out' }).waitFor({ state: 'attached' });
 }
 
 beforeAll(async () => {
@@ -156,22 +183,48 @@ describe('web console', () => {
     expect(refused.status, refused.body).toBe(401);
   });
 
-  test('the playground streams a reply and the stop button ends it', async () => {
+  test('the playground streams a reply, shows its figures, and the stop button ends it', async () => {
     await login(page);
     const model = platform.env['SHARED_MODEL'] ?? '';
     await page.goto(new URL(`/playground?endpoint=${encodeURIComponent(model)}`, platform.consoleUrl).href);
-    await page.getByRole('button', { name: 'Create a playground key' }).click();
-    await page.locator('#pg-key option').first().waitFor({ state: 'attached' });
-    await page.getByLabel('max_tokens').fill('400');
-    await page.getByLabel('Message').fill('Tell me a long story about GPUs.');
+    // A pasted key is used as is (memory only), no key is minted for it.
+    await page.getByRole('radio', { name: 'Paste a key' }).check();
+    await page.locator('#pg-key-paste').fill(platform.env['INFERENCE_API_KEY'] ?? '');
+    await page.getByLabel('max_tokens').fill('12');
+    await page.getByLabel('Message').fill('Say something short.');
+    await page.getByRole('button', { name: 'Send' }).click();
+    await page.getByTestId('reply-stats').waitFor({ timeout: 20_000 });
+    expect(Number(await page.getByTestId('stat-completion').textContent())).toBe(12);
+    expect(Number(await page.getByTestId('stat-prompt').textContent())).toBeGreaterThan(0);
+    expect(await page.getByTestId('stat-ttft').textContent()).toMatch(/^\d+ ms$/);
+    expect(await page.getByTestId('stat-tps').textContent()).toMatch(/^\d+(\.\d)?$/);
+    expect(await page.getByTestId('stat-cost').textContent()).toMatch(/^\$\d/);
+    expect(await page.getByTestId('stat-finish').textContent()).toContain('Stopped at max_tokens (12)');
 
+    // After a reply the request tabs wrap inside their own box: the page never scrolls sideways.
     await page.getByRole('tab', { name: 'Request JSON' }).click();
     const json = JSON.parse((await page.getByTestId('request-json').textContent()) ?? '{}') as Record<string, unknown>;
-    expect(json).toMatchObject({ model, stream: true, max_tokens: 400, temperature: 0.7 });
+    expect(json).toMatchObject({ model, stream: true, max_tokens: 12, temperature: 0.7 });
+    expect(await overflow(page)).toBeLessThanOrEqual(0);
     await page.getByRole('tab', { name: 'curl' }).click();
     expect(await page.getByTestId('request-curl').textContent()).toContain('/chat/completions');
+    expect(await overflow(page)).toBeLessThanOrEqual(0);
+    await screenshot(page, 'desktop-playground-curl-after-reply');
     await page.getByRole('tab', { name: 'Chat' }).click();
 
+    // The playground key: created once, reused by a second tab of the same browser.
+    await page.getByRole('radio', { name: 'Playground key' }).check();
+    await page.getByRole('button', { name: 'Create the playground key' }).click();
+    await page.getByRole('button', { name: 'Create the playground key' }).waitFor({ state: 'detached' });
+    const second = await context.newPage();
+    await second.goto(page.url());
+    await second.getByRole('radio', { name: 'Playground key' }).waitFor();
+    expect(await second.getByRole('radio', { name: 'Playground key' }).isChecked()).toBe(true);
+    expect(await second.getByRole('button', { name: 'Create the playground key' }).count()).toBe(0);
+    await second.close();
+
+    await page.getByLabel('max_tokens').fill('400');
+    await page.getByLabel('Message').fill('Tell me a long story about GPUs.');
     await page.getByRole('button', { name: 'Send' }).click();
     const reply = page.getByTestId('streaming-reply');
     await expect.poll(async () => ((await reply.textContent()) ?? '').replace('…', '').length, { timeout: 15_000 }).toBeGreaterThan(5);
@@ -184,35 +237,130 @@ describe('web console', () => {
     expect(kept.length).toBeGreaterThan(0);
     // Cut short: far fewer words than the 400 tokens asked for.
     expect(kept.split(/\s+/).length).toBeLessThan(350);
+    // Only the one playground key was minted.
+    await page.getByRole('link', { name: 'API keys' }).click();
+    await page.locator('tr', { hasText: 'playground' }).first().waitFor();
+    expect(await page.locator('tr', { hasText: 'playground' }).count()).toBe(1);
   });
 
-  test('a dedicated deployment is created, runs, and its URL answers', async () => {
+  test('a dedicated deployment at min 0 is woken from its page, runs, and its URL answers', async () => {
     await login(page);
-    await page.getByRole('link', { name: 'Deployments' }).click();
     const entryName = 'DeepSeek-V3';
-    await page.getByLabel('Endpoint', { exact: true }).selectOption(entryName);
-    await page.getByRole('button', { name: 'Deploy', exact: true }).click();
-    const card = page.locator(`li[data-deployment="${entryName}"]`);
-    await card.waitFor();
-    await card.locator('[data-state="running"]').or(page.locator(`li[data-deployment="${entryName}"][data-state="running"]`)).first().waitFor({ timeout: 60_000 });
-    const url = (await card.getByTestId('deployment-url').textContent()) ?? '';
-    expect(url).toMatch(new RegExp(`/funccall/${platform.env['DEMO_TENANT']}/endpoints/${entryName}/v1$`));
+    // An admin sets the entry's GPU-hour price, and adds then removes an upstream whose key is never shown back.
+    await page.goto(new URL('/admin?section=catalog', platform.consoleUrl).href);
+    await page.getByRole('button', { name: `Edit ${entryName}` }).click();
+    await page.getByLabel('Dedicated ($ per GPU-hour)').fill('2.5');
+    await page.getByLabel('Runtime URL').fill('not a url');
+    await page.getByRole('button', { name: 'Add upstream' }).click();
+    await page.getByText('An absolute http(s) URL').waitFor();
+    await page.getByLabel('Runtime URL').fill('http://127.0.0.1:9/v1');
+    await page.getByLabel('API key (optional)').fill('sk-upstream-secret-e2e');
+    await page.getByRole('button', { name: 'Add upstream' }).click();
+    const upstream = page.locator('tr[data-upstream="http://127.0.0.1:9/v1"]');
+    await upstream.getByText('set (hidden)').waitFor();
+    expect(await page.content()).not.toContain('sk-upstream-secret-e2e');
+    await screenshot(page, 'desktop-admin-catalog-edit');
+    await upstream.getByRole('button', { name: /^Remove upstream/ }).click();
+    await upstream.waitFor({ state: 'detached' });
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByRole('button', { name: `Edit ${entryName}` }).waitFor();
 
-    let res: Response | undefined;
-    const deadline = Date.now() + 20_000;
-    do {
-      res = await fetch(`${url}/chat/completions`, {
-        method: 'POST',
-        headers: { Authorization: `Bearer ${platform.env['INFERENCE_API_KEY']}`, 'Content-Type': 'application/json' },
-        body: JSON.stringify({ messages: [{ role: 'user', content: 'hello' }], max_tokens: 16 }),
-      });
-      if (res.status === 200) break;
-      await new Promise((r) => setTimeout(r, 500));
-    } while (Date.now() < deadline);
+    await page.getByRole('link', { name: 'Deployments' }).click();
+    await page.getByLabel('Endpoint', { exact: true }).selectOption(entryName);
+    // The price is shown where the user decides (the seed sets no GPU-hour price: the line says so).
+    await expect.poll(() => page.locator('.price-line').textContent()).toContain('$2.50 per GPU-hour × 8 GPUs = $20.00 per replica-hour');
+    expect(await page.getByLabel('Min replicas').inputValue()).toBe('0');
+    await page.getByLabel('Scale to zero after (s)').fill('600');
+    await page.getByRole('button', { name: 'Deploy', exact: true }).click();
+    const article = page.locator(`article[data-deployment="${entryName}"]`);
+    await article.waitFor();
+    deploymentPath = new URL(page.url()).pathname;
+    await page.locator(`article[data-deployment="${entryName}"][data-state="scaled_to_zero"]`).waitFor({ timeout: 30_000 });
+    expect(await page.getByTestId('replicas').textContent()).toBe('0 / 0');
+    const url = (await page.getByTestId('deployment-url').textContent()) ?? '';
+    expect(url).toMatch(new RegExp(`/funccall/${platform.env['DEMO_TENANT']}/endpoints/${entryName}/v1$`));
+    const model = (await page.getByTestId('deployment-model').textContent()) ?? '';
+    expect(model).toMatch(new RegExp(`^[^/]+/${entryName}$`));
+
+    // Wake, and at once send a request: it is held through the cold start, then answered.
+    await page.getByRole('button', { name: 'Wake' }).click();
+    const res = await fetch(`${url}/chat/completions`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${platform.env['INFERENCE_API_KEY']}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello' }], max_tokens: 16 }),
+    });
     const body = (await res.json()) as { choices?: { message: { content: string } }[] };
     expect(res.status, JSON.stringify(body)).toBe(200);
     expect(body.choices?.[0]?.message.content.length).toBeGreaterThan(0);
-    await page.reload();
-    await card.getByTestId('replicas').waitFor();
+    expect(res.headers.get('x-cold-start')).toBe('true');
+    await page.locator(`article[data-deployment="${entryName}"][data-state="running"]`).waitFor({ timeout: 60_000 });
+    await expect.poll(() => page.getByTestId('replicas').textContent(), { timeout: 30_000 }).toBe('1 / 1');
+    expect(await page.getByTestId('last-scale-reason').textContent()).toMatch(/wake/);
+    // The node reports the cold start; the page lists it with its measured times.
+    await page.getByTestId('cold-starts').locator('tbody tr').first().waitFor({ timeout: 20_000 });
+    expect(await page.getByTestId('cold-p50').textContent()).toMatch(/^\d+\.\d\d s$/);
+
+    // GPU time accrues while the replica lives; the autoscaling form saves and the page shows the new value.
+    await expect.poll(async () => parseFloat((await page.getByTestId('gpu-hours').textContent()) ?? '0'), { timeout: 30_000 }).toBeGreaterThan(0);
+    await expect.poll(async () => parseFloat(((await page.getByTestId('gpu-cost').textContent()) ?? '$0').slice(1)), { timeout: 15_000 }).toBeGreaterThan(0);
+    await page.getByLabel('Max replicas').fill('2');
+    await page.getByRole('button', { name: 'Save autoscaling' }).click();
+    await page.getByText('Saved.').waitFor();
+    await page.locator('.uplot-box canvas').first().waitFor();
+  });
+
+  // Issue 13 item 15: every page at desktop and phone width, no horizontal page scrolling, a screenshot of each.
+  test('every page fits 1366 and 390 px wide without scrolling sideways', async () => {
+    const model = platform.env['SHARED_MODEL'] ?? '';
+    const pages: [string, string][] = [
+      ['catalog', '/'],
+      ['endpoint', `/endpoints/${encodeURIComponent(model)}`],
+      ['playground', `/playground?endpoint=${encodeURIComponent(model)}`],
+      ['keys', '/keys'],
+      ['deployments', '/deployments'],
+      ...(deploymentPath ? [['deployment', deploymentPath] as [string, string]] : []),
+      ['usage', '/usage'],
+      ['admin-tokens', '/admin-tokens'],
+      ['admin-catalog', '/admin?section=catalog'],
+      ['admin-tenants', '/admin?section=tenants'],
+      ['admin-audit', '/admin?section=audit'],
+    ];
+    const failures: string[] = [];
+    for (const [label, width, height] of [['desktop', 1366, 900], ['phone', 390, 844]] as const) {
+      const ctx = await browser.newContext({ viewport: { width, height }, deviceScaleFactor: 1, isMobile: label === 'phone', hasTouch: label === 'phone' });
+      const p = await ctx.newPage();
+      p.setDefaultTimeout(15_000);
+      const consoleErrors: string[] = [];
+      p.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+      await p.goto(new URL('/login', platform.consoleUrl).href);
+      await settle(p);
+      await check(p, `${label}-login`, failures);
+      await login(p);
+      for (const [name, path] of pages) {
+        await p.goto(new URL(path, platform.consoleUrl).href);
+        await settle(p);
+        await check(p, `${label}-${name}`, failures);
+      }
+      if (label === 'phone') {
+        // The navigation is a menu: closed, the links are hidden; open, every one is visible.
+        expect(await p.getByRole('link', { name: 'Usage' }).isVisible()).toBe(false);
+        await p.getByRole('button', { name: 'Menu' }).click();
+        for (const link of ['Catalog', 'Playground', 'API keys', 'Deployments', 'Usage', 'Admin tokens', 'Admin']) {
+          expect(await p.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: link, exact: true }).isVisible()).toBe(true);
+        }
+        await check(p, 'phone-menu-open', failures);
+        await p.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Catalog', exact: true }).click();
+        // The catalog's filters fold behind one control.
+        await p.locator('.entry-card').first().waitFor();
+        expect(await p.locator('button[data-facet="tag"]').first().isVisible()).toBe(false);
+        await p.getByRole('button', { name: /^Filters/ }).click();
+        expect(await p.locator('button[data-facet="tag"]').first().isVisible()).toBe(true);
+        await check(p, 'phone-catalog-filters-open', failures);
+      }
+      expect(consoleErrors.filter((e) => /pattern/i.test(e)), 'no invalid pattern attribute').toEqual([]);
+      await ctx.close();
+    }
+    expect(failures).toEqual([]);
   });
 });
+

@@ -17,6 +17,10 @@ export type TenantInvitation = RouterOutputs['tenants']['invitations']['list'][n
 export type MyInvitation = RouterOutputs['tenants']['invitations']['mine'][number];
 export type AuditRow = RouterOutputs['audit']['list'][number];
 export type EntryPatch = Omit<RouterInputs['catalog']['update'], 'id'>;
+export type Autoscaling = NonNullable<RouterInputs['deployments']['scale']['autoscaling']>;
+export type ColdStarts = RouterOutputs['deployments']['coldStarts'];
+export type Upstream = RouterOutputs['catalog']['upstreams']['list'][number];
+export type UpstreamInput = RouterInputs['catalog']['upstreams']['add'];
 
 export const api = {
   catalog: {
@@ -28,6 +32,10 @@ export const api = {
     update: (id: string, patch: EntryPatch) => trpc.catalog.update.mutate({ id, ...patch }),
     publish: (id: string) => trpc.catalog.publish.mutate({ id }),
     unpublish: (id: string) => trpc.catalog.unpublish.mutate({ id }),
+    observedColdStart: (id: string) => trpc.catalog.observedColdStart.query({ id }),
+    upstreams: (entryId: string) => trpc.catalog.upstreams.list.query({ entryId }),
+    addUpstream: (input: UpstreamInput) => trpc.catalog.upstreams.add.mutate(input),
+    removeUpstream: (upstreamId: string) => trpc.catalog.upstreams.remove.mutate({ upstreamId }),
   },
   platform: { urls: () => trpc.platform.urls.query() },
   auth: {
@@ -51,10 +59,14 @@ export const api = {
   },
   deployments: {
     list: (tenantId: string) => trpc.deployments.list.query({ tenantId }),
-    create: (tenantId: string, entryName: string, minReplicas: number, maxReplicas: number) =>
-      trpc.deployments.create.mutate({ tenantId, entryName, minReplicas, maxReplicas }),
-    scale: (tenantId: string, deploymentId: string, minReplicas: number, maxReplicas: number) =>
-      trpc.deployments.scale.mutate({ tenantId, deploymentId, minReplicas, maxReplicas }),
+    get: (tenantId: string, deploymentId: string) => trpc.deployments.get.query({ tenantId, deploymentId }),
+    create: (tenantId: string, entryName: string, minReplicas: number, maxReplicas: number, autoscaling?: Autoscaling) =>
+      trpc.deployments.create.mutate({ tenantId, entryName, minReplicas, maxReplicas, ...(autoscaling ? { autoscaling } : {}) }),
+    scale: (tenantId: string, deploymentId: string, minReplicas: number, maxReplicas: number, autoscaling?: Autoscaling) =>
+      trpc.deployments.scale.mutate({ tenantId, deploymentId, minReplicas, maxReplicas, ...(autoscaling ? { autoscaling } : {}) }),
+    wake: (tenantId: string, deploymentId: string) => trpc.deployments.wake.mutate({ tenantId, deploymentId }),
+    gpuSeconds: (tenantId: string, deploymentId: string, from: string, to: string) => trpc.deployments.gpuSeconds.query({ tenantId, deploymentId, from, to }),
+    coldStarts: (tenantId: string, deploymentId: string) => trpc.deployments.coldStarts.query({ tenantId, deploymentId, limit: 20 }),
     stop: (tenantId: string, deploymentId: string) => trpc.deployments.stop.mutate({ tenantId, deploymentId }),
     start: (tenantId: string, deploymentId: string) => trpc.deployments.start.mutate({ tenantId, deploymentId }),
     delete: (tenantId: string, deploymentId: string) => trpc.deployments.delete.mutate({ tenantId, deploymentId }),
@@ -72,6 +84,7 @@ export const api = {
     invitations: (tenantId: string) => trpc.tenants.invitations.list.query({ tenantId }),
     revokeInvitation: (tenantId: string, invitationId: string) => trpc.tenants.invitations.revoke.mutate({ tenantId, invitationId }),
     removeMember: (tenantId: string, userId: string) => trpc.tenants.members.remove.mutate({ tenantId, userId }),
+    setLimits: (tenantId: string, rpmLimit: number | null, tpmLimit: number | null) => trpc.tenants.setLimits.mutate({ tenantId, rpmLimit, tpmLimit }),
   },
   /** Invitations addressed to the logged-in user. */
   invitations: {
@@ -80,6 +93,6 @@ export const api = {
     decline: (invitationId: string) => trpc.tenants.invitations.decline.mutate({ invitationId }),
   },
   audit: {
-    list: (input: { tenantId?: string; limit?: number; before?: number }) => trpc.audit.list.query(input),
+    list: (input: { tenantId?: string; limit?: number; before?: number; action?: string }) => trpc.audit.list.query(input),
   },
 };

@@ -1,10 +1,11 @@
 import { useMutation } from '@tanstack/react-query';
-import { useEffect, type ReactNode } from 'react';
+import { useEffect, useState, type ReactNode } from 'react';
 import { api } from './api.tsx';
 import { Loading } from './components/states.tsx';
 import { AdminTokensPage } from './pages/admin-tokens.tsx';
 import { AdminPage } from './pages/admin.tsx';
 import { CatalogPage } from './pages/catalog.tsx';
+import { DeploymentPage } from './pages/deployment.tsx';
 import { DeploymentsPage } from './pages/deployments.tsx';
 import { EndpointPage } from './pages/endpoint.tsx';
 import { KeysPage } from './pages/keys.tsx';
@@ -28,7 +29,10 @@ function NavLink({ to, children }: { to: string; children: ReactNode }) {
 
 function Header() {
   const session = useSession();
-  const { navigate } = useRouter();
+  const { navigate, location } = useRouter();
+  const [menuOpen, setMenuOpen] = useState(false);
+  // A phone's menu closes when the page changes.
+  useEffect(() => setMenuOpen(false), [location.path]);
   const logout = useMutation({
     mutationFn: () => api.auth.logout(),
     onSettled: async () => {
@@ -44,41 +48,52 @@ function Header() {
       <div className="brand">
         <Link to="/">Inference Platform</Link> <span className="beta" title="This service is in beta">beta</span>
       </div>
-      <nav aria-label="Main">
-        <NavLink to="/">Catalog</NavLink>
-        {me && <NavLink to="/playground">Playground</NavLink>}
-        {me && <NavLink to="/keys">API keys</NavLink>}
-        {me && <NavLink to="/deployments">Deployments</NavLink>}
-        {me && <NavLink to="/usage">Usage</NavLink>}
-        {(me?.isPlatformAdmin || session.tenant?.role === 'owner') && <NavLink to="/admin-tokens">Admin tokens</NavLink>}
-        {me?.isPlatformAdmin && <NavLink to="/admin">Admin</NavLink>}
-      </nav>
-      <div className="account">
-        {session.loading ? null : me ? (
-          <>
-            {me.tenants.length > 1 && (
-              <label className="tenant-picker">
-                <span className="visually-hidden">Tenant</span>
-                <select value={session.tenantId ?? ''} onChange={(e) => session.setTenantId(e.target.value)}>
-                  {me.tenants.map((t) => (
-                    <option key={t.id} value={t.id}>
-                      {t.name || t.slug}
-                    </option>
-                  ))}
-                </select>
-              </label>
-            )}
-            {me.tenants.length === 1 && session.tenant && <span className="muted tenant-name">{session.tenant.name || session.tenant.slug}</span>}
-            <span className="muted user-email">{me.user?.email ?? "admin token"}</span>
-            <button type="button" onClick={() => logout.mutate()} disabled={logout.isPending}>
-              Log out
-            </button>
-          </>
-        ) : (
-          <Link to="/login" className="button">
-            Log in
-          </Link>
-        )}
+      <button
+        type="button"
+        className="menu-button"
+        aria-expanded={menuOpen}
+        aria-controls="site-menu"
+        onClick={() => setMenuOpen(!menuOpen)}
+      >
+        <span aria-hidden="true" className="menu-icon" /> Menu
+      </button>
+      <div id="site-menu" className={`site-menu${menuOpen ? ' open' : ''}`}>
+        <nav aria-label="Main">
+          <NavLink to="/">Catalog</NavLink>
+          {me && <NavLink to="/playground">Playground</NavLink>}
+          {me && <NavLink to="/keys">API keys</NavLink>}
+          {me && <NavLink to="/deployments">Deployments</NavLink>}
+          {me && <NavLink to="/usage">Usage</NavLink>}
+          {(me?.isPlatformAdmin || session.tenant?.role === 'owner') && <NavLink to="/admin-tokens">Admin tokens</NavLink>}
+          {me?.isPlatformAdmin && <NavLink to="/admin">Admin</NavLink>}
+        </nav>
+        <div className="account">
+          {session.loading ? null : me ? (
+            <>
+              {me.tenants.length > 1 && (
+                <label className="tenant-picker">
+                  <span className="visually-hidden">Tenant</span>
+                  <select value={session.tenantId ?? ''} onChange={(e) => session.setTenantId(e.target.value)}>
+                    {me.tenants.map((t) => (
+                      <option key={t.id} value={t.id}>
+                        {t.name || t.slug}
+                      </option>
+                    ))}
+                  </select>
+                </label>
+              )}
+              {me.tenants.length === 1 && session.tenant && <span className="muted tenant-name">{session.tenant.name || session.tenant.slug}</span>}
+              <span className="muted user-email">{me.user?.email ?? 'admin token'}</span>
+              <button type="button" onClick={() => logout.mutate()} disabled={logout.isPending}>
+                Log out
+              </button>
+            </>
+          ) : (
+            <Link to="/login" className="button">
+              Log in
+            </Link>
+          )}
+        </div>
       </div>
     </header>
   );
@@ -108,6 +123,8 @@ function Routes() {
   if (path === '/login') return <LoginPage />;
   if (path === '/keys') return <RequireLogin><KeysPage /></RequireLogin>;
   if (path === '/deployments') return <RequireLogin><DeploymentsPage /></RequireLogin>;
+  const deployment = /^\/deployments\/([^/]+)$/.exec(path);
+  if (deployment?.[1]) return <RequireLogin><DeploymentPage id={decodeURIComponent(deployment[1])} /></RequireLogin>;
   if (path === '/usage') return <RequireLogin><UsagePage /></RequireLogin>;
   if (path === '/playground') return <RequireLogin><PlaygroundPage /></RequireLogin>;
   if (path === '/admin-tokens') return <RequireLogin tenantOptional><AdminTokensPage /></RequireLogin>;

@@ -2,6 +2,7 @@ import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { createContext, useCallback, useContext, useEffect, useMemo, useState, type ReactNode } from 'react';
 import { api, type Me } from './api.tsx';
 import { isUnauthorized } from './trpc.tsx';
+import { forgetAllPlaygroundKeys } from './lib/playground-key.ts';
 
 /** A key created in this browser tab: its secret lives only in sessionStorage, for the playground and snippets. */
 export interface SessionKey {
@@ -97,4 +98,5 @@ export function useSession(): SessionValue {
 
 export function clearSessionKeys(): void {
   sessionStorage.removeItem(KEYS_STORAGE);
+  forgetAllPlaygroundKeys();
 }

@@ -18,3 +18,62 @@ export function formatUsd(n: number): string {
 
 /** YYYY-MM-DD of a date in UTC. */
 export const isoDay = (d: Date): string => d.toISOString().slice(0, 10);
+
+/** Context lengths as users read them: 131072 -> "128K", 1048576 -> "1M" (binary K, as model cards write them). */
+export function formatContext(n: number | null | undefined): string {
+  if (n == null) return '';
+  if (n >= 1_048_576 && n % 1_048_576 === 0) return `${n / 1_048_576}M`;
+  if (n >= 1024 && n % 1024 === 0) return `${n / 1024}K`;
+  if (n >= 1000) return `${Math.round(n / 1000)}K`;
+  return String(n);
+}
+
+const PROVIDER_LABELS: Readonly<Record<string, string>> = {
+  meta: 'Meta', 'meta-llama': 'Meta', 'deepseek-ai': 'DeepSeek', deepseek: 'DeepSeek', qwen: 'Qwen', mistralai: 'Mistral AI',
+  mistral: 'Mistral AI', google: 'Google', microsoft: 'Microsoft', openai: 'OpenAI', anthropic: 'Anthropic', nvidia: 'NVIDIA',
+  'moonshotai': 'Moonshot AI', 'zai-org': 'Z.ai', ibm: 'IBM', cohere: 'Cohere',
+};
+
+/**
+ * A provider as a label (one casing everywhere). Display only: filters and the dedicated model name
+ * (`dedicatedModelName`) keep the stored provider value.
+ */
+export function providerLabel(provider: string | null | undefined): string {
+  const p = (provider ?? '').trim();
+  if (!p) return '';
+  return PROVIDER_LABELS[p.toLowerCase()] ?? p.charAt(0).toUpperCase() + p.slice(1);
+}
+
+/** GPU-seconds as GPU-hours, with enough digits to see a short demo. */
+export function formatGpuHours(seconds: number): string {
+  const h = seconds / 3600;
+  if (h === 0) return '0 GPU-h';
+  if (h < 0.01) return `${h.toFixed(4)} GPU-h`;
+  if (h < 10) return `${h.toFixed(2)} GPU-h`;
+  return `${h.toFixed(1)} GPU-h`;
+}
+
+/** A duration in seconds, short: "45 s", "15 min", "2 h". */
+export function formatSeconds(s: number): string {
+  if (s < 120) return `${Math.round(s * 10) / 10} s`;
+  if (s < 7200) return `${Math.round(s / 6) / 10} min`;
+  return `${Math.round(s / 360) / 10} h`;
+}
+
+/** Dates in tables: one short line ("Nov 22, 14:05"; the year only when not this year). */
+export function formatShortDate(d: DateLike): string {
+  if (d === null || d === undefined || d === '') return '—';
+  const date = new Date(d);
+  if (Number.isNaN(date.getTime())) return '—';
+  const sameYear = date.getFullYear() === new Date().getFullYear();
+  return date.toLocaleString('en-US', { ...(sameYear ? {} : { year: 'numeric' }), month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', hour12: false });
+}
+
+/** RFC 4180 CSV. */
+export function toCsv(rows: readonly (readonly (string | number | null)[])[]): string {
+  const cell = (v: string | number | null) => {
+    const s = v == null ? '' : String(v);
+    return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+  };
+  return rows.map((r) => r.map(cell).join(',')).join('\r\n') + '\r\n';
+}

@@ -56,3 +56,36 @@ describe('SSE reader', () => {
     expect(text).toBe('Hello');
   });
 });
+
+describe('console display rules', () => {
+  it('shows context lengths as users read them', async () => {
+    const { formatContext } = await import('./format.ts');
+    expect(formatContext(131072)).toBe('128K');
+    expect(formatContext(32768)).toBe('32K');
+    expect(formatContext(1048576)).toBe('1M');
+    expect(formatContext(200000)).toBe('200K');
+    expect(formatContext(512)).toBe('512');
+    expect(formatContext(null)).toBe('');
+  });
+  it('labels providers with one casing, keeping unknown ones', async () => {
+    const { providerLabel } = await import('./format.ts');
+    expect(providerLabel('deepseek-ai')).toBe('DeepSeek');
+    expect(providerLabel('mistralai')).toBe('Mistral AI');
+    expect(providerLabel('openai')).toBe('OpenAI');
+    expect(providerLabel('Meta')).toBe('Meta');
+    expect(providerLabel('acme')).toBe('Acme');
+    expect(providerLabel('')).toBe('');
+  });
+  it('writes RFC 4180 CSV', async () => {
+    const { toCsv } = await import('./format.ts');
+    expect(toCsv([['a', 'b'], ['x,y', 'say "hi"'], [1, null]])).toBe('a,b\r\n"x,y","say ""hi"""\r\n1,\r\n');
+  });
+  it('checks the autoscaling knobs with the service bounds', async () => {
+    const { scalingErrors, toAutoscaling, DEFAULT_SCALING } = await import('../components/autoscaling-fields.tsx');
+    expect(scalingErrors(DEFAULT_SCALING)).toEqual({});
+    expect(toAutoscaling(DEFAULT_SCALING)).toEqual({ targetConcurrency: null, scaleToZeroAfterSeconds: 900, scaleDownDelaySeconds: 60 });
+    const bad = scalingErrors({ min: '3', max: '2', target: '0', toZero: '5', downDelay: '-1' });
+    expect(Object.keys(bad).sort()).toEqual(['downDelay', 'min', 'target', 'toZero']);
+    expect(scalingErrors({ ...DEFAULT_SCALING, max: '9' }).max).toContain('1 to 8');
+  });
+});

@@ -2,12 +2,13 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useId, useState, type FormEvent } from 'react';
 import { api, type CatalogEntry, type EntryPatch } from '../api.tsx';
 import { Empty, ErrorBox, QueryView } from '../components/states.tsx';
-import { formatDate } from '../lib/format.ts';
+import { UpstreamsEditor } from '../components/upstreams-editor.tsx';
+import { formatShortDate, providerLabel } from '../lib/format.ts';
 import { parseColdStart, parseConcurrency, parseCount, parseList, parseParameterSize, parsePrice } from '../lib/spec-forms.ts';
 
 interface Draft {
   name: string; provider: string; parameterSize: string; gpuCount: string; contextLength: string; concurrency: string;
-  coldStartTtft: string; priceIn: string; priceOut: string; useCases: string; summary: string; detailedIntro: string; tags: string;
+  coldStartTtft: string; priceIn: string; priceOut: string; priceGpuHour: string; useCases: string; summary: string; detailedIntro: string; tags: string;
   offeredShared: boolean; offeredDedicated: boolean;
 }
 
@@ -19,6 +20,7 @@ function toDraft(e: CatalogEntry | null): Draft {
     gpuCount: e?.gpuCount == null ? '' : String(e.gpuCount), contextLength: e?.contextLength == null ? '' : String(e.contextLength),
     concurrency: e?.concurrency ?? '', coldStartTtft: e?.coldStartTtft ?? '',
     priceIn: e?.priceInputPerM == null ? '' : String(e.priceInputPerM), priceOut: e?.priceOutputPerM == null ? '' : String(e.priceOutputPerM),
+    priceGpuHour: e?.dedicatedPricePerGpuHour == null ? '' : String(e.dedicatedPricePerGpuHour),
     useCases: e?.recommendedUseCases ?? '', summary: e && e.summary !== DEFAULT_SUMMARY ? e.summary : '', detailedIntro: e?.detailedIntro ?? '',
     tags: e?.tags.join(', ') ?? '', offeredShared: e?.offeredShared ?? true, offeredDedicated: e?.offeredDedicated ?? false,
   };
@@ -36,6 +38,7 @@ function validate(d: Draft): Partial<Record<keyof Draft, string>> {
     ['contextLength', parseCount(d.contextLength, 'Context Length').error],
     ['priceIn', parsePrice(d.priceIn, 'Input price').error],
     ['priceOut', parsePrice(d.priceOut, 'Output price').error],
+    ['priceGpuHour', parsePrice(d.priceGpuHour, 'GPU-hour price').error],
   ];
   for (const [k, err] of checks) if (err) errors[k] = err;
   return errors;
@@ -53,6 +56,7 @@ function toPatch(d: Draft): EntryPatch & { name: string } {
     coldStartTtft: blank(d.coldStartTtft),
     priceInputPerMillion: parsePrice(d.priceIn, '').value,
     priceOutputPerMillion: parsePrice(d.priceOut, '').value,
+    dedicatedPricePerGpuHour: parsePrice(d.priceGpuHour, '').value,
     recommendedUseCases: blank(parseList(d.useCases).join(', ')),
     summary: blank(d.summary),
     detailedIntro: blank(d.detailedIntro),
@@ -120,6 +124,7 @@ function EntryForm({ entry, onDone }: { entry: CatalogEntry | null; onDone(): vo
       <div className="row">
         {field('priceIn', 'Input price ($ per 1M tokens)', { placeholder: '0.20' })}
         {field('priceOut', 'Output price ($ per 1M tokens)', { placeholder: '0.60' })}
+        {field('priceGpuHour', 'Dedicated ($ per GPU-hour)', { placeholder: '2.50' })}
       </div>
       {field('useCases', 'Recommended Use Cases', { placeholder: 'Chat, Coding', hint: 'Comma-separated' })}
       {field('tags', 'Tags', { placeholder: 'coding-tool, long-context', hint: 'Comma-separated' })}
@@ -157,6 +162,7 @@ export function AdminCatalog() {
       <div className="panel">
         <h2>{editing === 'new' ? 'New catalog entry' : `Edit ${editing.name}`}</h2>
         <EntryForm entry={editing === 'new' ? null : editing} onDone={() => setEditing(null)} />
+        {editing !== 'new' && <UpstreamsEditor entry={editing} />}
       </div>
     );
   }
@@ -170,19 +176,19 @@ export function AdminCatalog() {
             <Empty>The catalog is empty.</Empty>
           ) : (
             <div className="table-wrap">
-              <table>
+              <table className="stack-table">
                 <thead>
                   <tr><th scope="col">Name</th><th scope="col">Provider</th><th scope="col">Modes</th><th scope="col">Status</th><th scope="col">Updated</th><th scope="col"><span className="visually-hidden">Actions</span></th></tr>
                 </thead>
                 <tbody>
                   {entries.map((e) => (
                     <tr key={e.id}>
-                      <td>{e.name}</td>
-                      <td>{e.provider || '—'}</td>
-                      <td>{[e.offeredShared && 'shared', e.offeredDedicated && 'dedicated'].filter(Boolean).join(', ') || '—'}</td>
-                      <td><span className={`state-badge ${e.published ? 's-active' : ''}`}>{e.published ? 'published' : 'draft'}</span></td>
-                      <td>{formatDate(e.updatedAt)}</td>
-                      <td className="row">
+                      <td data-label="Name" className="name-cell">{e.name}</td>
+                      <td data-label="Provider">{providerLabel(e.provider) || '—'}</td>
+                      <td data-label="Modes">{[e.offeredShared && 'shared', e.offeredDedicated && 'dedicated'].filter(Boolean).join(', ') || '—'}</td>
+                      <td data-label="Status"><span className={`state-badge ${e.published ? 's-active' : ''}`}>{e.published ? 'published' : 'draft'}</span></td>
+                      <td data-label="Updated" className="nowrap">{formatShortDate(e.updatedAt)}</td>
+                      <td className="row actions-cell">
                         <button type="button" onClick={() => setEditing(e)} aria-label={`Edit ${e.name}`}>Edit</button>
                         <button type="button" onClick={() => toggle.mutate(e)} disabled={toggle.isPending} aria-label={`${e.published ? 'Unpublish' : 'Publish'} ${e.name}`}>
                           {e.published ? 'Unpublish' : 'Publish'}

@@ -2,7 +2,14 @@ import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { api, type CatalogEntry } from '../api.tsx';
 import { Empty, ErrorBox, Loading } from '../components/states.tsx';
+import { formatContext, formatInt, providerLabel } from '../lib/format.ts';
 import { Link, useRouter } from '../router.tsx';
+
+/** Context length as users read it (128K), the exact number on hover. */
+export function ContextLength({ n }: { n: number | null }) {
+  if (n == null) return <>—</>;
+  return <abbr className="ctx" title={`${formatInt(n)} tokens`} data-exact={n}>{formatContext(n)}</abbr>;
+}
 
 type FacetKey = 'provider' | 'tag' | 'useCase';
 const FACETS: readonly { key: FacetKey; label: string; values: (e: CatalogEntry) => string[] }[] = [
@@ -31,10 +38,10 @@ export function EntryCard({ entry }: { entry: CatalogEntry }) {
         <Link to={`/endpoints/${encodeURIComponent(entry.name)}`}>{entry.name}</Link>
       </h3>
       <dl className="facts">
-        <div><dt>Provider</dt><dd>{entry.provider || '—'}</dd></div>
+        <div><dt>Provider</dt><dd>{providerLabel(entry.provider) || '—'}</dd></div>
         <div><dt>Parameter Size</dt><dd>{entry.parameterSize || '—'}</dd></div>
-        <div><dt>Context Length</dt><dd>{entry.contextLength ?? '—'}</dd></div>
-        <div><dt>Token Price</dt><dd>{entry.tokenPrice || '—'}</dd></div>
+        <div><dt>Context Length</dt><dd><ContextLength n={entry.contextLength} /></dd></div>
+        <div><dt>{entry.offeredShared ? 'Token Price' : 'GPU-hour price'}</dt><dd>{(entry.offeredShared ? entry.tokenPrice : entry.dedicatedPrice) || '—'}</dd></div>
       </dl>
       <p className="modes">
         {entry.offeredShared && <span className="pill">Shared</span>}
@@ -80,6 +87,9 @@ export function CatalogPage() {
   const results = useQuery({ queryKey: ['catalog.list', input], queryFn: () => api.catalog.list(input), placeholderData: keepPreviousData });
   const facets = useQuery({ queryKey: ['catalog.facets'], queryFn: () => api.catalog.facets() });
   const active = Object.keys(filters).length > 0 || urlSearch !== '';
+  // Phones: the facets fold behind a "Filters" control (CSS shows them always on wide screens).
+  const [filtersOpen, setFiltersOpen] = useState(false);
+  const activeCount = Object.keys(filters).length;
 
   return (
     <section className="catalog">
@@ -95,6 +105,10 @@ export function CatalogPage() {
             <label htmlFor="catalog-search">Search by name</label>
             <input id="catalog-search" type="search" value={search} placeholder="e.g. llama" onChange={(e) => setSearch(e.target.value)} />
           </form>
+          <button type="button" className="filters-toggle" aria-expanded={filtersOpen} aria-controls="catalog-facets" onClick={() => setFiltersOpen(!filtersOpen)}>
+            Filters{activeCount > 0 ? ` (${activeCount})` : ''}
+          </button>
+          <div id="catalog-facets" className={`facets${filtersOpen ? ' open' : ''}`}>
           {facets.isPending || all.isPending ? (
             <Loading what="Loading filters" />
           ) : facets.isError || all.isError ? (
@@ -121,7 +135,7 @@ export function CatalogPage() {
                               data-facet={f.key}
                               onClick={() => setParam(f.key, selected ? null : v)}
                             >
-                              <span>{v}</span> <span className="count">{counts.get(v) ?? 0}</span>
+                              <span>{f.key === 'provider' ? providerLabel(v) : v}</span> <span className="count">{counts.get(v) ?? 0}</span>
                             </button>
                           </li>
                         );
@@ -132,6 +146,7 @@ export function CatalogPage() {
               );
             })
           )}
+          </div>
           {active && (
             <button type="button" className="link-button" onClick={() => navigate('/', { replace: true })}>
               Clear filters

@@ -1,5 +1,5 @@
 import { useQuery } from '@tanstack/react-query';
-import { useState } from 'react';
+import { useState, type ReactNode } from 'react';
 import { dedicatedBaseUrl, dedicatedModelName } from '@infer/shared/public-urls';
 import { api, type CatalogEntry, type CreatedKey } from '../api.tsx';
 import { CreateKeyForm, NewKeyNotice } from '../components/create-key.tsx';
@@ -7,21 +7,33 @@ import { IntegrationView } from '../components/integration.tsx';
 import { ErrorBox, Loading } from '../components/states.tsx';
 import { Tabs } from '../components/tabs.tsx';
 import { Link } from '../router.tsx';
+import { providerLabel } from '../lib/format.ts';
+import { ContextLength } from './catalog.tsx';
+import { StateBadge } from './deployments.tsx';
 import { useSession } from '../session.tsx';
 
-// One home for the URL and model-name rules: the control plane builds its integration views with them too.
-export { dedicatedBaseUrl, dedicatedModelName } from '@infer/shared/public-urls';
 
 function Fields({ entry }: { entry: CatalogEntry }) {
-  const rows: [string, string][] = [
+  const observed = useQuery({ queryKey: ['catalog.observedColdStart', entry.id], queryFn: () => api.catalog.observedColdStart(entry.id), enabled: entry.offeredDedicated });
+  const o = observed.data;
+  const coldStart: ReactNode = (
+    <>
+      {entry.coldStartTtft || '—'}
+      {o && o.samples > 0 && o.p50Seconds != null && (
+        <span className="muted small" data-testid="observed-cold-start"> · observed p50 {o.p50Seconds.toFixed(1)} s, p95 {(o.p95Seconds ?? o.p50Seconds).toFixed(1)} s ({o.samples} cold start{o.samples === 1 ? '' : 's'})</span>
+      )}
+    </>
+  );
+  const rows: [string, ReactNode][] = [
     ['Name', entry.name],
-    ['Provider', entry.provider],
+    ['Provider', providerLabel(entry.provider)],
     ['Parameter Size', entry.parameterSize],
     ['GPU Count', entry.gpuCount == null ? '' : String(entry.gpuCount)],
-    ['Context Length', entry.contextLength == null ? '' : String(entry.contextLength)],
+    ['Context Length', entry.contextLength == null ? '' : <ContextLength n={entry.contextLength} />],
     ['Concurrency', entry.concurrency],
-    ['Cold Start TTFT', entry.coldStartTtft],
+    ['Cold Start TTFT', coldStart],
     ['Token Price', entry.tokenPrice],
+    ['Dedicated price', entry.dedicatedPrice],
     ['Recommended Use Cases', entry.recommendedUseCases],
     ['Tags', entry.tags.join(', ')],
   ];
@@ -127,7 +139,7 @@ export function EndpointPage({ name }: { name: string }) {
               <IntegrationView mode="shared" baseUrl={urls.data.sharedBaseUrl} model={e.name} apiKey={apiKey} />
             ) : tenant && deployment ? (
               <>
-                <p className="muted small">Deployment state: <span className={`state-badge s-${deployment.state}`}>{deployment.state}</span></p>
+                <p className="muted small">Deployment: <StateBadge state={deployment.state} /> {deployment.readyReplicas} / {deployment.desiredReplicas} replicas ready · <Link to={`/deployments/${deployment.id}`}>details</Link></p>
                 <IntegrationView mode="dedicated" baseUrl={dedicatedBaseUrl(urls.data, tenant.slug, e.name)} model={dedicatedModelName(e.name, e.provider)} apiKey={apiKey} />
               </>
             ) : null}

@@ -5,13 +5,51 @@ import { CopyButton } from '../components/copy-button.tsx';
 import { ErrorBox, Loading } from '../components/states.tsx';
 import { Tabs } from '../components/tabs.tsx';
 import { chunkText, readSse } from '../lib/sse.ts';
+import { formatUsd } from '../lib/format.ts';
+import { forgetPlaygroundKey, loadPlaygroundKey, savePlaygroundKey } from '../lib/playground-key.ts';
 import { curlSnippet, KEY_PLACEHOLDER, requestBody, type SnippetInput } from '@infer/shared/snippets';
 import { Link, useRouter } from '../router.tsx';
 import { useSession } from '../session.tsx';
-import { dedicatedBaseUrl, dedicatedModelName } from './endpoint.tsx';
+import { dedicatedBaseUrl, dedicatedModelName } from '@infer/shared/public-urls';
 
 interface Turn { role: 'user' | 'assistant'; content: string }
 type View = 'chat' | 'json' | 'curl';
+type KeySource = 'paste' | 'playground' | 'tab';
+
+/** What the last reply measured: usage from the stream's final chunk, timings from this page. */
+interface ReplyStats {
+  readonly promptTokens: number | null;
+  readonly completionTokens: number | null;
+  readonly ttftMs: number | null;
+  readonly totalMs: number;
+  readonly tokensPerSecond: number | null;
+  readonly finishReason: string | null;
+  readonly maxTokens: number;
+  readonly costUsd: number | null;
+  readonly mode: 'shared' | 'dedicated';
+}
+
+function finishText(s: ReplyStats): string {
+  if (s.finishReason === 'length') return `Stopped at max_tokens (${s.maxTokens}): the reply was cut off. Raise max_tokens for a longer answer.`;
+  if (s.finishReason === 'stop') return 'Finished normally (stop).';
+  return s.finishReason ? `Finish reason: ${s.finishReason}` : 'No finish reason reported.';
+}
+
+function StatsView({ stats }: { stats: ReplyStats }) {
+  const n = (v: number | null) => (v == null ? '—' : v.toLocaleString('en-US'));
+  return (
+    <div className="reply-stats" data-testid="reply-stats">
+      <dl>
+        <div><dt>Prompt tokens</dt><dd data-testid="stat-prompt">{n(stats.promptTokens)}</dd></div>
+        <div><dt>Completion tokens</dt><dd data-testid="stat-completion">{n(stats.completionTokens)}</dd></div>
+        <div><dt>Time to first token</dt><dd data-testid="stat-ttft">{stats.ttftMs == null ? '—' : `${Math.round(stats.ttftMs)} ms`}</dd></div>
+        <div><dt>Tokens/s</dt><dd data-testid="stat-tps">{stats.tokensPerSecond == null ? '—' : stats.tokensPerSecond.toFixed(1)}</dd></div>
+        <div><dt>Cost</dt><dd data-testid="stat-cost">{stats.mode === 'dedicated' ? 'GPU time' : stats.costUsd == null ? '—' : formatUsd(stats.costUsd)}</dd></div>
+      </dl>
+      <p className={stats.finishReason === 'length' ? 'finish warn' : 'finish'} data-testid="stat-finish">{finishText(stats)}</p>
+    </div>
+  );
+}
 
 /** Reads the OpenAI error body of a failed call, if it has one. */
 async function failure(res: Response): Promise<string> {
@@ -35,8 +73,13 @@ export function PlaygroundPage() {
   const deployments = useQuery({ queryKey: ['deployments.list', tenantId], queryFn: () => api.deployments.list(tenantId) });
 
   const [endpoint, setEndpoint] = useState(location.query.get('endpoint') ?? '');
-  const [mode, setMode] = useState<'shared' | 'dedicated'>('shared');
+  const [mode, setMode] = useState<'shared' | 'dedicated'>(location.query.get('mode') === 'dedicated' ? 'dedicated' : 'shared');
   const [keyId, setKeyId] = useState(session.sessionKeys[0]?.id ?? '');
+  // A pasted key lives in this component's memory only: never stored, gone on reload.
+  const [pasted, setPasted] = useState('');
+  const [playgroundKey, setPlaygroundKey] = useState(() => loadPlaygroundKey(tenantId));
+  const [keySource, setKeySource] = useState<KeySource>(() => (loadPlaygroundKey(tenantId) ? 'playground' : session.sessionKeys.length > 0 ? 'tab' : 'paste'));
+  const [stats, setStats] = useState<ReplyStats | null>(null);
   const [system, setSystem] = useState('You are a helpful assistant.');
   const [turns, setTurns] = useState<Turn[]>([]);
   const [draft, setDraft] = useState('');
@@ -49,11 +92,23 @@ export function PlaygroundPage() {
   const abortRef = useRef<AbortController | null>(null);
   useEffect(() => () => abortRef.current?.abort(), []);
 
+  // The one playground key of this browser: reused by every tab until it is revoked or the user logs out.
+  const keys = useQuery({ queryKey: ['keys.list', tenantId], queryFn: () => api.keys.list(tenantId), enabled: playgroundKey !== null });
+  useEffect(() => {
+    if (!playgroundKey || !keys.data) return;
+    const k = keys.data.find((x) => x.id === playgroundKey.id);
+    if (!k || k.revokedAt) {
+      forgetPlaygroundKey(tenantId);
+      setPlaygroundKey(null);
+    }
+  }, [keys.data, playgroundKey, tenantId]);
   const createKey = useMutation({
-    mutationFn: () => api.keys.create(tenantId, `playground ${new Date().toISOString().slice(0, 16).replace('T', ' ')}`, null),
+    mutationFn: () => api.keys.create(tenantId, 'playground', null),
     onSuccess: (created) => {
-      session.addSessionKey({ id: created.key.id, tenantId, name: created.key.name, prefix: created.key.prefix, secret: created.secret });
-      setKeyId(created.key.id);
+      const k = { id: created.key.id, prefix: created.key.prefix, secret: created.secret };
+      savePlaygroundKey(tenantId, k);
+      setPlaygroundKey(k);
+      setKeySource('playground');
       void qc.invalidateQueries({ queryKey: ['keys.list'] });
     },
   });
@@ -65,7 +120,9 @@ export function PlaygroundPage() {
   const deployment = deployments.data?.find((d) => d.entryName === entry?.name && d.state !== 'stopped' && d.state !== 'failed');
   const modes = [...(entry?.offeredShared ? ['shared' as const] : []), ...(deployment ? ['dedicated' as const] : [])];
   const currentMode = modes.includes(mode) ? mode : (modes[0] ?? 'shared');
-  const key = session.sessionKeys.find((k) => k.id === keyId) ?? session.sessionKeys[0];
+  const tabKey = session.sessionKeys.find((k) => k.id === keyId) ?? session.sessionKeys[0];
+  const key: { secret: string } | undefined =
+    keySource === 'paste' ? (pasted.trim() ? { secret: pasted.trim() } : undefined) : keySource === 'playground' ? (playgroundKey ?? undefined) : tabKey;
   const baseUrl = !entry ? '' : currentMode === 'shared' ? urls.data.sharedBaseUrl : dedicatedBaseUrl(urls.data, tenantSlug, entry.name);
   const model = !entry ? '' : currentMode === 'shared' ? entry.name : dedicatedModelName(entry.name, entry.provider);
   const pendingUser = draft.trim();
@@ -78,7 +135,8 @@ export function PlaygroundPage() {
   const temperatureNum = Number(temperature);
   const paramsValid = Number.isInteger(maxTokensNum) && maxTokensNum >= 1 && Number.isFinite(temperatureNum) && temperatureNum >= 0 && temperatureNum <= 2;
   const snippetInput: SnippetInput = { baseUrl, model, apiKey: key?.secret ?? null, messages, maxTokens: maxTokensNum, temperature: temperatureNum, stream: true };
-  const body = requestBody(snippetInput);
+  // Asks for the usage chunk at the end of the stream: the token counts shown after a reply are the platform's own.
+  const body = { ...requestBody(snippetInput), stream_options: { include_usage: true } };
 
   const send = async (e: FormEvent) => {
     e.preventDefault();
@@ -90,9 +148,13 @@ export function PlaygroundPage() {
     setDraft('');
     setReply('');
     setStatus(null);
+    setStats(null);
     setStreaming(true);
     let text = '';
     const started = performance.now();
+    let firstAt: number | null = null;
+    const seen: { usage: { prompt_tokens?: number; completion_tokens?: number } | null } = { usage: null };
+    let finishReason: string | null = null;
     try {
       const res = await fetch(`${baseUrl.replace(/\/+$/, '')}/chat/completions`, {
         method: 'POST',
@@ -104,11 +166,34 @@ export function PlaygroundPage() {
       for await (const event of readSse(res.body, controller.signal)) {
         const delta = chunkText(event);
         if (delta) {
+          if (firstAt === null) firstAt = performance.now();
           text += delta;
           setReply(text);
         }
+        const ev = event as { usage?: typeof seen.usage; choices?: { finish_reason?: string | null }[] } | null;
+        if (ev?.usage) seen.usage = ev.usage;
+        const fr = ev?.choices?.[0]?.finish_reason;
+        if (fr) finishReason = fr;
       }
-      setStatus({ kind: 'done', text: `Finished in ${((performance.now() - started) / 1000).toFixed(1)} s` });
+      const ended = performance.now();
+      const completion = seen.usage?.completion_tokens ?? null;
+      const prompt = seen.usage?.prompt_tokens ?? null;
+      const genSeconds = firstAt === null ? 0 : (ended - firstAt) / 1000;
+      const price = currentMode === 'shared' && entry.priceInputPerM != null && entry.priceOutputPerM != null && prompt != null && completion != null
+        ? (prompt * entry.priceInputPerM + completion * entry.priceOutputPerM) / 1e6
+        : null;
+      setStats({
+        promptTokens: prompt,
+        completionTokens: completion,
+        ttftMs: firstAt === null ? null : firstAt - started,
+        totalMs: ended - started,
+        tokensPerSecond: completion != null && completion > 1 && genSeconds > 0 ? (completion - 1) / genSeconds : null,
+        finishReason,
+        maxTokens: maxTokensNum,
+        costUsd: price,
+        mode: currentMode,
+      });
+      setStatus({ kind: 'done', text: `Finished in ${((ended - started) / 1000).toFixed(1)} s` });
     } catch (err) {
       if (controller.signal.aborted) setStatus({ kind: 'stopped', text: 'Stopped.' });
       else setStatus({ kind: 'error', text: err instanceof Error ? err.message : 'The request failed.' });
@@ -141,21 +226,49 @@ export function PlaygroundPage() {
               <p className="hint">Dedicated needs a <Link to={`/deployments?entry=${encodeURIComponent(entry.name)}`}>deployment</Link>.</p>
             )}
             {modes.length === 0 && <p className="field-error">This endpoint has no mode you can call yet.</p>}
-          </div>
-          <div className="field">
-            <label htmlFor="pg-key">API key</label>
-            {session.sessionKeys.length > 0 ? (
-              <select id="pg-key" value={key?.id ?? ''} onChange={(e) => setKeyId(e.target.value)}>
-                {session.sessionKeys.map((k) => <option key={k.id} value={k.id}>{k.name} ({k.prefix}…)</option>)}
-              </select>
-            ) : (
-              <p className="hint" id="pg-key">Keys are shown once, so the playground uses keys created in this browser tab.</p>
+            {entry && modes.length > 0 && (
+              <p className="hint" data-testid="pg-price">
+                {currentMode === 'shared'
+                  ? entry.tokenPrice || 'No token price set.'
+                  : entry.dedicatedPrice ? `${entry.dedicatedPrice} while replicas run (tokens not billed)` : 'Billed by GPU time; no GPU-hour price set.'}
+              </p>
             )}
-            <button type="button" onClick={() => createKey.mutate()} disabled={createKey.isPending}>
-              {createKey.isPending ? 'Creating…' : 'Create a playground key'}
-            </button>
-            {createKey.isError && <ErrorBox error={createKey.error} />}
           </div>
+          <fieldset className="key-source">
+            <legend>API key</legend>
+            <label className="checkbox"><input type="radio" name="pg-key-source" checked={keySource === 'paste'} onChange={() => setKeySource('paste')} /> Paste a key</label>
+            <label className="checkbox">
+              <input type="radio" name="pg-key-source" checked={keySource === 'playground'} onChange={() => setKeySource('playground')} /> Playground key
+              {playgroundKey && <span className="muted small"> ({playgroundKey.prefix}…)</span>}
+            </label>
+            {session.sessionKeys.length > 0 && (
+              <label className="checkbox"><input type="radio" name="pg-key-source" checked={keySource === 'tab'} onChange={() => setKeySource('tab')} /> A key created in this tab</label>
+            )}
+            {keySource === 'paste' && (
+              <div className="field">
+                <label htmlFor="pg-key-paste" className="visually-hidden">Your API key</label>
+                <input id="pg-key-paste" type="password" autoComplete="off" spellCheck={false} placeholder="infk_…" value={pasted} onChange={(e) => setPasted(e.target.value)} />
+                <p className="hint">Kept in this tab's memory only; never stored or sent anywhere but the API.</p>
+              </div>
+            )}
+            {keySource === 'playground' && !playgroundKey && (
+              <div className="field">
+                <button type="button" onClick={() => createKey.mutate()} disabled={createKey.isPending}>
+                  {createKey.isPending ? 'Creating…' : 'Create the playground key'}
+                </button>
+                <p className="hint">One key named "playground", reused by every tab of this browser until you log out or revoke it.</p>
+              </div>
+            )}
+            {keySource === 'tab' && (
+              <div className="field">
+                <label htmlFor="pg-key" className="visually-hidden">Key created in this tab</label>
+                <select id="pg-key" value={tabKey?.id ?? ''} onChange={(e) => setKeyId(e.target.value)}>
+                  {session.sessionKeys.map((k) => <option key={k.id} value={k.id}>{k.name} ({k.prefix}…)</option>)}
+                </select>
+              </div>
+            )}
+            {createKey.isError && <ErrorBox error={createKey.error} />}
+          </fieldset>
           <div className="field">
             <label htmlFor="pg-system">System prompt</label>
             <textarea id="pg-system" value={system} onChange={(e) => setSystem(e.target.value)} />
@@ -194,6 +307,7 @@ export function PlaygroundPage() {
                     {status.text}
                   </p>
                 )}
+                {stats && !streaming && <StatsView stats={stats} />}
                 <form className="form" onSubmit={(e) => void send(e)}>
                   <div className="field">
                     <label htmlFor="pg-message">Message</label>
@@ -211,22 +325,23 @@ export function PlaygroundPage() {
                     ) : (
                       <button type="submit" className="primary" disabled={!key || !pendingUser || !entry || modes.length === 0 || !paramsValid}>Send</button>
                     )}
-                    <button type="button" onClick={() => { setTurns([]); setStatus(null); }} disabled={streaming || turns.length === 0}>Clear conversation</button>
-                    {!key && <span className="muted small">Create a playground key first.</span>}
+                    <button type="button" onClick={() => { setTurns([]); setStatus(null); setStats(null); }} disabled={streaming || turns.length === 0}>Clear conversation</button>
+                    {!key && <span className="muted small">Choose an API key first.</span>}
                   </div>
                 </form>
               </div>
             ) : view === 'json' ? (
               <div className="snippet">
                 <p className="muted small">POST {baseUrl}/chat/completions</p>
-                <pre><code data-testid="request-json">{JSON.stringify(body, null, 2)}</code></pre>
+                <pre className="wrap-pre"><code data-testid="request-json">{JSON.stringify(body, null, 2)}</code></pre>
                 <CopyButton text={JSON.stringify(body, null, 2)} label="Copy request JSON" />
               </div>
             ) : (
               <div className="snippet">
-                <pre><code data-testid="request-curl">{curlSnippet(snippetInput)}</code></pre>
+                <pre className="wrap-pre"><code data-testid="request-curl">{curlSnippet(snippetInput)}</code></pre>
                 <CopyButton text={curlSnippet(snippetInput)} label="Copy curl" />
-                {!key && <p className="muted small">The key slot shows {KEY_PLACEHOLDER} until you pick a key.</p>}
+                {!key && <p className="muted small">The key slot shows {KEY_PLACEHOLDER} until you choose a key.</p>}
+                {keySource === 'paste' && key && <p className="muted small">This snippet contains your pasted key: copy it with care.</p>}
               </div>
             )}
           </Tabs>
