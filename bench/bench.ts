@@ -3,7 +3,7 @@
  * Starts the sim and one data-plane node as child processes, measures direct vs through the data plane,
  * JSON and streaming, open-loop at fixed rates and closed-loop at saturation, and writes bench/RESULTS.md.
  */
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
@@ -187,7 +187,11 @@ async function main(): Promise<void> {
     meteringLine,
     '',
   ].join('\n');
-  writeFileSync(new URL('./RESULTS.md', import.meta.url), md);
+  // Sections other benches add (`## ...`, e.g. bench:routing's) are kept below this one's.
+  const resultsUrl = new URL('./RESULTS.md', import.meta.url);
+  const previous = existsSync(resultsUrl) ? readFileSync(resultsUrl, 'utf8') : '';
+  const kept = previous.indexOf('\n## ') >= 0 ? previous.slice(previous.indexOf('\n## ')) : '';
+  writeFileSync(resultsUrl, md + kept);
 
   if (opts.json) {
     const { upstreamKey: _secret, ...shownOptions } = opts;
