@@ -163,6 +163,31 @@ describe.each(testBackends())('Kubernetes deployments end to end (%s)', (kind) =
     }
   });
 
+  it('an RBAC refusal fails the deployment at once (no retries), naming the permission', async () => {
+    const entry = await createEntry(database.db, { name: 'acme/Denied-8B', provider: 'acme', gpuCount: 1, offeredDedicated: true });
+    await adminSetRuntimeConfig(database.db, admin, entry.id, { port });
+    cluster.api.forbid('patch', 'deployments');
+    try {
+      const d = await deployEndpoint(ctx, admin, { tenantId, entryName: 'acme/Denied-8B', minReplicas: 1, maxReplicas: 1, provisioner: 'kubernetes' });
+      const failed = await until(
+        async () => {
+          const v = await getDeployment(ctx, admin, { tenantId, deploymentId: d.id });
+          return v.state === 'failed' ? v : null;
+        },
+        30_000,
+        'FAILED',
+      );
+      expect(failed.lastError).toMatch(
+        /^replica start failed: the control plane is not allowed to apply the Deployment infer-[0-9a-f-]+ in namespace inference \(Kubernetes RBAC: forbidden\)/,
+      );
+      const attempts = cluster.api.requests.filter((r) => r.method === 'PATCH' && r.path.endsWith(`/deployments/${objectName(d.id)}`));
+      expect(attempts.map((r) => r.status)).toEqual([403]);
+      await deleteDeployment(ctx, admin, { tenantId, deploymentId: d.id });
+    } finally {
+      cluster.api.allow('patch', 'deployments');
+    }
+  });
+
   it('exists only when configured: K8S_NAMESPACE turns it on and needs credentials', () => {
     const base = { NODE_TOKEN: 'node-token-0123456789abcdef' };
     expect(kubernetesProvisionerFromEnv(loadEnv(base), database.db)).toBeUndefined();

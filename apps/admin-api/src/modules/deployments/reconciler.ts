@@ -157,9 +157,11 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
           await removeReplica(db, row.id).catch(() => undefined);
           return; // cancelled (scale-down, stop, shutdown): not a failure
         }
-        const n = (failures.get(d.id) ?? 0) + 1;
+        // A provisioner error marked permanent (RBAC, an invalid manifest) cannot be fixed by retrying: fail now.
+        const permanent = !deadlineHit && (err as { permanent?: unknown } | null)?.permanent === true;
+        const n = permanent ? maxStartAttempts : (failures.get(d.id) ?? 0) + 1;
         failures.set(d.id, n);
-        const lastError = `replica start failed (attempt ${n} of ${maxStartAttempts}): ${why}`;
+        const lastError = permanent ? `replica start failed: ${why}` : `replica start failed (attempt ${n} of ${maxStartAttempts}): ${why}`;
         log.warn({ deploymentId: d.id, replicaId: row.id, lastError }, 'replica did not start');
         await closeReplicaInterval(db, row.id).catch(() => undefined);
         await removeReplica(db, row.id).catch(() => undefined);
