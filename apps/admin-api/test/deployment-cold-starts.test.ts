@@ -24,7 +24,7 @@ describe.each(testBackends())('deployments.coldStarts and catalog.observedColdSt
     database = await createTestDb(kind);
     world = await buildWorld(database.db);
     deployments = createDeploymentsContext({ db: database.db, provisioners: { external: createExternalProvisioner({ timeoutMs: 200 }) }, allowPrivateExternalUrls: true });
-  }, 60_000);
+  }, 120_000);
   afterAll(async () => {
     await deployments?.reconciler.close();
     await database?.close();
