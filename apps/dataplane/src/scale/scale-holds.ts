@@ -32,8 +32,13 @@ export interface ScaleOptions {
 export interface HeldTicket {
   /** Resolves with the deployment's ready target when it is this request's turn; rejects with the answer to send. */
   readonly target: Promise<RouteTarget>;
-  /** The request passed (or failed) admission: the next held request may go. Idempotent. */
-  admitted(): void;
+  /**
+   * The request passed (or failed) admission: the next held request may go. Idempotent. Returns the
+   * deployment's target as it is now (null when it has no ready replica): a request that waited at the
+   * concurrency gate got a slot another replica may have freed, so it must be routed among today's replicas,
+   * not those of the moment it was released.
+   */
+  admitted(): RouteTarget | null;
 }
 
 export interface ScaleHolds {
@@ -47,6 +52,12 @@ export interface ScaleHolds {
   hold(res: ServerResponse, target: RouteTarget, usageId: string, body: Record<string, unknown>): HeldTicket | null;
   /** Turns usage records of requests that waited into cold-start samples, then passes them on. */
   wrapUsage(sink: UsageSink): UsageSink;
+  /**
+   * A deployment's target as the node routes it now (null: not a deployment, or no ready replica). The
+   * concurrency gate hands a waiting request a slot that any replica may have freed, so it must be routed
+   * among the current replicas, not those of the moment it arrived.
+   */
+  current(target: RouteTarget): RouteTarget | null;
   /** Requests held now on a deployment (tests, metrics). */
   held(deploymentId: string): number;
   /** Builds the current load report's deployments (what the next report will send). */
@@ -363,9 +374,12 @@ export function createScaleHolds(
       return {
         target: promise,
         admitted() {
-          if (passed) return;
-          passed = true;
-          admitted(ww, h);
+          if (!passed) {
+            passed = true;
+            admitted(ww, h);
+          }
+          const now = currentTarget(id);
+          return now?.ready === true ? now : null;
         },
       };
     },
@@ -383,6 +397,11 @@ export function createScaleHolds(
           sink.record(r);
         },
       };
+    },
+    current(target) {
+      if (target.deploymentId === null) return null;
+      const now = currentTarget(target.deploymentId);
+      return now?.ready === true ? now : null;
     },
     held: (id) => waking.get(id)?.queue.length ?? 0,
     load,
