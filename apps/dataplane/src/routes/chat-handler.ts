@@ -141,8 +141,11 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
       if (!target.ready) throw new ApiError('no_healthy_upstream', NO_REPLICA);
       // Context length, RPM/TPM reservation, replica slot (src/limits); the slot frees when the answer ends.
       const admitted = limits.admit(usageId, key, target, body, x.res);
-      const admission: Admission = admitted instanceof Promise ? await admitted : admitted;
+      const waited = admitted instanceof Promise;
+      const admission: Admission = waited ? await admitted : admitted;
+      // A request that waited for its slot is routed among the deployment's replicas of now (src/scale).
       if (held !== null) target = held.admitted() ?? target;
+      else if (waited) target = deps.scale?.current(target) ?? target;
       forwarding = true;
       try {
         await forwardChat(deps, {
