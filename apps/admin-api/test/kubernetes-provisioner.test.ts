@@ -367,6 +367,71 @@ describe('Kubernetes provisioner on the fake API server', () => {
     }
   });
 
+  it('waits K8S_UNSCHEDULABLE_GRACE_S for a GPU node (a cluster autoscaler), and fails with the reason after it', async () => {
+    const patient = createKubernetesProvisioner({
+      kubeConfig: cluster.kubeConfig(),
+      namespace: NS,
+      defaults,
+      watchRetryMs: 20,
+      unschedulableGraceMs: 60_000,
+      lookup: async () => ({ entryId: ENTRY, gpuCount: 1, coldStartSeconds: null, runtimeConfig: {} }),
+    });
+    try {
+      const id = newId();
+      cluster.kubelet.setFailure(objectName(id), 'unschedulable');
+      const started = patient.start(spec(id));
+      const pods = () => cluster.api.list('pods', NS, `infer.dev/deployment-id=${id}`);
+      await until(
+        () => pods().some((p) => (p.status as { conditions?: { reason?: string }[] }).conditions?.some((c) => c.reason === 'Unschedulable')),
+        10_000,
+        'an unschedulable pod',
+      );
+      cluster.kubelet.setFailure(objectName(id), null); // a GPU node joined
+      const r = await started;
+      expect(await patient.health(ref(id, r.url))).toBe(true);
+      await patient.stop(ref(id, r.url));
+    } finally {
+      await patient.close?.();
+    }
+    const hasty = createKubernetesProvisioner({
+      kubeConfig: cluster.kubeConfig(),
+      namespace: NS,
+      defaults,
+      watchRetryMs: 20,
+      unschedulableGraceMs: 200,
+      lookup: async () => ({ entryId: ENTRY, gpuCount: 1, coldStartSeconds: null, runtimeConfig: {} }),
+    });
+    try {
+      const id = newId();
+      cluster.kubelet.setFailure(objectName(id), 'unschedulable');
+      await expect(hasty.start(spec(id))).rejects.toThrow(/no node has 1 free GPU \(nvidia\.com\/gpu\)/);
+      cluster.kubelet.setFailure(objectName(id), null);
+    } finally {
+      await hasty.close?.();
+    }
+  });
+
+  it('can route through the Service instead of pod IPs', async () => {
+    const viaService = createKubernetesProvisioner({
+      kubeConfig: cluster.kubeConfig(),
+      namespace: NS,
+      defaults,
+      watchRetryMs: 20,
+      address: 'service',
+      lookup: async () => ({ entryId: ENTRY, gpuCount: 1, coldStartSeconds: null, runtimeConfig: {} }),
+    });
+    try {
+      const id = newId();
+      const r = await viaService.start(spec(id));
+      expect(r.url).toBe(`http://${objectName(id)}.${NS}.svc:8000`);
+      expect(await viaService.health(ref(id, r.url))).toBe(true);
+      await viaService.stop(ref(id, r.url));
+      expect((cluster.api.get('deployments', NS, objectName(id))?.spec as { replicas: number }).replicas).toBe(0);
+    } finally {
+      await viaService.close?.();
+    }
+  });
+
   it('deletes only what it owns: its Deployment and Service, not look-alikes or other objects', async () => {
     const id = newId();
     const r = await provisioner.start(spec(id));

@@ -50,6 +50,15 @@ export class FakeKubelet {
   setFailure(deployment: string, failure: PodFailure | null): void {
     if (failure) this.failures.set(deployment, failure);
     else this.failures.delete(deployment);
+    // The scheduler retries pending pods (a node was added): ones stuck unschedulable get placed now.
+    for (const ns of this.api.namespaces) {
+      for (const p of this.api.list('pods', ns)) {
+        const st = p.status as { conditions?: { type: string; reason?: string }[] };
+        const stuck = st.conditions?.some((c) => c.type === 'PodScheduled' && c.reason === 'Unschedulable');
+        const owner = p.metadata.name.replace(/-7d9f8c6b5-[a-z0-9]+$/, '');
+        if (stuck && !p.metadata.deletionTimestamp && !(this.failures.get(owner) ?? this.failures.get('*'))) this.runPod(owner, p.metadata.name, ns);
+      }
+    }
     this.kick();
   }
 
