@@ -10,6 +10,8 @@ export interface CutProxy {
   /** Resets every relayed connection and refuses new ones until restore(). */
   cut(): void;
   restore(): void;
+  /** Connections refused while cut (a node trying to reconnect). */
+  refusedCount(): number;
   /** When (performance.now()) the first request line starting with `prefix` was relayed after `since`, or null. */
   firstRequestSince(since: number, prefix: string): number | null;
   close(): Promise<void>;
@@ -18,9 +20,11 @@ export interface CutProxy {
 export async function startCutProxy(targetPort: number): Promise<CutProxy> {
   const open = new Set<Socket>();
   let isCut = false;
+  let refused = 0;
   const requests: { at: number; line: string }[] = [];
   const server = createServer((client) => {
     if (isCut) {
+      refused++;
       client.resetAndDestroy();
       return;
     }
@@ -56,6 +60,7 @@ export async function startCutProxy(targetPort: number): Promise<CutProxy> {
     restore() {
       isCut = false;
     },
+    refusedCount: () => refused,
     firstRequestSince: (since, prefix) => requests.find((r) => r.at >= since && r.line.startsWith(prefix))?.at ?? null,
     close: () =>
       new Promise<void>((resolve) => {
