@@ -11,6 +11,7 @@ import { runClosedLoop, runCount, runOpenLoop, type CaseStats, type RequestSpec 
 import { cpuMs, killChildren, rssKiB, type Child } from './processes.ts';
 import { renderMarkdown, summarize, type CaseCpu, type CaseResult, type Mode, type SoakResult, type TargetName } from './report.ts';
 import { startStack, BENCH_MODEL } from './stack.ts';
+import { renderCapacity, runStreamCapacity } from './stream-capacity.ts';
 
 interface Options {
   readonly durationS: number;
@@ -22,10 +23,15 @@ interface Options {
   readonly upstreamKey: string | null;
   readonly soak: number;
   readonly cpuProf: string | null;
+  /** Streaming capacity case: concurrent streams (0: skip), chunks per stream, ms between chunks. */
+  readonly streams: number;
+  readonly streamChunks: number;
+  readonly chunkMs: number;
 }
 
 const USAGE = `usage: pnpm bench [--duration 5] [--rates 500,2000] [--connections 64] [--json]
-                  [--upstream URL --model NAME [--upstream-key KEY]] [--soak N] [--cpu-prof DIR]`;
+                  [--upstream URL --model NAME [--upstream-key KEY]] [--soak N] [--cpu-prof DIR]
+                  [--streams 1000 (0: skip) --stream-chunks 100 --chunk-ms 50]`;
 
 function parseOptions(argv: readonly string[]): Options {
   const { values } = parseArgs({
@@ -40,6 +46,9 @@ function parseOptions(argv: readonly string[]): Options {
       'upstream-key': { type: 'string' },
       soak: { type: 'string', default: '0' },
       'cpu-prof': { type: 'string' },
+      streams: { type: 'string', default: '1000' },
+      'stream-chunks': { type: 'string', default: '100' },
+      'chunk-ms': { type: 'string', default: '50' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -67,6 +76,9 @@ function parseOptions(argv: readonly string[]): Options {
     upstreamKey: values['upstream-key'] ?? null,
     soak: positive('soak', values.soak, true, true),
     cpuProf: values['cpu-prof'] ?? null,
+    streams: positive('streams', values.streams, true, true),
+    streamChunks: positive('stream-chunks', values['stream-chunks'], true),
+    chunkMs: positive('chunk-ms', values['chunk-ms'], false, true),
   });
 }
 
@@ -164,6 +176,8 @@ async function main(): Promise<void> {
   await Promise.all(Object.values(pools).map((p) => p.close()));
   const { usageRecords: usage } = await stack.stop();
 
+  // Streaming capacity: its own slow sim and node, once the main stack is down.
+  const capacity = opts.streams > 0 ? await runStreamCapacity({ streams: opts.streams, chunks: opts.streamChunks, chunkMs: opts.chunkMs }, log) : null;
   const summary = summarize(cases, opts.rates, opts.connections);
   const table = renderMarkdown(summary, soak);
   const meteringLine = `Metering: the control-plane stub received ${usage} usage records for ${dataplaneRequests} data-plane requests (warm-up included)${usage === dataplaneRequests ? '' : ' (MISMATCH)'}.`;
@@ -186,6 +200,12 @@ async function main(): Promise<void> {
     '',
     meteringLine,
     '',
+    ...(capacity === null ? [] : [
+      `Streaming capacity: ${opts.streams} concurrent streams of ${opts.streamChunks} chunks ${opts.chunkMs} ms apart, opened at once, direct to a runtime-sim and through a data-plane node (REPLICA_BASE_CONCURRENCY ${opts.streams}, so none is refused); RSS and CPU of the process relaying them (the sim itself for direct):`,
+      '',
+      renderCapacity(capacity),
+      '',
+    ]),
   ].join('\n');
   // Sections other benches add (`## ...`, e.g. bench:routing's) are kept below this one's.
   const resultsUrl = new URL('./RESULTS.md', import.meta.url);
@@ -195,11 +215,12 @@ async function main(): Promise<void> {
 
   if (opts.json) {
     const { upstreamKey: _secret, ...shownOptions } = opts;
-    console.log(JSON.stringify({ date: started.toISOString(), machine, options: shownOptions, ...summary, soak, usage_records: usage, dataplane_requests: dataplaneRequests }));
+    console.log(JSON.stringify({ date: started.toISOString(), machine, options: shownOptions, ...summary, soak, stream_capacity: capacity, usage_records: usage, dataplane_requests: dataplaneRequests }));
   } else {
-    console.log(`\n${table}\n\n${meteringLine}\n\n(written to bench/RESULTS.md)`);
+    console.log(`\n${table}\n\n${meteringLine}\n${capacity === null ? '' : `\n${renderCapacity(capacity)}\n`}\n(written to bench/RESULTS.md)`);
   }
-  const failed = summary.cases.some((c) => c.non2xx + c.errors > 0) || (soak !== null && soak.failures > 0) || usage !== dataplaneRequests;
+  const failed = summary.cases.some((c) => c.non2xx + c.errors > 0) || (soak !== null && soak.failures > 0) || usage !== dataplaneRequests
+    || (capacity !== null && capacity.some((r) => r.completed !== r.streams));
   if (failed) {
     log(usage !== dataplaneRequests ? 'usage records do not match data-plane requests, or some requests failed' : 'some requests failed: see the non-2xx and errors columns');
     process.exitCode = 1;
