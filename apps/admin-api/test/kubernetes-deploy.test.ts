@@ -193,6 +193,9 @@ describe.each(testBackends())('Kubernetes deployments end to end (%s)', (kind) =
     expect(kubernetesProvisionerFromEnv(loadEnv(base), database.db)).toBeUndefined();
     expect(() => loadEnv({ ...base, K8S_NAMESPACE: 'inference' })).toThrow(/K8S_NAMESPACE: needs KUBECONFIG/);
     expect(() => loadEnv({ ...base, K8S_NAMESPACE: 'Not_A_Namespace', KUBECONFIG: '/x' })).toThrow(/K8S_NAMESPACE must be a Kubernetes namespace name/);
+    expect(() => kubernetesProvisionerFromEnv(loadEnv({ ...base, K8S_NAMESPACE: 'inference', KUBECONFIG: '/nonexistent/kubeconfig' }), database.db)).toThrow(
+      /K8S_NAMESPACE is set but the Kubernetes credentials could not be loaded from KUBECONFIG \/nonexistent\/kubeconfig/,
+    );
     const env = loadEnv({ ...base, K8S_NAMESPACE: 'inference', KUBERNETES_SERVICE_HOST: '10.0.0.1' });
     expect(env).toMatchObject({ K8S_VLLM_IMAGE: 'vllm/vllm-openai:latest', K8S_REPLICA_ADDRESS: 'pod', K8S_DRAIN_SECONDS: 30 });
   });
