@@ -1,3 +1,5 @@
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import type { ConfigSnapshot } from '@infer/shared';
 
 export interface SimPlan {
@@ -55,4 +57,27 @@ export async function waitForHttp(url: string, timeoutMs: number): Promise<void>
 /** True once no deployment is still provisioning, so the printed dedicated URL answers at once. */
 export function deploymentsSettled(snapshot: Pick<ConfigSnapshot, 'deployments'> & { deployments: ReadonlyArray<{ state: string; replicas: readonly unknown[] }> }): boolean {
   return snapshot.deployments.every((d) => d.state !== 'provisioning' && d.state !== 'pending' && (d.state !== 'running' || d.replicas.length > 0));
+}
+
+/** Null when `port` can be listened on at `host`, else why not (EADDRINUSE, EACCES, ...). */
+export function portProblem(host: string, port: number): Promise<string | null> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    server.listen({ port, host, exclusive: true }, () => server.close(() => resolve(null)));
+  });
+}
+
+/** One line for a port that cannot be used, naming the variable that moves it. */
+export function portMessage(port: number, host: string, problem: string, variable: string): string {
+  const what = problem === 'EADDRINUSE' ? 'is already in use' : `cannot be used (${problem})`;
+  return `[start] port ${port} on ${host} ${what} (is another pnpm start running?): stop it, or set ${variable} to a free port`;
+}
+
+/** Writes `text` to `path` whole or not at all (a temp file renamed over it), readable by the owner only. */
+export function writeFileAtomic(path: string, text: string): void {
+  const temp = `${path}.${process.pid}.tmp`;
+  rmSync(temp, { force: true }); // one left by a crash: never write secrets into a file with another mode
+  writeFileSync(temp, text, { mode: 0o600, flag: 'wx' });
+  renameSync(temp, path);
 }

@@ -1,16 +1,30 @@
 // `pnpm start`: the whole platform on one machine with embedded defaults (PGlite, simulated runtimes).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createDb, migrateToLatest } from '@infer/db';
 import { buildSnapshot, createApiKey, getTenantBySlug, getUserByEmail, seedDemo, setPassword } from '@infer/admin-api';
+import { dedicatedModelName } from '@infer/shared';
 import { loadStartEnv } from './start-env.ts';
-import { deploymentsSettled, parseEnvFile, planSims, waitForHttp } from './start-lib.ts';
+import { deploymentsSettled, parseEnvFile, planSims, portMessage, portProblem, waitForHttp, writeFileAtomic } from './start-lib.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const env = loadStartEnv();
+
+/** Ends `pnpm start` with one line, before anything was started (no stack trace: this is the caller's setup). */
+function refuse(line: string): never {
+  console.error(line);
+  process.exit(1);
+}
+
+// Every port is checked before anything is touched: a second `pnpm start` must not open the first one's
+// database, rewrite its demo.env or print a banner whose readiness checks answered from the other instance.
+for (const [port, variable] of [[env.ADMIN_PORT, 'ADMIN_PORT'], [env.PORT, 'PORT']] as const) {
+  const problem = await portProblem(env.HOST, port);
+  if (problem !== null) refuse(portMessage(port, env.HOST, problem, variable));
+}
 const dataDir = resolve(root, env.DATA_DIR);
 mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 // A DATA_DIR made earlier under a loose umask holds the database, tokens and snapshot: the owner's alone.
@@ -18,6 +32,9 @@ chmodSync(dataDir, 0o700);
 
 const children: ChildProcess[] = [];
 let stopping = false;
+// The children run in process groups of their own (detached), so a terminal's Ctrl-C (SIGINT to the whole
+// foreground group) reaches only this process, which stops them in order and exits 0: no child dies of the
+// SIGINT first and makes a clean stop look like a crash (pnpm's "ELIFECYCLE Command failed").
 
 function stopAll(code: number): void {
   if (stopping) return;
@@ -34,12 +51,14 @@ function stopAll(code: number): void {
 }
 process.on('SIGINT', () => stopAll(0));
 process.on('SIGTERM', () => stopAll(0));
+process.on('SIGHUP', () => stopAll(0)); // the terminal closed: detached children would not see it
 
 function launch(name: string, script: string, args: string[], extraEnv: Record<string, string>): ChildProcess {
   const child = spawn(process.execPath, [join(root, script), ...args], {
     cwd: root,
     env: { ...process.env, ...extraEnv },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
   const prefix = (line: string) => `[${name}] ${line}`;
   const pipe = (s: NodeJS.ReadableStream, out: NodeJS.WriteStream) => {
@@ -80,15 +99,22 @@ const publicAdmin = `http://${env.PUBLIC_HOST}:${env.ADMIN_PORT}`;
 const publicDataplane = `http://${env.PUBLIC_HOST}:${env.PORT}`;
 const nodeToken = readOrCreateNodeToken();
 const demoFile = join(dataDir, 'demo.env');
+// demo.env exists only once everything answers: a script that waits for it can call the API at once. The last
+// run's values are kept aside meanwhile (and read back if this start fails before writing a new one).
+const lastDemoFile = join(dataDir, 'demo.env.last');
+if (existsSync(demoFile)) renameSync(demoFile, lastDemoFile);
+const freshDatabase = !env.DATABASE_URL && !existsSync(join(dataDir, 'pglite'));
 
 // Migrate and seed before the control plane opens the database (PGlite allows one process at a time).
 const database = await createDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : { dataDir: join(dataDir, 'pglite') });
 let demo: Record<string, string>;
 let sims: ReturnType<typeof planSims>;
+let seededNow = false;
 try {
   await migrateToLatest(database.db);
   const seeded = await seedDemo(database.db, { simBasePort: env.SIM_BASE_PORT });
-  const previous = existsSync(demoFile) ? parseEnvFile(readFileSync(demoFile, 'utf8')) : {};
+  seededNow = seeded !== null;
+  const previous = existsSync(lastDemoFile) ? parseEnvFile(readFileSync(lastDemoFile, 'utf8')) : {};
   if (seeded) {
     demo = {
       tenant: seeded.tenantSlug, dedicatedName: seeded.dedicatedName, SHARED_MODEL: seeded.sharedModel,
@@ -113,13 +139,28 @@ try {
     console.log('[start] demo.env was missing: issued a new demo API key and a new demo admin password');
     demo = {
       tenant: 'demo', dedicatedName: 'Llama-3.3-70B-Instruct', SHARED_MODEL: 'Llama-3.3-70B-Instruct',
-      DEDICATED_MODEL: 'meta-llama/Llama-3.3-70B-Instruct', INFERENCE_API_KEY: created.secret,
+      DEDICATED_MODEL: '', INFERENCE_API_KEY: created.secret,
       ADMIN_EMAIL: admin.email, ADMIN_PASSWORD: password,
     };
   }
-  sims = planSims(await buildSnapshot(database.db));
+  const snapshot = await buildSnapshot(database.db);
+  sims = planSims(snapshot);
+  // The one provider-prefixed form (what the console shows), from the entry itself: a demo.env written by an
+  // older version may hold another form, which the data plane no longer accepts.
+  const deployed = snapshot.deployments.find((d) => d.tenantSlug === demo['tenant'] && d.endpointName === demo['dedicatedName']);
+  if (deployed) demo['DEDICATED_MODEL'] = dedicatedModelName(deployed.endpointName, deployed.provider);
 } finally {
   await database.close();
+}
+
+for (const sim of sims) {
+  const problem = await portProblem('127.0.0.1', sim.port);
+  if (problem === null) continue;
+  // A database seeded just now took its runtime ports from SIM_BASE_PORT: start over with another one.
+  if (freshDatabase) rmSync(join(dataDir, 'pglite'), { recursive: true, force: true });
+  refuse(seededNow
+    ? portMessage(sim.port, '127.0.0.1', problem, `SIM_BASE_PORT (the simulated runtimes take ${sims.length} ports from it)`)
+    : portMessage(sim.port, '127.0.0.1', problem, 'SIM_BASE_PORT with a new DATA_DIR (this one was seeded with its runtime ports)'));
 }
 
 const values: Record<string, string> = {
@@ -134,30 +175,38 @@ const values: Record<string, string> = {
   DEMO_TENANT: demo['tenant'] ?? '',
   DEDICATED_NAME: demo['dedicatedName'] ?? '',
 };
-writeFileSync(demoFile, Object.entries(values).map(([k, v]) => `${k}=${v}`).join('\n') + '\n', { mode: 0o600 });
-chmodSync(demoFile, 0o600);
-
-for (const sim of sims) {
-  const args = ['--port', String(sim.port), '--host', '127.0.0.1', '--ttft-ms', String(env.SIM_TTFT_MS), '--itl-ms', String(env.SIM_ITL_MS)];
-  for (const m of sim.models) args.push('--model', m);
-  launch(`sim:${sim.port}`, 'packages/runtime-sim/src/cli.ts', args, {});
-}
 
 const webRoot = existsSync(join(root, 'apps/web/dist/index.html')) ? join(root, 'apps/web/dist') : join(root, 'apps/web/public');
-launch('admin-api', 'apps/admin-api/src/server.ts', [], {
-  ADMIN_HOST: env.HOST, ADMIN_PORT: String(env.ADMIN_PORT), DATA_DIR: dataDir, NODE_TOKEN: nodeToken,
-  SHARED_BASE_URL: values['SHARED_BASE_URL']!, DATAPLANE_URL: publicDataplane, WEB_ROOT: webRoot, LOG_LEVEL: env.LOG_LEVEL,
-  LOCAL_SIM_TTFT_MS: String(env.SIM_TTFT_MS), LOCAL_SIM_ITL_MS: String(env.SIM_ITL_MS), LOCAL_COLD_START_CAP_MS: String(Math.round(env.SIM_COLD_START_CAP_SECONDS * 1000)),
-  ...(env.DATABASE_URL ? { DATABASE_URL: env.DATABASE_URL } : {}),
-});
-await waitForHttp(`${adminUrl}/healthz`, 60_000);
-launch('dataplane', 'apps/dataplane/src/server.ts', [], {
-  HOST: env.HOST, PORT: String(env.PORT), CONTROL_PLANE_URL: adminUrl, NODE_TOKEN: nodeToken,
-  SNAPSHOT_FILE: join(dataDir, 'dataplane-snapshot.json'), USAGE_SPOOL_DIR: join(dataDir, 'dataplane-usage'), LOG_LEVEL: env.LOG_LEVEL,
-});
-await waitForHttp(`${dataplaneUrl}/readyz`, 60_000);
-await Promise.all(sims.map((s) => waitForHttp(`http://127.0.0.1:${s.port}/health`, 60_000)));
-await waitForDedicatedReplicas(60_000);
+try {
+  for (const sim of sims) {
+    const args = ['--port', String(sim.port), '--host', '127.0.0.1', '--ttft-ms', String(env.SIM_TTFT_MS), '--itl-ms', String(env.SIM_ITL_MS)];
+    for (const m of sim.models) args.push('--model', m);
+    launch(`sim:${sim.port}`, 'packages/runtime-sim/src/cli.ts', args, {});
+  }
+  launch('admin-api', 'apps/admin-api/src/server.ts', [], {
+    ADMIN_HOST: env.HOST, ADMIN_PORT: String(env.ADMIN_PORT), DATA_DIR: dataDir, NODE_TOKEN: nodeToken,
+    SHARED_BASE_URL: values['SHARED_BASE_URL']!, DATAPLANE_URL: publicDataplane, WEB_ROOT: webRoot, LOG_LEVEL: env.LOG_LEVEL,
+    LOCAL_SIM_TTFT_MS: String(env.SIM_TTFT_MS), LOCAL_SIM_ITL_MS: String(env.SIM_ITL_MS), LOCAL_COLD_START_CAP_MS: String(Math.round(env.SIM_COLD_START_CAP_SECONDS * 1000)),
+    ...(env.DATABASE_URL ? { DATABASE_URL: env.DATABASE_URL } : {}),
+  });
+  await waitForHttp(`${adminUrl}/readyz`, 60_000);
+  launch('dataplane', 'apps/dataplane/src/server.ts', [], {
+    HOST: env.HOST, PORT: String(env.PORT), CONTROL_PLANE_URL: adminUrl, NODE_TOKEN: nodeToken,
+    SNAPSHOT_FILE: join(dataDir, 'dataplane-snapshot.json'), USAGE_SPOOL_DIR: join(dataDir, 'dataplane-usage'), LOG_LEVEL: env.LOG_LEVEL,
+    // Its internal /metrics listener takes any free port: a fixed one would collide with a second instance's.
+    METRICS_PORT: '0',
+  });
+  await waitForHttp(`${dataplaneUrl}/readyz`, 60_000);
+  await Promise.all(sims.map((s) => waitForHttp(`http://127.0.0.1:${s.port}/health`, 60_000)));
+  await waitForDedicatedReplicas(60_000);
+} catch (err) {
+  console.error(`[start] ${(err as Error).message}; stopping everything`);
+  stopAll(1);
+  await new Promise(() => {}); // stopAll exits once the children are gone
+}
+// Only now, and whole: whoever sees demo.env can call the API with it at once.
+writeFileAtomic(demoFile, Object.entries(values).map(([k, v]) => `${k}=${v}`).join('\n') + '\n');
+rmSync(lastDemoFile, { force: true });
 
 /** The local provisioner (in the control plane) starts dedicated replicas; wait so the printed URL answers. */
 async function waitForDedicatedReplicas(timeoutMs: number): Promise<void> {
