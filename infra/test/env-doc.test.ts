@@ -15,7 +15,7 @@ describe('environment table', () => {
     const table = envTable();
     for (const name of [...Object.keys(adminEnvSchema.shape), ...Object.keys(dataplaneEnvSchema.shape)]) expect(table).toContain(`\`${name}\``);
     expect(table).toMatch(/^\| control plane \| `ADMIN_PORT` \| `4000` \|/m);
-    expect(table).toMatch(/^\| control plane \| `NODE_TOKEN` \| \*\*required\*\* \|/m);
+    expect(table).toMatch(/^\| control plane \| `NODE_TOKEN` \| unset \|/m); // optional: unset means per-node credentials only
     expect(table).toMatch(/^\| data plane \| `METRICS_PORT` \| `9464` \|/m);
     expect(table).toMatch(/^\| runtime-sim \| `SIM_TTFT_MS` \| `0` \|/m);
     expect(table).toMatch(/^\| `pnpm start` \| `SIM_BASE_PORT` \| `9100` \|/m);

@@ -34,8 +34,8 @@ import { appRouter, type AppRouter } from './trpc/root.ts';
 export interface AdminAppOptions {
   readonly db: Db;
   readonly dbKind: DbKind;
-  /** Bootstrap credential of data-plane nodes (config feed, usage ingest), accepted beside per-node `infn_…` credentials. */
-  readonly nodeToken: string;
+  /** Bootstrap credential of data-plane nodes (config feed, usage ingest), accepted beside per-node `infn_…` credentials; unset: per-node credentials only. */
+  readonly nodeToken?: string | undefined;
   readonly publicUrls: PublicUrls;
   /** A built web console to serve at `/` (SPA fallback to index.html). */
   readonly webRoot?: string;

@@ -13,7 +13,7 @@ const schema = z.object({
   ADMIN_PORT: z.coerce.number().int().min(0).max(65535).default(4000),
   DATABASE_URL: optionalString.pipe(z.url({ protocol: /^postgres(ql)?$/ }).optional()),
   DATA_DIR: z.string().min(1).default('.data'),
-  NODE_TOKEN: z.string({ error: 'NODE_TOKEN is required (the shared secret of data-plane nodes)' }).min(16, 'NODE_TOKEN must be at least 16 characters'),
+  NODE_TOKEN: optionalString.pipe(z.string().min(16, 'NODE_TOKEN must be at least 16 characters (or unset: per-node credentials only)').optional()),
   SECRETS_ENCRYPTION_KEY: optionalString,
   DATAPLANE_URL: optionalUrl,
   SHARED_BASE_URL: optionalUrl,
@@ -94,7 +94,8 @@ export interface AdminEnv {
   readonly ADMIN_PORT: number;
   readonly DATABASE_URL: string | undefined;
   readonly DATA_DIR: string;
-  readonly NODE_TOKEN: string;
+  /** Bootstrap secret of data-plane nodes; unset: only per-node `infn_…` credentials are accepted. */
+  readonly NODE_TOKEN: string | undefined;
   /** Keyring sealing upstream API keys at rest: `<id>:<base64 32 bytes>`, newest first, comma-separated (unset: DATA_DIR/secrets.key). */
   readonly SECRETS_ENCRYPTION_KEY: string | undefined;
   readonly DATAPLANE_URL: string;
@@ -180,6 +181,7 @@ export function loadEnv(source: Readonly<Record<string, string | undefined>> = p
     ...e,
     DATABASE_URL: e.DATABASE_URL,
     METRICS_TOKEN: e.METRICS_TOKEN,
+    NODE_TOKEN: e.NODE_TOKEN,
     K8S_NAMESPACE: e.K8S_NAMESPACE,
     DATAPLANE_URL: dataplaneUrl,
     SHARED_BASE_URL: (e.SHARED_BASE_URL ?? `${dataplaneUrl}/endpoints/v1`).replace(/\/+$/, ''),

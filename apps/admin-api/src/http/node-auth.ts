@@ -17,26 +17,27 @@ export interface NodeAuthOptions {
   readonly db: Db;
   /**
    * The bootstrap credential (NODE_TOKEN): accepted beside per-node credentials so a single-machine
-   * install, the tests and the bench run without issuing any. Production nodes use `infn_…` credentials.
+   * install, the tests and the bench run without issuing any. Unset: only per-node `infn_…`
+   * credentials are accepted, so a leaked shared token bills no tenant and opens no upstream key.
    */
-  readonly bootstrapToken: string;
+  readonly bootstrapToken?: string | undefined;
 }
 
 /**
  * An onRequest hook admitting `Authorization: Bearer <credential>`: a valid, unrevoked node credential
- * (`infn_…`), or the bootstrap token (constant-time compare). Sets `request.node`.
+ * (`infn_…`), or the bootstrap token when one is configured (constant-time compare). Sets `request.node`.
  */
 export function requireNodeCredential(opts: NodeAuthOptions): onRequestAsyncHookHandler {
-  if (opts.bootstrapToken.length === 0) throw new Error('bootstrapToken must not be empty');
-  const expected = digest(opts.bootstrapToken);
+  if (opts.bootstrapToken !== undefined && opts.bootstrapToken.length === 0) throw new Error('bootstrapToken must not be empty (leave it unset to disable it)');
+  const expected = opts.bootstrapToken === undefined ? null : digest(opts.bootstrapToken);
   return async (request, reply) => {
     const header = request.headers.authorization ?? '';
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
     if (!match?.[1]) {
-      return reply.code(401).send(errorBody('missing_api_key', 'Missing node credential: send Authorization: Bearer <NODE_TOKEN>.'));
+      return reply.code(401).send(errorBody('missing_api_key', 'Missing node credential: send Authorization: Bearer <node credential>.'));
     }
     const secret = match[1];
-    if (timingSafeEqual(digest(secret), expected)) {
+    if (expected !== null && timingSafeEqual(digest(secret), expected)) {
       request.node = { credentialId: null };
       return;
     }
