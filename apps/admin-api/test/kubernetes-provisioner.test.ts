@@ -290,6 +290,14 @@ describe('Kubernetes provisioner on the fake API server', () => {
     const victim = cluster.api.list('pods', NS, `infer.dev/deployment-id=${id}`).find((p) => `http://${(p.status as { podIP: string }).podIP}:8000` === b.url);
     cluster.api.remove('pods', NS, victim!.metadata.name);
     await until(async () => !(await provisioner.health(ref(id, b.url))), 10_000, 'the informer to see the deletion');
+    // The pod that vanished no longer counts: the Deployment keeps its count, so the replacement pod the
+    // ReplicaSet makes is what the next start gets, and stopping the vanished replica changes nothing.
+    await provisioner.stop(ref(id, b.url));
+    expect((cluster.api.get('deployments', NS, objectName(id))?.spec as { replicas: number }).replicas).toBe(2);
+    const replacement = await provisioner.start(spec(id, 'b2'));
+    expect(replacement.url).not.toBe(b.url);
+    expect((cluster.api.get('deployments', NS, objectName(id))?.spec as { replicas: number }).replicas).toBe(2);
+    await provisioner.stop(ref(id, replacement.url));
     // Bookmarks were asked for and sent.
     expect(cluster.api.requests.some((r) => r.query.watch === 'true' && r.query.allowWatchBookmarks === 'true')).toBe(true);
     await provisioner.stop(ref(id, a.url));
@@ -472,8 +480,23 @@ describe('Kubernetes provisioner on the fake API server', () => {
     const k = await provisioner.start(spec(kept));
     const g = await provisioner.start(spec(gone));
     await provisioner.stop(ref(gone, g.url));
-    await provisioner.sweep?.([kept]);
+    // Someone scales ours by hand: the sweep brings it back to the replicas the control plane runs.
+    await fetch(`${cluster.url}/apis/apps/v1/namespaces/${NS}/deployments/${objectName(kept)}/scale`, {
+      method: 'PATCH',
+      headers: { 'content-type': 'application/merge-patch+json' },
+      body: JSON.stringify({ spec: { replicas: 3 } }),
+    });
+    await until(() => cluster.api.list('pods', NS, `infer.dev/deployment-id=${kept}`).length === 3, 10_000, 'three pods');
+    await until(
+      async () => {
+        await provisioner.sweep?.([kept]); // idempotent; repeated until the informer has seen the hand-made scale
+        return (cluster.api.get('deployments', NS, objectName(kept))?.spec as { replicas: number }).replicas === 1;
+      },
+      10_000,
+      'scaled back to 1',
+    );
     expect(cluster.api.get('deployments', NS, objectName(gone))).toBeUndefined();
+    expect(await provisioner.health(ref(kept, k.url))).toBe(true);
     expect(cluster.api.get('services', NS, objectName(gone))).toBeUndefined();
     expect(cluster.api.get('deployments', NS, objectName(kept))).toBeDefined();
     await provisioner.stop(ref(kept, k.url));

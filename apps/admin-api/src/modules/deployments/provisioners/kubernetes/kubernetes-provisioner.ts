@@ -248,8 +248,9 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
     const wasStopping = stopping.delete(name);
     const s = id ? states.get(id) : undefined;
     if (!s || !id) return;
-    if (s.claims.has(name) && !wasStopping) {
-      // Evicted, preempted or deleted by someone: the reconciler finds it unhealthy and replaces it.
+    if (s.claims.delete(name) && !wasStopping) {
+      // Evicted, preempted or deleted by someone: the reconciler finds it unhealthy and replaces it. The
+      // count is left alone, so the ReplicaSet's replacement pod is what that next start picks up.
       log.warn({ deploymentId: id, pod: name }, 'a Kubernetes replica pod went away');
       for (const l of exitListeners) l(id);
     }
@@ -502,7 +503,14 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
       const keep = new Set(activeDeploymentIds);
       for (const d of deployments.list(namespace)) {
         const id = deploymentIdOf(d);
-        if (!id || keep.has(id) || !owned(d)) continue;
+        if (!id || !owned(d)) continue;
+        if (keep.has(id)) {
+          // The reconciler has just checked every replica row (adopting healthy pods): pods beyond the
+          // starts and replicas it knows of (someone scaled by hand, rows lost in a crash) only burn GPUs.
+          const s = state(id);
+          if ((d.spec?.replicas ?? 0) !== slots(s)) requestScale(s);
+          continue;
+        }
         const s = states.get(id);
         if (s && slots(s) > 0) continue; // starting right now: its row may be newer than the list
         await deleteOwned(id);
