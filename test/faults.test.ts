@@ -268,10 +268,16 @@ describe('faults on real processes (private PostgreSQL)', { timeout: 90_000 }, (
   // A failed step leaves the processes' own words and the private database's sessions in the report.
   afterEach(async (ctx) => {
     if (ctx.task.result?.state !== 'fail') return;
-    for (const c of [controlPlane, ...nodes.map((n) => n?.child)]) if (c) console.error(`--- ${c.name} (pid ${c.pid}${c.exited() ? ', exited' : ''}):\n${c.output()}`);
+    for (const c of [controlPlane, ...nodes.map((n) => n?.child)])
+      if (c) console.error(`--- ${c.name} (pid ${c.pid}${c.exited() ? ', exited' : ''}):\n${c.output()}`);
     const sessions = await database
-      .pool!.query<{ pid: number; state: string | null; query: string }>("select pid, state, left(query, 120) as query from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()")
-      .then((r) => r.rows, (err: unknown) => [{ pid: 0, state: 'error', query: String(err) }]);
+      .pool!.query<{ pid: number; state: string | null; query: string }>(
+        'select pid, state, left(query, 120) as query from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()',
+      )
+      .then(
+        (r) => r.rows,
+        (err: unknown) => [{ pid: 0, state: 'error', query: String(err) }],
+      );
     console.error(`--- private PostgreSQL sessions:\n${sessions.map((r) => `${r.pid} ${r.state} ${r.query}`).join('\n')}`);
   });
 
@@ -329,7 +335,12 @@ describe('faults on real processes (private PostgreSQL)', { timeout: 90_000 }, (
     const okAtStop = load.okCount();
     const stoppedAt = performance.now();
     await pg.stop();
-    await until(`${OUTAGE_MS} ms outage with requests answered`, async () => performance.now() - stoppedAt >= OUTAGE_MS && load.okCount() - okAtStop >= 20, OUTAGE_MS + 20_000, 50);
+    await until(
+      `${OUTAGE_MS} ms outage with requests answered`,
+      async () => performance.now() - stoppedAt >= OUTAGE_MS && load.okCount() - okAtStop >= 20,
+      OUTAGE_MS + 20_000,
+      50,
+    );
     const answeredInOutage = load.okCount() - okAtStop;
     await pg.start();
     const outageMs = Math.round(performance.now() - stoppedAt);
@@ -386,7 +397,12 @@ describe('faults on real processes (private PostgreSQL)', { timeout: 90_000 }, (
     const restoredAt = performance.now();
     proxy.restore();
     // Measured from the node's config stream request, not the restore: the node's own backoff (up to 2 s) is not the subject.
-    const reconnect = await until('the node reconnects its config stream', async () => proxy.firstRequestSince(restoredAt, 'GET /internal/v1/config/stream') ?? undefined, 10_000, 2);
+    const reconnect = await until(
+      'the node reconnects its config stream',
+      async () => proxy.firstRequestSince(restoredAt, 'GET /internal/v1/config/stream') ?? undefined,
+      10_000,
+      2,
+    );
     const reconnectedAt = reconnect.value;
     let refusedAt = 0;
     await until(

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrateToLatest, type Database } from '@infer/db';
-import { addUpstream, createAdminToken, createApiKey, createEntry, createTenant } from '@infer/admin-api';
+import { addUpstream, issueAdminToken, createApiKey, createEntry, createTenant } from '@infer/admin-api';
 import { freePort, startNode, waitReady, type Child } from '../bench/processes.ts';
 import { startPrivatePostgres, type PrivateService } from './fault/private-services.ts';
 
@@ -95,7 +95,8 @@ describe('control plane without NODE_TOKEN (private PostgreSQL, real processes)'
     await res.arrayBuffer();
     return res;
   };
-  const billed = async (requestId: string) => database.db.selectFrom('usageRecords').select(['requestId', 'tenantId', 'keyId']).where('requestId', '=', requestId).execute();
+  const billed = async (requestId: string) =>
+    database.db.selectFrom('usageRecords').select(['requestId', 'tenantId', 'keyId']).where('requestId', '=', requestId).execute();
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'infer-node-cred-'));
@@ -103,15 +104,35 @@ describe('control plane without NODE_TOKEN (private PostgreSQL, real processes)'
     database = await createDb({ databaseUrl: pg.url, poolMax: 3 });
     await migrateToLatest(database.db);
     const simPort = await freePort();
-    const sim = startNode('runtime-sim', root('packages/runtime-sim/src/cli.ts'), ['--port', String(simPort), '--host', '127.0.0.1', '--model', 'org/served-model', '--ttft-ms', '0', '--itl-ms', '0']);
+    const sim = startNode('runtime-sim', root('packages/runtime-sim/src/cli.ts'), [
+      '--port',
+      String(simPort),
+      '--host',
+      '127.0.0.1',
+      '--model',
+      'org/served-model',
+      '--ttft-ms',
+      '0',
+      '--itl-ms',
+      '0',
+    ]);
     children.push(sim);
     tenantId = (await createTenant(database.db, { slug: 'nodecred', name: 'Node Cred' })).id;
-    const entry = await createEntry(database.db, { name: MODEL, provider: 'org', offeredShared: true, offeredDedicated: false, published: true, contextLength: 8192, priceInputPerM: 1, priceOutputPerM: 2 });
+    const entry = await createEntry(database.db, {
+      name: MODEL,
+      provider: 'org',
+      offeredShared: true,
+      offeredDedicated: false,
+      published: true,
+      contextLength: 8192,
+      priceInputPerM: 1,
+      priceOutputPerM: 2,
+    });
     await addUpstream(database.db, { entryId: entry.id, url: `http://127.0.0.1:${simPort}`, kind: 'sim', servedModel: 'org/served-model' });
     const key = await createApiKey(database.db, { tenantId, name: 'k' });
     keyId = key.key.id;
     keySecret = key.secret;
-    platformToken = (await createAdminToken(database.db, { name: 'infra', tenantId: null })).secret;
+    platformToken = (await issueAdminToken(database.db, { name: 'infra', tenantId: null })).secret;
 
     adminPort = await freePort();
     adminUrl = `http://127.0.0.1:${adminPort}`;
@@ -179,12 +200,21 @@ describe('control plane without NODE_TOKEN (private PostgreSQL, real processes)'
     const res2 = await chat(node.url);
     expect(res2.status).toBe(200);
     const requestId = res2.headers.get('x-request-id')!;
-    const rows = await until('the request billed through the node credential', async () => {
-      const r = await billed(requestId);
-      return r.length > 0 ? r : undefined;
-    }, 20_000, 50);
+    const rows = await until(
+      'the request billed through the node credential',
+      async () => {
+        const r = await billed(requestId);
+        return r.length > 0 ? r : undefined;
+      },
+      20_000,
+      50,
+    );
     expect(rows).toEqual([{ requestId, tenantId, keyId }]);
-    const cred = await database.db.selectFrom('nodeCredentials').selectAll().where('id', '=', body.data!.createNodeCredential.credential.id).executeTakeFirstOrThrow();
+    const cred = await database.db
+      .selectFrom('nodeCredentials')
+      .selectAll()
+      .where('id', '=', body.data!.createNodeCredential.credential.id)
+      .executeTakeFirstOrThrow();
     console.log(`per-node credential ${cred.prefix}…: config stream and usage ingest accepted; shared token refused with 401`);
   });
 });
