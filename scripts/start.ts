@@ -102,19 +102,19 @@ const demoFile = join(dataDir, 'demo.env');
 // demo.env exists only once everything answers: a script that waits for it can call the API at once. The last
 // run's values are kept aside meanwhile (and read back if this start fails before writing a new one).
 const lastDemoFile = join(dataDir, 'demo.env.last');
-if (existsSync(demoFile)) renameSync(demoFile, lastDemoFile);
 const freshDatabase = !env.DATABASE_URL && !existsSync(join(dataDir, 'pglite'));
 
 // Migrate and seed before the control plane opens the database (PGlite allows one process at a time).
 const database = await createDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : { dataDir: join(dataDir, 'pglite') });
 let demo: Record<string, string>;
 let sims: ReturnType<typeof planSims>;
-let seededNow = false;
+let seededNow: boolean;
 try {
   await migrateToLatest(database.db);
   const seeded = await seedDemo(database.db, { simBasePort: env.SIM_BASE_PORT });
   seededNow = seeded !== null;
-  const previous = existsSync(lastDemoFile) ? parseEnvFile(readFileSync(lastDemoFile, 'utf8')) : {};
+  const previousFile = [demoFile, lastDemoFile].find((f) => existsSync(f));
+  const previous = previousFile ? parseEnvFile(readFileSync(previousFile, 'utf8')) : {};
   if (seeded) {
     demo = {
       tenant: seeded.tenantSlug, dedicatedName: seeded.dedicatedName, SHARED_MODEL: seeded.sharedModel,
@@ -162,6 +162,8 @@ for (const sim of sims) {
     ? portMessage(sim.port, '127.0.0.1', problem, `SIM_BASE_PORT (the simulated runtimes take ${sims.length} ports from it)`)
     : portMessage(sim.port, '127.0.0.1', problem, 'SIM_BASE_PORT with a new DATA_DIR (this one was seeded with its runtime ports)'));
 }
+
+if (existsSync(demoFile)) renameSync(demoFile, lastDemoFile);
 
 const values: Record<string, string> = {
   CONSOLE_URL: `${publicAdmin}/`,

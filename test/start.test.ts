@@ -1,9 +1,9 @@
 // `pnpm start` as a user runs it: a fresh DATA_DIR, the README's curl calls as printed, Ctrl-C, a restart.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const root = resolve(import.meta.dirname, '..');
@@ -33,10 +33,19 @@ async function freeRange(n: number): Promise<number> {
   throw new Error('no free port range');
 }
 
-function startPlatform(env: Record<string, string>): { child: ChildProcess; output: () => string; ready: Promise<void> } {
+/**
+ * `viaPnpm`: as `pnpm start` runs it, in a process group of its own, so that `stop` can send SIGINT to the whole
+ * group as a terminal's Ctrl-C does (pnpm gets it too, and would print ELIFECYCLE for a non-zero exit).
+ */
+function startPlatform(env: Record<string, string>, viaPnpm = false): { child: ChildProcess; output: () => string; ready: Promise<void> } {
   // As the README runs it on a fresh machine: embedded PGlite, never CI's DATABASE_URL.
   const { DATABASE_URL: _ignored, ...inherited } = process.env;
-  const child = spawn(process.execPath, [join(root, 'scripts/start.ts')], { cwd: root, env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = viaPnpm
+    ? spawn('pnpm', ['start'], {
+      cwd: pnpmProject(), env: { ...inherited, ...env, PATH: `${dirname(process.execPath)}:${process.env['PATH'] ?? ''}` },
+      stdio: ['ignore', 'pipe', 'pipe'], detached: true,
+    })
+    : spawn(process.execPath, [join(root, 'scripts/start.ts')], { cwd: root, env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
@@ -56,11 +65,67 @@ function startPlatform(env: Record<string, string>): { child: ChildProcess; outp
   return { child, output: () => out, ready };
 }
 
+/**
+ * A package whose `start` script runs scripts/start.ts with this Node (the root's `pnpm start` would first
+ * rebuild the console when its sources changed, which is not what this test is about).
+ */
+const pnpmProjects: string[] = [];
+function pnpmProject(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'infer-start-pnpm-'));
+  pnpmProjects.push(dir);
+  // The root's own `start` script (its `exec` is what lets a clean Ctrl-C exit 0: pnpm's `sh -c` would die of the
+  // SIGINT itself otherwise), with the script's absolute path; `node` resolves to this Node (PATH in startPlatform).
+  const rootScripts = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
+  const script = rootScripts['start']!.replace('scripts/start.ts', JSON.stringify(join(root, 'scripts/start.ts')));
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'start-under-pnpm', private: true, scripts: { start: script } }));
+  return dir;
+}
+
+/** Ctrl-C: SIGINT to the process, or to its whole process group when it has one of its own. */
 async function stop(child: ChildProcess): Promise<number | null> {
   if (child.exitCode !== null) return child.exitCode;
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  child.kill('SIGINT');
+  if (child.spawnargs[0] === 'pnpm') process.kill(-child.pid!, 'SIGINT');
+  else child.kill('SIGINT');
   return exited;
+}
+
+/** Runs scripts/start.ts to its end (it is expected to refuse); its exit code and output. */
+function runToEnd(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  const { DATABASE_URL: _ignored, ...inherited } = process.env;
+  const child = spawn(process.execPath, [join(root, 'scripts/start.ts')], { cwd: root, env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (d) => (output += d));
+  child.stderr.on('data', (d) => (output += d));
+  return new Promise((resolve) => child.once('close', (code) => resolve({ code, output })));
+}
+
+/** Polls (every few ms) until `file` exists: what a script that waits for demo.env does. */
+async function whenExists(file: string, child: ChildProcess): Promise<void> {
+  while (!existsSync(file)) {
+    if (child.exitCode !== null) throw new Error(`exited with ${child.exitCode} before ${file} appeared`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** A shared chat call with demo.env's values, as a script would make it. */
+function chatWith(demo: Record<string, string>, key = demo['INFERENCE_API_KEY']!): Promise<Response> {
+  return fetch(`${demo['SHARED_BASE_URL']}/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: demo['SHARED_MODEL'], messages: [{ role: 'user', content: 'ready?' }] }),
+  });
+}
+
+/** One line naming the port and the variable, no banner, no stack trace, a non-zero exit. */
+function expectRefusal(r: { code: number | null; output: string }, port: string, variable: string): void {
+  expect(r.code, r.output).not.toBe(0);
+  const lines = r.output.trim().split('\n');
+  expect(lines, r.output).toHaveLength(1);
+  expect(lines[0]).toContain(`port ${port} `);
+  expect(lines[0]).toContain(variable);
+  expect(r.output).not.toContain('is running');
+  expect(r.output).not.toMatch(/\n\s+at /);
 }
 
 function readEnv(file: string): Record<string, string> {
@@ -75,13 +140,22 @@ function readmeCurls(): string[] {
   return body.replace(/\\\n/g, ' ').split('\n').filter((l) => l.startsWith('curl '));
 }
 
+/** The README's admin-token block (log in, mint and export ADMIN_TOKEN, call GraphQL with it), as printed. */
+function readmeAdminTokenBlock(): string {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const start = readme.lastIndexOf('```sh\n', readme.indexOf('export ADMIN_TOKEN=')) + '```sh\n'.length;
+  return readme.slice(start, readme.indexOf('```', start));
+}
+
 function isUp(url: string): Promise<boolean> {
   return fetch(url).then((r) => r.arrayBuffer().then(() => true), () => false);
 }
 
 describe('pnpm start', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'infer-start-'));
-  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+  afterAll(() => {
+    for (const dir of [dataDir, ...pnpmProjects]) rmSync(dir, { recursive: true, force: true });
+  });
 
   it('runs the platform, answers the README curl calls, stops on Ctrl-C and keeps its key across restarts', async () => {
     const env = {
@@ -90,6 +164,9 @@ describe('pnpm start', () => {
     };
     const first = startPlatform(env);
     try {
+      // demo.env appears only when everything answers: a call made the moment it appears succeeds.
+      await whenExists(join(dataDir, 'demo.env'), first.child);
+      expect((await chatWith(readEnv(join(dataDir, 'demo.env')))).status).toBe(200);
       await first.ready;
       const demoFile = join(dataDir, 'demo.env');
       expect(statSync(demoFile).mode & 0o777).toBe(0o600);
@@ -99,7 +176,7 @@ describe('pnpm start', () => {
       }
       expect(demo['SHARED_BASE_URL']).toMatch(/\/endpoints\/v1$/);
       expect(demo['DEDICATED_BASE_URL']).toMatch(/\/funccall\/[^/]+\/endpoints\/[^/]+\/v1$/);
-      expect(demo['DEDICATED_MODEL']).toContain('/');
+      expect(demo['DEDICATED_MODEL']).toBe('Meta/Llama-3.3-70B-Instruct'); // the console's form, which the data plane takes
       expect(first.output()).toContain(demo['INFERENCE_API_KEY']);
 
       const curls = readmeCurls();
@@ -112,6 +189,32 @@ describe('pnpm start', () => {
         else if (/stream\\?": \\?"?true/.test(cmd)) expect(out.endsWith('data: [DONE]'), `${cmd}\n${out.slice(-300)}`).toBe(true);
         else expect(JSON.parse(out), cmd).toMatchObject({ object: 'chat.completion' });
       }
+
+      // The README's admin token commands, as printed (in a scratch directory: they write ./cookies).
+      const scratch = mkdtempSync(join(tmpdir(), 'infer-start-readme-'));
+      try {
+        const block = readmeAdminTokenBlock().replaceAll('.data/demo.env', demoFile);
+        const run = spawnSync('bash', ['-e', '-c', block], { cwd: scratch, encoding: 'utf8', timeout: 30_000 });
+        expect(run.status, run.stderr).toBe(0);
+        expect(JSON.parse(run.stdout), run.stdout).toMatchObject({ data: { viewer: { kind: 'ADMIN_TOKEN', isPlatformAdmin: true } } });
+      } finally {
+        rmSync(scratch, { recursive: true, force: true });
+      }
+
+      // A second pnpm start while this one runs: one line naming the port and its variable, nothing touched.
+      const before = readFileSync(demoFile, 'utf8');
+      expectRefusal(await runToEnd(env), env.ADMIN_PORT, 'ADMIN_PORT');
+      expectRefusal(await runToEnd({ ...env, ADMIN_PORT: String(await freePort()) }), env.PORT, 'PORT');
+      const otherDir = mkdtempSync(join(tmpdir(), 'infer-start-other-'));
+      try {
+        const r = await runToEnd({ ...env, DATA_DIR: otherDir, ADMIN_PORT: String(await freePort()), PORT: String(await freePort()) });
+        expectRefusal(r, env.SIM_BASE_PORT, 'SIM_BASE_PORT');
+        expect(existsSync(join(otherDir, 'pglite')), 'the database seeded with the busy ports is not kept').toBe(false);
+      } finally {
+        rmSync(otherDir, { recursive: true, force: true });
+      }
+      expect(readFileSync(demoFile, 'utf8')).toBe(before);
+      expect((await chatWith(demo)).status).toBe(200);
     } finally {
       expect(await stop(first.child)).toBe(0);
     }
@@ -126,32 +229,26 @@ describe('pnpm start', () => {
       await second.ready;
       const demo = readEnv(join(dataDir, 'demo.env'));
       expect(demo['INFERENCE_API_KEY']).toBe(key);
-      const res = await fetch(`${demo['SHARED_BASE_URL']}/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: demo['SHARED_MODEL'], messages: [{ role: 'user', content: 'still there?' }] }),
-      });
-      expect(res.status).toBe(200);
+      expect((await chatWith(demo, key!)).status).toBe(200);
     } finally {
       expect(await stop(second.child)).toBe(0);
     }
 
     // Without demo.env the old secrets cannot be shown again (only hashes are stored): a new key is issued.
+    // This time under pnpm, stopped by a terminal's Ctrl-C (SIGINT to the whole process group).
     rmSync(join(dataDir, 'demo.env'));
-    const third = startPlatform(env);
+    const third = startPlatform(env, true);
     try {
-      await third.ready;
+      await whenExists(join(dataDir, 'demo.env'), third.child);
       const demo = readEnv(join(dataDir, 'demo.env'));
+      expect((await chatWith(demo)).status).toBe(200);
       expect(demo['INFERENCE_API_KEY']).not.toBe(key);
-      const chatWith = (secret: string) => fetch(`${demo['SHARED_BASE_URL']}/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: demo['SHARED_MODEL'], messages: [{ role: 'user', content: 'new key?' }] }),
-      });
-      expect((await chatWith(demo['INFERENCE_API_KEY']!)).status).toBe(200);
-      expect((await chatWith(key!)).status).toBe(200); // the earlier key was not revoked, just no longer printed
+      expect((await chatWith(demo, key!)).status).toBe(200); // the earlier key was not revoked, just no longer printed
+      await third.ready;
     } finally {
-      expect(await stop(third.child)).toBe(0);
+      expect(await stop(third.child), third.output()).toBe(0);
     }
+    expect(third.output()).not.toContain('ELIFECYCLE');
+    expect(third.output()).not.toContain('exited (');
   }, 240_000);
 });
