@@ -81,7 +81,7 @@ describe('console display rules', () => {
     expect(toCsv([['a', 'b'], ['x,y', 'say "hi"'], [1, null]])).toBe('a,b\r\n"x,y","say ""hi"""\r\n1,\r\n');
   });
   it('checks the autoscaling knobs with the service bounds', async () => {
-    const { scalingErrors, toAutoscaling, DEFAULT_SCALING } = await import('../components/autoscaling-fields.tsx');
+    const { scalingErrors, toAutoscaling, DEFAULT_SCALING } = await import('./autoscaling.ts');
     expect(scalingErrors(DEFAULT_SCALING)).toEqual({});
     expect(toAutoscaling(DEFAULT_SCALING)).toEqual({ targetConcurrency: null, scaleToZeroAfterSeconds: 900, scaleDownDelaySeconds: 60 });
     const bad = scalingErrors({ min: '3', max: '2', target: '0', toZero: '5', downDelay: '-1' });

@@ -99,10 +99,11 @@ function LimitsCell({ tenant }: { tenant: Tenant }) {
     onSuccess: () => { setEditing(false); void qc.invalidateQueries({ queryKey: ['tenants.all'] }); },
   });
   const show = (n: number | null) => (n == null ? 'no limit' : n.toLocaleString('en-US'));
+  const summary = `Requests/min: ${show(tenant.rpmLimit)} · Tokens/min: ${show(tenant.tpmLimit)}`;
   if (!editing) {
     return (
       <span className="limits">
-        <span data-testid={`limits-${tenant.slug}`}>{show(tenant.rpmLimit)} rpm · {show(tenant.tpmLimit)} tpm</span>{' '}
+        <span data-testid={`limits-${tenant.slug}`}>{summary}</span>{' '}
         <button type="button" className="link-button" onClick={() => setEditing(true)} aria-label={`Edit the rate limits of ${tenant.slug}`}>Edit</button>
       </span>
     );

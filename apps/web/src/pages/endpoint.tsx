@@ -33,7 +33,7 @@ function Fields({ entry }: { entry: CatalogEntry }) {
     ['Concurrency', entry.concurrency],
     ['Cold Start TTFT', coldStart],
     ['Token Price', entry.tokenPrice],
-    ['Dedicated price', entry.dedicatedPrice],
+    ['Dedicated Price', entry.dedicatedPrice],
     ['Recommended Use Cases', entry.recommendedUseCases],
     ['Tags', entry.tags.join(', ')],
   ];
