@@ -65,10 +65,10 @@ export { login, getUserByEmail } from './modules/auth/auth.service.ts';
 export { createLoginThrottle } from './modules/auth/login-throttle.ts';
 export type { LoginThrottle } from './modules/auth/login-throttle.ts';
 export { isSameOrigin, normaliseOrigins } from './modules/auth/origin.ts';
-export { createAdminToken, listAdminTokens, revokeAdminToken, authenticateAdminToken } from './modules/auth/admin-tokens.service.ts';
-export type { AdminToken, CreatedAdminToken, CreateAdminTokenInput } from './modules/auth/admin-tokens.service.ts';
+export { createAdminToken, issueAdminToken, listAdminTokens, revokeAdminToken, authenticateAdminToken } from './modules/auth/admin-tokens.service.ts';
+export type { AdminToken, CreatedAdminToken, CreateAdminTokenInput, IssueAdminTokenInput } from './modules/auth/admin-tokens.service.ts';
 export {
-  isPlatformAdmin, roleIn, requireAuthenticated, requireTenantRole, requirePlatformAdmin, requireAdminTokenScope, keyRevokeLimit,
+  isPlatformAdmin, roleIn, requireAuthenticated, requireTenantRole, requirePlatformAdmin, keyRevokeLimit,
 } from './modules/access/access.ts';
 export { ANONYMOUS, actorOf } from './modules/access/principal.ts';
 export type { Principal, TenantRole } from './modules/access/principal.ts';

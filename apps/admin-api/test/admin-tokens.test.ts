@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testBackends } from '@infer/db/testing';
 import { hashSecret, SECRET_PREFIX } from '@infer/shared';
-import { createAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
+import { issueAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
 import { resolvePrincipal } from '../src/modules/auth/resolve-principal.ts';
 import { ServiceError } from '../src/errors.ts';
 import { addMember } from '../src/modules/tenants/tenants.service.ts';
@@ -60,7 +60,7 @@ describe.each(testBackends())('admin tokens (%s)', (kind) => {
 
   it('refuses revoked, expired, unknown and malformed tokens with 401 (never as anonymous)', async () => {
     const { db } = t.database;
-    const live = await createAdminToken(db, { name: 'soon revoked', tenantId: null });
+    const live = await issueAdminToken(db, { name: 'soon revoked', tenantId: null });
     const bearer = { authorization: `Bearer ${live.secret}` };
     expect((await trpc(t.baseUrl, 'tenants.all', { headers: bearer })).status).toBe(200);
 
@@ -72,7 +72,7 @@ describe.each(testBackends())('admin tokens (%s)', (kind) => {
     // Even public procedures refuse a bad credential rather than falling back to anonymous.
     expect((await trpc(t.baseUrl, 'catalog.list', { headers: bearer })).status).toBe(401);
 
-    const expiring = await createAdminToken(db, { name: 'expiring', tenantId: null, expiresAt: new Date(Date.now() + 60_000) });
+    const expiring = await issueAdminToken(db, { name: 'expiring', tenantId: null, expiresAt: new Date(Date.now() + 60_000) });
     await db.updateTable('adminTokens').set({ expiresAt: new Date(Date.now() - 1000) }).where('id', '=', expiring.token.id).execute();
     expect((await trpc(t.baseUrl, 'tenants.all', { headers: { authorization: `Bearer ${expiring.secret}` } })).status).toBe(401);
 
@@ -115,7 +115,7 @@ describe.each(testBackends())('admin tokens (%s)', (kind) => {
     const { db } = t.database;
     // Minted while an owner (a tenant token acts as owner, so only an owner's token works at all).
     await addMember(db, { tenantId: w.tenantA.id, userId: w.parties.memberA.userId!, role: 'owner' });
-    const token = await createAdminToken(db, { name: 'left behind', tenantId: w.tenantA.id, userId: w.parties.memberA.userId });
+    const token = await issueAdminToken(db, { name: 'left behind', tenantId: w.tenantA.id, userId: w.parties.memberA.userId });
     const bearer = { authorization: `Bearer ${token.secret}` };
     expect((await trpc(t.baseUrl, 'keys.list', { input: { tenantId: w.tenantA.id }, headers: bearer })).status).toBe(200);
     const removed = await trpc(t.baseUrl, 'tenants.members.remove', {

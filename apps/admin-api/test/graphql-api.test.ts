@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
 import { buildAdminApp } from '../src/app.ts';
-import { createAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
+import { issueAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
 import { createUser } from '../src/modules/auth/auth.service.ts';
 import { createSession } from '../src/modules/auth/sessions.ts';
 import { createEntry, type CreateEntryInput } from '../src/modules/catalog/catalog.service.ts';
@@ -108,9 +108,9 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
     callers.ownerA = { cookie: (await createSession(db, ownerA.id)).token };
     callers.memberB = { cookie: (await createSession(db, memberB.id)).token };
     callers.admin = { cookie: (await createSession(db, admin.id)).token };
-    callers.platformToken = { bearer: (await createAdminToken(db, { name: 'infra', tenantId: null })).secret };
-    callers.tokenA = { bearer: (await createAdminToken(db, { name: 'acme-ci', tenantId: a.id })).secret };
-    callers.tokenB = { bearer: (await createAdminToken(db, { name: 'bravo-ci', tenantId: b.id })).secret };
+    callers.platformToken = { bearer: (await issueAdminToken(db, { name: 'infra', tenantId: null })).secret };
+    callers.tokenA = { bearer: (await issueAdminToken(db, { name: 'acme-ci', tenantId: a.id })).secret };
+    callers.tokenB = { bearer: (await issueAdminToken(db, { name: 'bravo-ci', tenantId: b.id })).secret };
 
     const dep = await gql(callers.ownerA, `mutation($t: ID!) { deployEndpoint(tenantId: $t, endpointName: "Llama-3.3-70B-Instruct") { id state } }`, { t: a.id });
     expect(dep.errors).toBeUndefined();

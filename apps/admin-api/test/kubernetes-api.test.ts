@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, type TestDatabase } from '@infer/db/testing';
 import { buildAdminApp } from '../src/app.ts';
-import { createAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
+import { issueAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
 import { createEntry, setPublished } from '../src/modules/catalog/catalog.service.ts';
 import { createKubernetesLookup } from '../src/modules/deployments/provisioners/kubernetes/kubernetes-lookup.ts';
 import { createKubernetesProvisioner } from '../src/modules/deployments/provisioners/kubernetes/kubernetes-provisioner.ts';
@@ -60,8 +60,8 @@ describe('Kubernetes provisioner API surfaces', () => {
     const entry = await createEntry(database.db, { name: 'acme/Qwen-32B', provider: 'acme', gpuCount: 4, coldStartSeconds: 20, offeredDedicated: true });
     await setPublished(database.db, entry.id, true);
     entryId = entry.id;
-    platform = (await createAdminToken(database.db, { name: 'ops', tenantId: null })).secret;
-    tenantToken = (await createAdminToken(database.db, { name: 'kube-ci', tenantId })).secret;
+    platform = (await issueAdminToken(database.db, { name: 'ops', tenantId: null })).secret;
+    tenantToken = (await issueAdminToken(database.db, { name: 'kube-ci', tenantId })).secret;
   });
   afterAll(async () => {
     await app?.close();

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testBackends } from '@infer/db/testing';
 import type { UsageRecord } from '@infer/shared';
-import { createAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
+import { issueAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
 import { createEntry } from '../src/modules/catalog/catalog.service.ts';
 import { createApiKey } from '../src/modules/keys/keys.service.ts';
 import { createTenant } from '../src/modules/tenants/tenants.service.ts';
@@ -27,8 +27,8 @@ describe.each(testBackends())('node credentials and usage ingest (%s)', (kind) =
     keyA = (await createApiKey(db, { tenantId: tenantA, name: 'a' })).key.id;
     keyB = (await createApiKey(db, { tenantId: tenantB, name: 'b' })).key.id;
     entryId = (await createEntry(db, { name: 'Model-X', offeredShared: true, published: true, priceInputPerM: 1, priceOutputPerM: 1 })).id;
-    platformToken = (await createAdminToken(db, { name: 'infra', tenantId: null })).secret;
-    tenantToken = (await createAdminToken(db, { name: 'acme-ci', tenantId: tenantA })).secret;
+    platformToken = (await issueAdminToken(db, { name: 'infra', tenantId: null })).secret;
+    tenantToken = (await issueAdminToken(db, { name: 'acme-ci', tenantId: tenantA })).secret;
   });
   afterAll(async () => t?.close());
 

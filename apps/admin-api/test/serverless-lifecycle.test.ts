@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrateToLatest, type Database } from '@infer/db';
 import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
-import { createAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
+import { issueAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
 import { createEntry } from '../src/modules/catalog/catalog.service.ts';
 import { createTenant } from '../src/modules/tenants/tenants.service.ts';
 
@@ -222,8 +222,8 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
       name: 'Srv-8B', provider: 'acme', gpuCount: GPUS, coldStartSeconds: 1, concurrency: 1, dedicatedPricePerGpuHour: PRICE_PER_GPU_HOUR,
       offeredDedicated: true, offeredShared: false, published: true,
     });
-    tokenA = (await createAdminToken(db.db, { name: 'acme-ci', tenantId: tenantA })).secret;
-    tokenB = (await createAdminToken(db.db, { name: 'bravo-ci', tenantId: tenantB })).secret;
+    tokenA = (await issueAdminToken(db.db, { name: 'acme-ci', tenantId: tenantA })).secret;
+    tokenB = (await issueAdminToken(db.db, { name: 'bravo-ci', tenantId: tenantB })).secret;
     if (kind === 'pglite') await db.close();
     server = await startServer(env);
     servers.push(server);

@@ -2,7 +2,7 @@ import { TRPCError } from '@trpc/server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
 import type { Db } from '../src/db.ts';
-import { createAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
+import { issueAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
 import { createUser } from '../src/modules/auth/auth.service.ts';
 import { createSession } from '../src/modules/auth/sessions.ts';
 import { createEntry } from '../src/modules/catalog/catalog.service.ts';
@@ -118,7 +118,7 @@ const cases: Case<any>[] = [
   {
     name: 'adminTokens.revoke (tenant)',
     expect: expectFor('FORBIDDEN'),
-    prepare: async (db, w) => (await createAdminToken(db, { name: 'victim', tenantId: w.tenantA.id })).token.id,
+    prepare: async (db, w) => (await issueAdminToken(db, { name: 'victim', tenantId: w.tenantA.id })).token.id,
     run: (c, w, tokenId) => c.adminTokens.revoke({ tenantId: w.tenantA.id, tokenId }),
     unchanged: async (db, _w, id) =>
       expect((await db.selectFrom('adminTokens').select('revokedAt').where('id', '=', id).executeTakeFirstOrThrow()).revokedAt).toBeNull(),
@@ -204,7 +204,7 @@ describe.each(testBackends())('tRPC authorisation matrix (%s)', (kind) => {
     const depOfA = await createDeployment(db, {
       tenantId: a, entryName: await dedicatedEntry(db), minReplicas: 0, maxReplicas: 1, provisioner: 'external', externalUrl: 'http://127.0.0.1:9',
     });
-    const tokenOfA = await createAdminToken(db, { name: 'a-automation', tenantId: a });
+    const tokenOfA = await issueAdminToken(db, { name: 'a-automation', tenantId: a });
 
     expect(await outcome(b.keys.revoke({ tenantId: bId, keyId: keyOfA.key.id }))).toBe('NOT_FOUND');
     expect(await outcome(b.deployments.get({ tenantId: bId, deploymentId: depOfA.id }))).toBe('NOT_FOUND');

@@ -1,5 +1,5 @@
 import type { Db } from '../src/db.ts';
-import { createAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
+import { issueAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
 import { createUser } from '../src/modules/auth/auth.service.ts';
 import { resolvePrincipal } from '../src/modules/auth/resolve-principal.ts';
 import { createSession } from '../src/modules/auth/sessions.ts';
@@ -53,8 +53,8 @@ export async function buildWorld(db: Db): Promise<World> {
   await addMember(db, { tenantId: tenantA.id, userId: memberA.userId!, role: 'member' });
   await addMember(db, { tenantId: tenantA.id, userId: ownerA.userId!, role: 'owner' });
   await addMember(db, { tenantId: tenantB.id, userId: ownerB.userId!, role: 'owner' });
-  const platform = await createAdminToken(db, { name: 'platform', tenantId: null, userId: admin.userId });
-  const scoped = await createAdminToken(db, { name: 'tenant a', tenantId: tenantA.id, userId: ownerA.userId });
+  const platform = await issueAdminToken(db, { name: 'platform', tenantId: null, userId: admin.userId });
+  const scoped = await issueAdminToken(db, { name: 'tenant a', tenantId: tenantA.id, userId: ownerA.userId });
   return {
     tenantA,
     tenantB,

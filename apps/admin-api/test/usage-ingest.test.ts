@@ -56,7 +56,8 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
     const key = (await listApiKeys(t.database.db, base.tenantId)).find((k) => k.id === base.keyId)!;
     expect(key.lastUsedAt).not.toBeNull();
 
-    const summary = await summariseUsage(t.database.db, {
+    const tenantToken = { kind: 'admin_token', tokenId: 'ci', userId: null, tenantId: base.tenantId } as const;
+    const summary = await summariseUsage(t.database.db, tenantToken, {
       tenantId: base.tenantId, from: new Date(Date.now() - 86_400_000), to: new Date(Date.now() + 86_400_000),
     });
     expect(summary.totals.requests).toBe(2);

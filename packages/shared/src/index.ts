@@ -27,3 +27,5 @@ export { KEY_PLACEHOLDER, requestBody, shellQuote, curlSnippet, pythonSnippet, n
 export type { SnippetInput } from './snippets.ts';
 export { TENANT_PLACEHOLDER, sharedBaseUrl, dedicatedBaseUrl, dedicatedModelName, endpointAddress } from './public-urls.ts';
 export type { PublicUrls, Surface } from './public-urls.ts';
+export { MAX_REPLICAS, AUTOSCALING_LIMITS } from './deployment-limits.ts';
+export type { AutoscalingKnob } from './deployment-limits.ts';

@@ -34,12 +34,6 @@ export function requirePlatformAdmin(p: Principal): void {
   if (!isPlatformAdmin(p)) throw new ServiceError('forbidden', 'this needs a platform admin');
 }
 
-/** Admin tokens: a platform-wide one (tenantId null) needs a platform admin, a tenant one its owner. */
-export function requireAdminTokenScope(p: Principal, tenantId: string | null): void {
-  if (tenantId === null) requirePlatformAdmin(p);
-  else requireTenantRole(p, tenantId, 'owner');
-}
-
 /**
  * Inference keys: members create and list their tenant's keys and revoke the ones they created;
  * owners (and platform admins, tenant admin tokens) revoke any. Returns the creator a revoke must

@@ -1,19 +1,15 @@
 import { z } from 'zod';
 import { authedProcedure, router } from '../../trpc/init.ts';
-import { requireAdminTokenScope } from '../access/access.ts';
-import { actorOf } from '../access/principal.ts';
 import { createAdminToken, listAdminTokens, revokeAdminToken } from './admin-tokens.service.ts';
 
 const futureDate = z.iso.datetime({ offset: true }).transform((s) => new Date(s));
 
+// Shapes only: who may list, mint and revoke which tokens is the service's rule.
 export const adminTokensRouter = router({
   /** With tenantId: that tenant's tokens (owner). Without: every token (platform admin). */
-  list: authedProcedure.input(z.object({ tenantId: z.uuid().optional() }).optional()).query(async ({ ctx, input }) => {
-    const tenantId = input?.tenantId;
-    if (tenantId === undefined) requireAdminTokenScope(ctx.principal, null);
-    else requireAdminTokenScope(ctx.principal, tenantId);
-    return listAdminTokens(ctx.db, { tenantId });
-  }),
+  list: authedProcedure
+    .input(z.object({ tenantId: z.uuid().optional() }).optional())
+    .query(({ ctx, input }) => listAdminTokens(ctx.db, ctx.principal, { tenantId: input?.tenantId })),
 
   /**
    * `tenantId: null` makes a platform-wide token (platform admins only); a tenant id, a token that
@@ -21,21 +17,10 @@ export const adminTokensRouter = router({
    */
   create: authedProcedure
     .input(z.object({ name: z.string().min(1).max(100), tenantId: z.uuid().nullable(), expiresAt: futureDate.optional() }))
-    .mutation(async ({ ctx, input }) => {
-      requireAdminTokenScope(ctx.principal, input.tenantId);
-      const p = ctx.principal;
-      return createAdminToken(ctx.db, {
-        name: input.name,
-        tenantId: input.tenantId,
-        expiresAt: input.expiresAt ?? null,
-        userId: p.userId,
-        actor: actorOf(p),
-      });
-    }),
+    .mutation(({ ctx, input }) => createAdminToken(ctx.db, ctx.principal, { name: input.name, tenantId: input.tenantId, expiresAt: input.expiresAt ?? null })),
 
   /** With tenantId: only a token of that tenant (owner); without: any token (platform admin). */
-  revoke: authedProcedure.input(z.object({ tokenId: z.uuid(), tenantId: z.uuid().optional() })).mutation(async ({ ctx, input }) => {
-    requireAdminTokenScope(ctx.principal, input.tenantId ?? null);
-    return revokeAdminToken(ctx.db, { tokenId: input.tokenId, tenantId: input.tenantId, actor: actorOf(ctx.principal) });
-  }),
+  revoke: authedProcedure
+    .input(z.object({ tokenId: z.uuid(), tenantId: z.uuid().optional() }))
+    .mutation(({ ctx, input }) => revokeAdminToken(ctx.db, ctx.principal, { tokenId: input.tokenId, tenantId: input.tenantId })),
 });

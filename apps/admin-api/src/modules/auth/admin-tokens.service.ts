@@ -5,6 +5,8 @@ import { notFound, ServiceError } from '../../errors.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import { checkCredentialInput } from '../access/credential-input.ts';
+import { requireAuthenticated, requirePlatformAdmin, requireTenantRole } from '../access/access.ts';
+import { actorOf, type Principal } from '../access/principal.ts';
 
 /** An admin token as listed; never its secret or hash. */
 export interface AdminToken {
@@ -24,11 +26,15 @@ const tokenColumns = ['id', 'name', 'prefix', 'userId', 'tenantId', 'createdAt',
 
 export interface CreateAdminTokenInput {
   readonly name: string;
-  /** The user the token acts for (audit); null for tokens made by automation. */
-  readonly userId?: string | null;
-  /** null: platform-wide (only platform admins may create one: check with `requireAdminTokenScope`). */
+  /** null: platform-wide (platform admins only); a tenant id: acts as owner of that tenant (its owners). */
   readonly tenantId: string | null;
   readonly expiresAt?: Date | null;
+}
+
+/** A token minted outside any caller's request (start-up scripts, seeds, tests): no authorisation. */
+export interface IssueAdminTokenInput extends CreateAdminTokenInput {
+  /** The user the token acts for (audit, and the rights it may never exceed); null for automation. */
+  readonly userId?: string | null;
   readonly actor?: Actor;
 }
 
@@ -38,8 +44,28 @@ export interface CreatedAdminToken {
   secret: string;
 }
 
-/** Issues an admin token for GraphQL / tRPC automation. The caller has checked the scope. */
-export async function createAdminToken(db: Db, input: CreateAdminTokenInput): Promise<CreatedAdminToken> {
+/**
+ * Who may hold admin tokens of a scope: a platform-wide one (tenantId null) needs a platform admin; a
+ * tenant's, its owner (platform admins and that tenant's own admin token act as owners). Another tenant
+ * is "not found". The one home of the rule: every admin-token function below checks it.
+ */
+function requireTokenScope(principal: Principal, tenantId: string | null): void {
+  if (tenantId === null) requirePlatformAdmin(principal);
+  else requireTenantRole(principal, tenantId, 'owner');
+}
+
+/**
+ * Creates an admin token for the caller, within their rights (see `requireTokenScope`); it acts for the
+ * caller's user (a token minted by a token inherits that token's user). The secret is in this reply only.
+ */
+export async function createAdminToken(db: Db, principal: Principal, input: CreateAdminTokenInput): Promise<CreatedAdminToken> {
+  requireTokenScope(principal, input.tenantId);
+  requireAuthenticated(principal);
+  return issueAdminToken(db, { ...input, userId: principal.userId, actor: actorOf(principal) });
+}
+
+/** Mints an admin token without a caller (start-up scripts, seeds, tests): no authorisation here. */
+export async function issueAdminToken(db: Db, input: IssueAdminTokenInput): Promise<CreatedAdminToken> {
   const name = checkCredentialInput(input.name, input.expiresAt);
   if (input.tenantId !== null && !isUuid(input.tenantId)) throw notFound('tenant');
   const secret = generateSecret(SECRET_PREFIX.admin);
@@ -73,10 +99,11 @@ export async function createAdminToken(db: Db, input: CreateAdminTokenInput): Pr
 }
 
 /**
- * Admin tokens, newest first. `tenantId` string: that tenant's tokens only; `undefined`: all
+ * Admin tokens, newest first. `tenantId` given: that tenant's tokens (its owners); absent: every token
  * (platform admins).
  */
-export async function listAdminTokens(db: Db, scope: { tenantId?: string }): Promise<AdminToken[]> {
+export async function listAdminTokens(db: Db, principal: Principal, scope: { readonly tenantId?: string } = {}): Promise<AdminToken[]> {
+  requireTokenScope(principal, scope.tenantId ?? null);
   let q = db.selectFrom('adminTokens').select(tokenColumns).orderBy('createdAt', 'desc').orderBy('id');
   if (scope.tenantId !== undefined) {
     if (!isUuid(scope.tenantId)) return [];
@@ -86,10 +113,12 @@ export async function listAdminTokens(db: Db, scope: { tenantId?: string }): Pro
 }
 
 /**
- * Revokes a token. With `tenantId`, only a token of that tenant can be named (others are "not
- * found"); without, any token (platform admins).
+ * Revokes a token. With `tenantId` (its owners), only a token of that tenant can be named (others are
+ * "not found"); without, any token (platform admins).
  */
-export async function revokeAdminToken(db: Db, input: { tokenId: string; tenantId?: string; actor?: Actor }): Promise<AdminToken> {
+export async function revokeAdminToken(db: Db, principal: Principal, input: { readonly tokenId: string; readonly tenantId?: string }): Promise<AdminToken> {
+  requireTokenScope(principal, input.tenantId ?? null);
+  const actor = actorOf(principal);
   if (!isUuid(input.tokenId) || (input.tenantId !== undefined && !isUuid(input.tenantId))) throw notFound('admin token');
   return withTransaction(db, async (trx) => {
     let q = trx
@@ -100,7 +129,7 @@ export async function revokeAdminToken(db: Db, input: { tokenId: string; tenantI
     const token = await q.returning(tokenColumns).executeTakeFirst();
     if (!token) throw notFound('admin token');
     await writeAudit(trx, {
-      actor: input.actor,
+      actor,
       tenantId: token.tenantId,
       action: 'admin_token.revoke',
       targetType: 'admin_token',

@@ -1,17 +1,16 @@
-import { notFound, ServiceError } from '../../errors.ts';
+import { notFound } from '../../errors.ts';
 import type { InputFieldBuilder } from '@pothos/core';
 import { builder, type BuilderTypes } from '../../graphql/builder.ts';
 import { memoise, type GraphQLContext } from '../../graphql/context.ts';
 import { connectionComplexity, PageInfo, paginate, type Connection } from '../../graphql/schema/page-info.ts';
-import { requireAuthenticated, requireTenantRole } from '../access/access.ts';
-import { listDeployments } from '../deployments/deployments.service.ts';
-import { getTenantBySlug, listCallerTenants } from '../tenants/tenants.service.ts';
 import { toCatalogView, type CatalogView } from './catalog-view.ts';
 import type { CatalogEntryInput } from './catalog-input.ts';
 import {
-  adminCreateEntry, adminGetEntry, adminSetPublished, adminUpdateEntry, countFacets, getEntryByName, listEntries, type FacetCount,
+  adminCreateEntry, adminGetEntry, adminSetPublished, adminUpdateEntry, browseEntries, countFacets, getEntryByName, type FacetCount,
 } from './catalog.service.ts';
-import { buildIntegration, type Integration, type IntegrationMode } from './integration.ts';
+import {
+  callerDeploymentsByEntry, endpointIntegration, endpointIntegrations, type Integration, type IntegrationCaller, type IntegrationView,
+} from './integration.ts';
 import { adminGetRuntimeConfig, adminSetRuntimeConfig } from './runtime-config.service.ts';
 import { isPlatformAdmin } from '../access/access.ts';
 
@@ -32,7 +31,7 @@ const Snippets = builder.objectRef<Integration['snippets']>('IntegrationSnippets
   }),
 });
 
-type IntegrationShape = Integration & { deploymentState: string | null };
+type IntegrationShape = IntegrationView;
 
 const IntegrationRef = builder.objectRef<IntegrationShape>('Integration').implement({
   description: 'The client values of one endpoint on one surface (spec 1.6): API Base URL, Model Name and API Key.',
@@ -49,50 +48,14 @@ const IntegrationRef = builder.objectRef<IntegrationShape>('Integration').implem
   }),
 });
 
-interface ViewerDeployment {
-  tenantSlug: string;
-  state: string;
-}
-
-/** The deployments of the tenants the caller belongs to (memberships, or a tenant token's tenant), by entry id. */
-function viewerDeployments(ctx: GraphQLContext): Promise<Map<string, ViewerDeployment[]>> {
-  return memoise(ctx, 'viewerDeployments', async () => {
-    const byEntry = new Map<string, ViewerDeployment[]>();
-    for (const tenant of await listCallerTenants(ctx.db, ctx.principal)) {
-      for (const d of await listDeployments(ctx.deployments, ctx.principal, tenant.id)) {
-        const list = byEntry.get(d.entryId) ?? [];
-        list.push({ tenantSlug: tenant.slug, state: d.state });
-        byEntry.set(d.entryId, list);
-      }
-    }
-    for (const list of byEntry.values()) list.sort((a, b) => a.tenantSlug.localeCompare(b.tenantSlug));
-    return byEntry;
-  });
-}
-
-async function integrationFor(ctx: GraphQLContext, e: CatalogView, mode: IntegrationMode | null, tenantSlug: string | null): Promise<IntegrationShape> {
-  const entry = { name: e.name, provider: e.provider || null };
-  if (mode === 'shared' || (mode === null && tenantSlug === null)) {
-    if (mode === 'shared' && !e.offeredShared) throw new ServiceError('invalid', `${e.name} is not offered on the shared surface`, 'mode');
-    if (mode === null) {
-      const own = (await viewerDeployments(ctx)).get(e.id)?.[0];
-      if (own) return { ...buildIntegration(ctx.publicUrls, entry, 'dedicated', own.tenantSlug), deploymentState: own.state };
-      if (!e.offeredShared) return { ...buildIntegration(ctx.publicUrls, entry, 'dedicated'), deploymentState: null };
-    }
-    return { ...buildIntegration(ctx.publicUrls, entry, 'shared'), deploymentState: null };
-  }
-  if (!e.offeredDedicated) throw new ServiceError('invalid', `${e.name} is offered on the shared surface only`, 'mode');
-  if (tenantSlug !== null) {
-    // Only members (or platform admins) see a tenant's URL; any other slug reads as not found.
-    requireAuthenticated(ctx.principal);
-    const tenant = await getTenantBySlug(ctx.db, tenantSlug);
-    if (!tenant) throw notFound('tenant');
-    requireTenantRole(ctx.principal, tenant.id);
-    const deployment = (await listDeployments(ctx.deployments, ctx.principal, tenant.id)).find((d) => d.entryId === e.id);
-    return { ...buildIntegration(ctx.publicUrls, entry, 'dedicated', tenant.slug), deploymentState: deployment?.state ?? null };
-  }
-  const own = (await viewerDeployments(ctx)).get(e.id)?.[0];
-  return { ...buildIntegration(ctx.publicUrls, entry, 'dedicated', own?.tenantSlug ?? null), deploymentState: own?.state ?? null };
+/** The integration rules' view of this request's caller; their tenants' deployments are read once per request. */
+function integrationCaller(ctx: GraphQLContext): IntegrationCaller {
+  return {
+    deployments: ctx.deployments,
+    principal: ctx.principal,
+    urls: ctx.publicUrls,
+    ownDeployments: () => memoise(ctx, 'viewerDeployments', () => callerDeploymentsByEntry(ctx.deployments, ctx.principal)),
+  };
 }
 
 const TokenPrice = builder.objectRef<CatalogView>('TokenPrice').implement({
@@ -152,21 +115,13 @@ export const Endpoint = builder.objectRef<CatalogView>('Endpoint').implement({
         'How to call this endpoint. Without arguments: the dedicated URL of a tenant of yours that deployed it, else the shared base. ' +
         'mode/tenantSlug pick one; a tenant URL needs membership.',
       args: { mode: t.arg({ type: Surface }), tenantSlug: t.arg.string() },
-      resolve: (e, args, ctx) => integrationFor(ctx, e, args.mode ?? null, args.tenantSlug ?? null),
+      resolve: (e, args, ctx) => endpointIntegration(integrationCaller(ctx), { ...e, provider: e.provider || null }, args.mode ?? null, args.tenantSlug ?? null),
     }),
     integrations: t.field({
       type: [IntegrationRef],
       description: "Every way the caller can call it: the shared base (if offered) and each of the caller's tenants' dedicated URLs.",
       complexity: { field: 2, multiplier: 3 },
-      resolve: async (e, _args, ctx) => {
-        const entry = { name: e.name, provider: e.provider || null };
-        const out: IntegrationShape[] = [];
-        if (e.offeredShared) out.push({ ...buildIntegration(ctx.publicUrls, entry, 'shared'), deploymentState: null });
-        const own = (await viewerDeployments(ctx)).get(e.id) ?? [];
-        for (const d of own) out.push({ ...buildIntegration(ctx.publicUrls, entry, 'dedicated', d.tenantSlug), deploymentState: d.state });
-        if (e.offeredDedicated && own.length === 0) out.push({ ...buildIntegration(ctx.publicUrls, entry, 'dedicated'), deploymentState: null });
-        return out;
-      },
+      resolve: (e, _args, ctx) => endpointIntegrations(integrationCaller(ctx), { ...e, provider: e.provider || null }),
     }),
   }),
 });
@@ -208,12 +163,6 @@ const CatalogFacets = builder.objectRef<Awaited<ReturnType<typeof countFacets>>>
   }),
 });
 
-const bounded = (field: string, v: string | null | undefined): string | undefined => {
-  if (v == null || v === '') return undefined;
-  if (v.length > 200) throw new ServiceError('invalid', `${field} must be at most 200 characters`, field);
-  return v;
-};
-
 builder.queryFields((t) => ({
   endpoints: t.field({
     type: EndpointConnection,
@@ -222,12 +171,11 @@ builder.queryFields((t) => ({
     complexity: connectionComplexity,
     resolve: async (_root, args, ctx) => {
       const f = args.filter;
-      const entries = await listEntries(ctx.db, {
-        publishedOnly: true,
-        provider: bounded('provider', f?.provider),
-        tag: bounded('tag', f?.tag),
-        useCase: bounded('useCase', f?.useCase),
-        search: bounded('search', f?.search),
+      const entries = await browseEntries(ctx.db, {
+        provider: f?.provider ?? undefined,
+        tag: f?.tag ?? undefined,
+        useCase: f?.useCase ?? undefined,
+        search: f?.search ?? undefined,
         mode: f?.surface ?? undefined,
       });
       return paginate(entries.map(toCatalogView), args);

@@ -6,8 +6,8 @@ import { toCatalogView } from './catalog-view.ts';
 import { observedColdStart } from '../deployments/node-load.ts';
 import { adminGetRuntimeConfig, adminSetRuntimeConfig } from './runtime-config.service.ts';
 import {
-  adminAddUpstream, adminCreateEntry, adminGetEntry, adminRemoveUpstream, adminSetPublished, adminUpdateEntry, getEntryByName,
-  listEntries, listFacets, listUpstreams,
+  adminAddUpstream, adminCreateEntry, adminGetEntry, adminListEntries, adminListUpstreams, adminRemoveUpstream, adminSetPublished,
+  adminUpdateEntry, browseEntries, getEntryByName, listFacets,
 } from './catalog.service.ts';
 
 const filter = z
@@ -55,7 +55,7 @@ const entryId = z.object({ id: z.uuid() });
 export const catalogRouter = router({
   /** Published endpoints; browsing needs no login. */
   list: publicProcedure.input(filter).query(async ({ ctx, input }) => {
-    const entries = await listEntries(ctx.db, { ...input, publishedOnly: true });
+    const entries = await browseEntries(ctx.db, input ?? {});
     return entries.map(toCatalogView);
   }),
   byName: publicProcedure.input(z.object({ name: z.string().min(1) })).query(async ({ ctx, input }) => {
@@ -68,12 +68,12 @@ export const catalogRouter = router({
 
   admin: router({
     /** Every entry, unpublished included (platform admin). */
-    list: adminProcedure.input(filter).query(async ({ ctx, input }) => (await listEntries(ctx.db, { ...input })).map(toCatalogView)),
+    list: adminProcedure.input(filter).query(async ({ ctx, input }) => (await adminListEntries(ctx.db, ctx.principal, input ?? {})).map(toCatalogView)),
     /** One entry with its shared-surface upstreams (their API keys never shown). */
     get: adminProcedure.input(entryId).query(async ({ ctx, input }) => {
       const entry = await adminGetEntry(ctx.db, ctx.principal, { id: input.id });
       if (!entry) throw notFound('catalog entry');
-      return { entry: toCatalogView(entry), upstreams: await listUpstreams(ctx.db, entry.id), runtimeConfig: await adminGetRuntimeConfig(ctx.db, ctx.principal, entry.id) };
+      return { entry: toCatalogView(entry), upstreams: await adminListUpstreams(ctx.db, ctx.principal, entry.id), runtimeConfig: await adminGetRuntimeConfig(ctx.db, ctx.principal, entry.id) };
     }),
   }),
 
@@ -103,7 +103,7 @@ export const catalogRouter = router({
     .mutation(async ({ ctx, input }) => toCatalogView(await adminSetPublished(ctx.db, ctx.principal, input.id, false))),
 
   upstreams: router({
-    list: adminProcedure.input(z.object({ entryId: z.uuid() })).query(({ ctx, input }) => listUpstreams(ctx.db, input.entryId)),
+    list: adminProcedure.input(z.object({ entryId: z.uuid() })).query(({ ctx, input }) => adminListUpstreams(ctx.db, ctx.principal, input.entryId)),
     /** Adds a shared-surface replica (an OpenAI-compatible runtime URL). */
     add: adminProcedure
       .input(

@@ -338,6 +338,38 @@ export async function adminRemoveUpstream(db: Db, principal: Principal, upstream
   });
 }
 
+/** Platform admins: every entry matching the filter, unpublished ones included. */
+export async function adminListEntries(db: Db, principal: Principal, filter: Omit<EntryFilter, 'publishedOnly'> = {}): Promise<CatalogEntry[]> {
+  requirePlatformAdmin(principal);
+  return listEntries(db, { ...checkFilter(filter), publishedOnly: false });
+}
+
+/** Platform admins: an entry's shared-surface upstreams (whether each has an API key, never the key). */
+export async function adminListUpstreams(db: Db, principal: Principal, entryId: string): Promise<Upstream[]> {
+  requirePlatformAdmin(principal);
+  return listUpstreams(db, entryKey(entryId));
+}
+
+/** Published entries matching the filter (anyone: browsing needs no login). */
+export async function browseEntries(db: Db, filter: Omit<EntryFilter, 'publishedOnly'> = {}): Promise<CatalogEntry[]> {
+  return listEntries(db, { ...checkFilter(filter), publishedOnly: true });
+}
+
+const MAX_FILTER_LENGTH = 200;
+
+/** Filter values as callers give them: empty means unset; over 200 characters is refused, naming the field. */
+function checkFilter(filter: Omit<EntryFilter, 'publishedOnly'>): Omit<EntryFilter, 'publishedOnly'> {
+  const out: { -readonly [K in keyof EntryFilter]?: EntryFilter[K] } = {};
+  for (const field of ['provider', 'tag', 'useCase', 'search'] as const) {
+    const v = filter[field];
+    if (v == null || v === '') continue;
+    if (v.length > MAX_FILTER_LENGTH) throw new ServiceError('invalid', `${field} must be at most ${MAX_FILTER_LENGTH} characters`, field);
+    out[field] = v;
+  }
+  if (filter.mode !== undefined) out.mode = filter.mode;
+  return out;
+}
+
 /** Platform admins: any entry (published or not) by id or Name, with its upstreams when asked. */
 export async function adminGetEntry(db: Db, principal: Principal, by: { readonly id?: string | null; readonly name?: string | null }): Promise<CatalogEntry | null> {
   requirePlatformAdmin(principal);

@@ -16,6 +16,7 @@ import { resolveTargetConcurrency } from './target-concurrency.ts';
 import { normaliseRuntimeUrl } from './provisioners/external/external-provisioner.ts';
 import { AddressRefusedError } from '@infer/shared/address-guard';
 import { provisionerKinds, type ProvisionerKind } from './provisioners/provisioner.ts';
+import { AUTOSCALING_LIMITS, MAX_REPLICAS } from '@infer/shared/deployment-limits';
 
 // The row-level functions stay available (seed, tests, provisioners).
 export {
@@ -23,14 +24,9 @@ export {
 } from './deployment-store.ts';
 export type { Deployment, Replica, CreateDeploymentInput } from './deployment-store.ts';
 
-/** Most replicas one deployment may ask for (the one bound: tRPC and GraphQL leave it to this service). */
-export const MAX_REPLICAS = 8;
-/** Bounds of the autoscaling knobs. */
-export const AUTOSCALING_LIMITS = Object.freeze({
-  targetConcurrency: { min: 1, max: 10_000 },
-  scaleToZeroAfterSeconds: { min: 10, max: 7 * 86_400, default: 900 },
-  scaleDownDelaySeconds: { min: 0, max: 86_400, default: 60 },
-});
+// The one max-replica bound and the autoscaling bounds (tRPC and GraphQL leave them to this service; the
+// console imports the same module from `@infer/shared/deployment-limits`).
+export { MAX_REPLICAS, AUTOSCALING_LIMITS } from '@infer/shared/deployment-limits';
 
 /** Autoscaling knobs as callers give them: absent keeps the current (or default) value; targetConcurrency null = the entry's default. */
 export interface AutoscalingInput {

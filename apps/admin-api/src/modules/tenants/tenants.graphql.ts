@@ -1,14 +1,14 @@
 import { builder } from '../../graphql/builder.ts';
-import { isPlatformAdmin, requireTenantRole, roleIn } from '../access/access.ts';
+import { isPlatformAdmin } from '../access/access.ts';
 import type { Principal } from '../access/principal.ts';
 import { getUserById } from '../auth/auth.service.ts';
-import { adminCreateTenant, adminListTenants, getCallerTenant, listCallerTenants, type Tenant } from './tenants.service.ts';
+import { adminCreateTenant, adminListTenants, callerRoleIn, getCallerTenant, listCallerTenants, type Tenant } from './tenants.service.ts';
 
 export const TenantRoleEnum = builder.enumType('TenantRole', {
   values: { OWNER: { value: 'owner' }, MEMBER: { value: 'member' } } as const,
 });
 
-/** A tenant; every field under it re-checks the caller's role (see `requireTenantRole`). */
+/** A tenant; every field under it re-checks the caller's role in its service. */
 export const TenantRef = builder.objectRef<Tenant>('Tenant').implement({
   description: 'A tenant: the <tenant> segment of dedicated URLs, owner of keys, deployments and usage.',
   fields: (t) => ({
@@ -21,10 +21,7 @@ export const TenantRef = builder.objectRef<Tenant>('Tenant').implement({
     viewerRole: t.field({
       type: TenantRoleEnum,
       description: "The caller's role here (platform admins and platform tokens act as owners).",
-      resolve: (x, _args, ctx) => {
-        requireTenantRole(ctx.principal, x.id);
-        return roleIn(ctx.principal, x.id) ?? 'member';
-      },
+      resolve: (x, _args, ctx) => callerRoleIn(ctx.principal, x.id),
     }),
   }),
 });

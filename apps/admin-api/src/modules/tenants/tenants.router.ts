@@ -5,7 +5,8 @@ import {
   answerInvitation, inviteMember, listMyInvitations, listTenantInvitations, revokeInvitation,
 } from './invitations.service.ts';
 import {
-  adminCreateTenant, adminListTenants, adminSetTenantLimits, getCallerTenant, listCallerTenants, listTenantMembers, removeTenantMember,
+  adminCreateTenant, adminListTenants, adminSetTenantLimits, callerRoleIn, getCallerTenant, listCallerTenants, listTenantMembers,
+  removeTenantMember,
   setMemberRole,
 } from './tenants.service.ts';
 
@@ -36,7 +37,7 @@ export const tenantsRouter = router({
   /** One tenant and the caller's role in it (members). */
   get: tenantProcedure.query(async ({ ctx }) => {
     const tenant = await getCallerTenant(ctx.db, ctx.principal, { id: ctx.tenantId });
-    return { ...tenant, role: ctx.role, viewerIsPlatformAdmin: isPlatformAdmin(ctx.principal) };
+    return { ...tenant, role: callerRoleIn(ctx.principal, tenant.id), viewerIsPlatformAdmin: isPlatformAdmin(ctx.principal) };
   }),
 
   members: router({

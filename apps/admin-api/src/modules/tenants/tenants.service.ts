@@ -2,7 +2,7 @@ import type { MembershipRole } from '@infer/db';
 import type { Db } from '../../db.ts';
 import { isUuid } from '../../db.ts';
 import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
-import { requireAuthenticated, requirePlatformAdmin, requireTenantRole } from '../access/access.ts';
+import { requireAuthenticated, requirePlatformAdmin, requireTenantRole, roleIn } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
 import { checkRateLimits } from '../access/rate-limits.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
@@ -288,6 +288,12 @@ export async function getCallerTenant(db: Db, principal: Principal, by: { readon
   if (!tenant) throw notFound('tenant');
   requireTenantRole(principal, tenant.id);
   return tenant;
+}
+
+/** The caller's role in a tenant they belong to (platform admins and the tenant's admin tokens act as owners); another tenant is "not found". */
+export function callerRoleIn(principal: Principal, tenantId: string): MembershipRole {
+  requireTenantRole(principal, tenantId, 'member');
+  return roleIn(principal, tenantId) ?? 'member';
 }
 
 /** The members of a tenant, for its members. */

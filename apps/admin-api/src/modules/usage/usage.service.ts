@@ -3,6 +3,8 @@ import type { UsageRecord } from '@infer/shared';
 import { isUuid, type Db } from '../../db.ts';
 import { ServiceError } from '../../errors.ts';
 import { gpuCosts } from '../deployments/gpu-ledger.ts';
+import { requireTenantRole } from '../access/access.ts';
+import type { Principal } from '../access/principal.ts';
 
 export interface IngestResult {
   /** Records stored by this call. */
@@ -135,8 +137,22 @@ export interface UsageSummary {
 
 const totals = sql<number>`count(*)`;
 
-/** A tenant's usage in [from, to), by UTC day and by endpoint and mode. */
-export async function summariseUsage(db: Db, input: { tenantId: string; from: Date; to: Date }): Promise<UsageSummary> {
+/**
+ * A tenant's usage in [from, to), by UTC day and by endpoint and mode, for the tenant's members (platform
+ * admins and the tenant's admin tokens too); another tenant reads as not found. Absent bounds default and
+ * the span is checked here (`usageRange`), so every surface applies the same rules.
+ */
+export async function summariseUsage(
+  db: Db,
+  principal: Principal,
+  input: { readonly tenantId: string; readonly from?: Date | null; readonly to?: Date | null },
+  now: Date = new Date(),
+): Promise<UsageSummary> {
+  requireTenantRole(principal, input.tenantId, 'member');
+  return tenantUsage(db, { tenantId: input.tenantId, ...usageRange(input, now) });
+}
+
+async function tenantUsage(db: Db, input: { tenantId: string; from: Date; to: Date }): Promise<UsageSummary> {
   const empty: UsageTotals = { requests: 0, promptTokens: 0, completionTokens: 0, gpuSeconds: 0, costUsd: 0 };
   const range = { from: input.from.toISOString(), to: input.to.toISOString() };
   if (!isUuid(input.tenantId)) return { ...range, totals: empty, byDay: [], byEndpoint: [] };
