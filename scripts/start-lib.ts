@@ -55,7 +55,9 @@ export async function waitForHttp(url: string, timeoutMs: number): Promise<void>
 }
 
 /** True once no deployment is still provisioning, so the printed dedicated URL answers at once. */
-export function deploymentsSettled(snapshot: Pick<ConfigSnapshot, 'deployments'> & { deployments: ReadonlyArray<{ state: string; replicas: readonly unknown[] }> }): boolean {
+export function deploymentsSettled(
+  snapshot: Pick<ConfigSnapshot, 'deployments'> & { deployments: ReadonlyArray<{ state: string; replicas: readonly unknown[] }> },
+): boolean {
   return snapshot.deployments.every((d) => d.state !== 'provisioning' && d.state !== 'pending' && (d.state !== 'running' || d.replicas.length > 0));
 }
 

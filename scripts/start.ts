@@ -21,7 +21,10 @@ function refuse(line: string): never {
 
 // Every port is checked before anything is touched: a second `pnpm start` must not open the first one's
 // database, rewrite its demo.env or print a banner whose readiness checks answered from the other instance.
-for (const [port, variable] of [[env.ADMIN_PORT, 'ADMIN_PORT'], [env.PORT, 'PORT']] as const) {
+for (const [port, variable] of [
+  [env.ADMIN_PORT, 'ADMIN_PORT'],
+  [env.PORT, 'PORT'],
+] as const) {
   const problem = await portProblem(env.HOST, port);
   if (problem !== null) refuse(portMessage(port, env.HOST, problem, variable));
 }
@@ -45,9 +48,7 @@ function stopAll(code: number): void {
     process.exit(code);
   }, 5000);
   deadline.unref();
-  void Promise.all(children.map((c) => (c.exitCode === null ? new Promise((r) => c.once('exit', r)) : null))).then(() =>
-    process.exit(code),
-  );
+  void Promise.all(children.map((c) => (c.exitCode === null ? new Promise((r) => c.once('exit', r)) : null))).then(() => process.exit(code));
 }
 process.on('SIGINT', () => stopAll(0));
 process.on('SIGTERM', () => stopAll(0));
@@ -117,15 +118,23 @@ try {
   const previous = previousFile ? parseEnvFile(readFileSync(previousFile, 'utf8')) : {};
   if (seeded) {
     demo = {
-      tenant: seeded.tenantSlug, dedicatedName: seeded.dedicatedName, SHARED_MODEL: seeded.sharedModel,
-      DEDICATED_MODEL: seeded.dedicatedModel, INFERENCE_API_KEY: seeded.apiKey,
-      ADMIN_EMAIL: seeded.adminEmail, ADMIN_PASSWORD: seeded.adminPassword,
+      tenant: seeded.tenantSlug,
+      dedicatedName: seeded.dedicatedName,
+      SHARED_MODEL: seeded.sharedModel,
+      DEDICATED_MODEL: seeded.dedicatedModel,
+      INFERENCE_API_KEY: seeded.apiKey,
+      ADMIN_EMAIL: seeded.adminEmail,
+      ADMIN_PASSWORD: seeded.adminPassword,
     };
   } else if (previous['INFERENCE_API_KEY'] && previous['DEMO_TENANT'] && previous['DEDICATED_NAME']) {
     demo = {
-      tenant: previous['DEMO_TENANT'], dedicatedName: previous['DEDICATED_NAME'], SHARED_MODEL: previous['SHARED_MODEL'] ?? '',
-      DEDICATED_MODEL: previous['DEDICATED_MODEL'] ?? '', INFERENCE_API_KEY: previous['INFERENCE_API_KEY'],
-      ADMIN_EMAIL: previous['ADMIN_EMAIL'] ?? '', ADMIN_PASSWORD: previous['ADMIN_PASSWORD'] ?? '',
+      tenant: previous['DEMO_TENANT'],
+      dedicatedName: previous['DEDICATED_NAME'],
+      SHARED_MODEL: previous['SHARED_MODEL'] ?? '',
+      DEDICATED_MODEL: previous['DEDICATED_MODEL'] ?? '',
+      INFERENCE_API_KEY: previous['INFERENCE_API_KEY'],
+      ADMIN_EMAIL: previous['ADMIN_EMAIL'] ?? '',
+      ADMIN_PASSWORD: previous['ADMIN_PASSWORD'] ?? '',
     };
   } else {
     // The database was seeded but demo.env is gone: the old secrets cannot be recovered (only hashes are
@@ -138,9 +147,13 @@ try {
     await setPassword(database.db, admin.id, password);
     console.log('[start] demo.env was missing: issued a new demo API key and a new demo admin password');
     demo = {
-      tenant: 'demo', dedicatedName: 'Llama-3.3-70B-Instruct', SHARED_MODEL: 'Llama-3.3-70B-Instruct',
-      DEDICATED_MODEL: '', INFERENCE_API_KEY: created.secret,
-      ADMIN_EMAIL: admin.email, ADMIN_PASSWORD: password,
+      tenant: 'demo',
+      dedicatedName: 'Llama-3.3-70B-Instruct',
+      SHARED_MODEL: 'Llama-3.3-70B-Instruct',
+      DEDICATED_MODEL: '',
+      INFERENCE_API_KEY: created.secret,
+      ADMIN_EMAIL: admin.email,
+      ADMIN_PASSWORD: password,
     };
   }
   const snapshot = await buildSnapshot(database.db);
@@ -158,9 +171,11 @@ for (const sim of sims) {
   if (problem === null) continue;
   // A database seeded just now took its runtime ports from SIM_BASE_PORT: start over with another one.
   if (freshDatabase) rmSync(join(dataDir, 'pglite'), { recursive: true, force: true });
-  refuse(seededNow
-    ? portMessage(sim.port, '127.0.0.1', problem, `SIM_BASE_PORT (the simulated runtimes take ${sims.length} ports from it)`)
-    : portMessage(sim.port, '127.0.0.1', problem, 'SIM_BASE_PORT with a new DATA_DIR (this one was seeded with its runtime ports)'));
+  refuse(
+    seededNow
+      ? portMessage(sim.port, '127.0.0.1', problem, `SIM_BASE_PORT (the simulated runtimes take ${sims.length} ports from it)`)
+      : portMessage(sim.port, '127.0.0.1', problem, 'SIM_BASE_PORT with a new DATA_DIR (this one was seeded with its runtime ports)'),
+  );
 }
 
 if (existsSync(demoFile)) renameSync(demoFile, lastDemoFile);
@@ -186,15 +201,28 @@ try {
     launch(`sim:${sim.port}`, 'packages/runtime-sim/src/cli.ts', args, {});
   }
   launch('admin-api', 'apps/admin-api/src/server.ts', [], {
-    ADMIN_HOST: env.HOST, ADMIN_PORT: String(env.ADMIN_PORT), DATA_DIR: dataDir, NODE_TOKEN: nodeToken,
-    SHARED_BASE_URL: values['SHARED_BASE_URL']!, DATAPLANE_URL: publicDataplane, WEB_ROOT: webRoot, LOG_LEVEL: env.LOG_LEVEL,
-    LOCAL_SIM_TTFT_MS: String(env.SIM_TTFT_MS), LOCAL_SIM_ITL_MS: String(env.SIM_ITL_MS), LOCAL_COLD_START_CAP_MS: String(Math.round(env.SIM_COLD_START_CAP_SECONDS * 1000)),
+    ADMIN_HOST: env.HOST,
+    ADMIN_PORT: String(env.ADMIN_PORT),
+    DATA_DIR: dataDir,
+    NODE_TOKEN: nodeToken,
+    SHARED_BASE_URL: values['SHARED_BASE_URL']!,
+    DATAPLANE_URL: publicDataplane,
+    WEB_ROOT: webRoot,
+    LOG_LEVEL: env.LOG_LEVEL,
+    LOCAL_SIM_TTFT_MS: String(env.SIM_TTFT_MS),
+    LOCAL_SIM_ITL_MS: String(env.SIM_ITL_MS),
+    LOCAL_COLD_START_CAP_MS: String(Math.round(env.SIM_COLD_START_CAP_SECONDS * 1000)),
     ...(env.DATABASE_URL ? { DATABASE_URL: env.DATABASE_URL } : {}),
   });
   await waitForHttp(`${adminUrl}/readyz`, 60_000);
   launch('dataplane', 'apps/dataplane/src/server.ts', [], {
-    HOST: env.HOST, PORT: String(env.PORT), CONTROL_PLANE_URL: adminUrl, NODE_TOKEN: nodeToken,
-    SNAPSHOT_FILE: join(dataDir, 'dataplane-snapshot.json'), USAGE_SPOOL_DIR: join(dataDir, 'dataplane-usage'), LOG_LEVEL: env.LOG_LEVEL,
+    HOST: env.HOST,
+    PORT: String(env.PORT),
+    CONTROL_PLANE_URL: adminUrl,
+    NODE_TOKEN: nodeToken,
+    SNAPSHOT_FILE: join(dataDir, 'dataplane-snapshot.json'),
+    USAGE_SPOOL_DIR: join(dataDir, 'dataplane-usage'),
+    LOG_LEVEL: env.LOG_LEVEL,
     // Its internal /metrics listener takes any free port: a fixed one would collide with a second instance's.
     METRICS_PORT: '0',
   });
@@ -207,7 +235,12 @@ try {
   await new Promise(() => {}); // stopAll exits once the children are gone
 }
 // Only now, and whole: whoever sees demo.env can call the API with it at once.
-writeFileAtomic(demoFile, Object.entries(values).map(([k, v]) => `${k}=${v}`).join('\n') + '\n');
+writeFileAtomic(
+  demoFile,
+  Object.entries(values)
+    .map(([k, v]) => `${k}=${v}`)
+    .join('\n') + '\n',
+);
 rmSync(lastDemoFile, { force: true });
 
 /** The local provisioner (in the control plane) starts dedicated replicas; wait so the printed URL answers. */

@@ -23,11 +23,17 @@ async function freePort(): Promise<number> {
 async function freeRange(n: number): Promise<number> {
   for (let attempt = 0; attempt < 20; attempt++) {
     const base = 20000 + Math.floor(Math.random() * 30000);
-    const ok = await Promise.all(Array.from({ length: n }, (_, i) => new Promise<boolean>((res) => {
-      const s = createServer();
-      s.once('error', () => res(false));
-      s.listen(base + i, '127.0.0.1', () => s.close(() => res(true)));
-    })));
+    const ok = await Promise.all(
+      Array.from(
+        { length: n },
+        (_, i) =>
+          new Promise<boolean>((res) => {
+            const s = createServer();
+            s.once('error', () => res(false));
+            s.listen(base + i, '127.0.0.1', () => s.close(() => res(true)));
+          }),
+      ),
+    );
     if (ok.every(Boolean)) return base;
   }
   throw new Error('no free port range');
@@ -42,9 +48,11 @@ function startPlatform(env: Record<string, string>, viaPnpm = false): { child: C
   const { DATABASE_URL: _ignored, ...inherited } = process.env;
   const child = viaPnpm
     ? spawn('pnpm', ['start'], {
-      cwd: pnpmProject(), env: { ...inherited, ...env, PATH: `${dirname(process.execPath)}:${process.env['PATH'] ?? ''}` },
-      stdio: ['ignore', 'pipe', 'pipe'], detached: true,
-    })
+        cwd: pnpmProject(),
+        env: { ...inherited, ...env, PATH: `${dirname(process.execPath)}:${process.env['PATH'] ?? ''}` },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        detached: true,
+      })
     : spawn(process.execPath, [join(root, 'scripts/start.ts')], { cwd: root, env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
@@ -129,7 +137,12 @@ function expectRefusal(r: { code: number | null; output: string }, port: string,
 }
 
 function readEnv(file: string): Record<string, string> {
-  return Object.fromEntries(readFileSync(file, 'utf8').trim().split('\n').map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+  return Object.fromEntries(
+    readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+  );
 }
 
 /** The README's curl calls, exactly as printed, one command each. */
@@ -137,7 +150,10 @@ function readmeCurls(): string[] {
   const readme = readFileSync(join(root, 'README.md'), 'utf8');
   const block = readme.slice(readme.indexOf('set -a; . .data/demo.env; set +a'));
   const body = block.slice(block.indexOf('\n') + 1, block.indexOf('```'));
-  return body.replace(/\\\n/g, ' ').split('\n').filter((l) => l.startsWith('curl '));
+  return body
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .filter((l) => l.startsWith('curl '));
 }
 
 /** The README's admin-token block (log in, mint and export ADMIN_TOKEN, call GraphQL with it), as printed. */
@@ -148,7 +164,10 @@ function readmeAdminTokenBlock(): string {
 }
 
 function isUp(url: string): Promise<boolean> {
-  return fetch(url).then((r) => r.arrayBuffer().then(() => true), () => false);
+  return fetch(url).then(
+    (r) => r.arrayBuffer().then(() => true),
+    () => false,
+  );
 }
 
 describe('pnpm start', () => {
@@ -159,8 +178,13 @@ describe('pnpm start', () => {
 
   it('runs the platform, answers the README curl calls, stops on Ctrl-C and keeps its key across restarts', async () => {
     const env = {
-      DATA_DIR: dataDir, ADMIN_PORT: String(await freePort()), PORT: String(await freePort()),
-      SIM_BASE_PORT: String(await freeRange(10)), SIM_TTFT_MS: '5', SIM_ITL_MS: '1', LOG_LEVEL: 'warn',
+      DATA_DIR: dataDir,
+      ADMIN_PORT: String(await freePort()),
+      PORT: String(await freePort()),
+      SIM_BASE_PORT: String(await freeRange(10)),
+      SIM_TTFT_MS: '5',
+      SIM_ITL_MS: '1',
+      LOG_LEVEL: 'warn',
     };
     const first = startPlatform(env);
     try {
@@ -171,7 +195,16 @@ describe('pnpm start', () => {
       const demoFile = join(dataDir, 'demo.env');
       expect(statSync(demoFile).mode & 0o777).toBe(0o600);
       const demo = readEnv(demoFile);
-      for (const name of ['CONSOLE_URL', 'SHARED_BASE_URL', 'DEDICATED_BASE_URL', 'SHARED_MODEL', 'DEDICATED_MODEL', 'INFERENCE_API_KEY', 'ADMIN_EMAIL', 'ADMIN_PASSWORD']) {
+      for (const name of [
+        'CONSOLE_URL',
+        'SHARED_BASE_URL',
+        'DEDICATED_BASE_URL',
+        'SHARED_MODEL',
+        'DEDICATED_MODEL',
+        'INFERENCE_API_KEY',
+        'ADMIN_EMAIL',
+        'ADMIN_PASSWORD',
+      ]) {
         expect(demo[name], name).toBeTruthy();
       }
       expect(demo['SHARED_BASE_URL']).toMatch(/\/endpoints\/v1$/);

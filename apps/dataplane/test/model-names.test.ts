@@ -18,10 +18,21 @@ function snapshot(urls: { sim: string; faulty: string; dead: string }): ConfigSn
   const s = makeSnapshot(urls);
   const upstream = { id: 'u-llama33', url: urls.sim, kind: 'sim' as const, servedModel: 'sim-llama', apiKey: null };
   s.endpoints.push({
-    ...s.endpoints[0]!, id: 'e-llama33', name: LLAMA, provider: 'Meta', createdAt: CREATED,
+    ...s.endpoints[0]!,
+    id: 'e-llama33',
+    name: LLAMA,
+    provider: 'Meta',
+    createdAt: CREATED,
     upstreams: [upstream, { ...upstream, id: 'u-llama33-hf', servedModel: 'meta-llama/Llama-3.3-70B-Instruct', url: urls.dead }],
   });
-  s.deployments.push({ ...s.deployments[0]!, id: 'd-llama33', endpointId: 'e-llama33', endpointName: LLAMA, provider: 'Meta', replicas: [{ ...upstream, id: 'r-llama33' }] });
+  s.deployments.push({
+    ...s.deployments[0]!,
+    id: 'd-llama33',
+    endpointId: 'e-llama33',
+    endpointName: LLAMA,
+    provider: 'Meta',
+    replicas: [{ ...upstream, id: 'r-llama33' }],
+  });
   return s;
 }
 
@@ -76,7 +87,14 @@ describe.each([
   });
 
   it('dedicated: any other prefix, a Hugging Face id or another case of the Name is a 404 naming the accepted forms', async () => {
-    for (const model of [`foo/${LLAMA}`, 'meta-llama/Llama-3.3-70B-Instruct', LLAMA.toLowerCase(), `Meta/${LLAMA.toLowerCase()}`, `/${LLAMA}`, `Meta/x/${LLAMA}`]) {
+    for (const model of [
+      `foo/${LLAMA}`,
+      'meta-llama/Llama-3.3-70B-Instruct',
+      LLAMA.toLowerCase(),
+      `Meta/${LLAMA.toLowerCase()}`,
+      `/${LLAMA}`,
+      `Meta/x/${LLAMA}`,
+    ]) {
       const a = await send(DEDICATED, chatBody({ model }), chunked);
       expect(a.status, model).toBe(404);
       expect(a.body.error).toMatchObject({ code: 'model_not_found', param: 'model' });
