@@ -132,6 +132,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   const unsubscribe = opts.store.onVersion((_v, view) => {
     connectionsByOrigin = poolSizes(view, baseConcurrency);
     pools.retain(view.origins);
+    limits.follow(view);
   });
   const routing = createRouting(opts.routing ?? {}, pools, opts.store, metrics);
   const limits = createLimits(opts.limits ?? {}, (message, err) => app.log.warn({ reason: err instanceof Error ? err.message : String(err) }, message));
@@ -200,6 +201,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     scale,
     pools,
     router: routing.router,
+    replicaCap: (target) => limits.replicaCap(target),
     routingMetrics: routing.metrics,
     metrics,
     timeouts,

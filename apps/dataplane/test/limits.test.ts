@@ -289,15 +289,35 @@ describe('limit building blocks', () => {
     const a = gate.acquire('g', 1, null)!.then(() => order.push(1));
     const b = gate.acquire('g', 1, null)!.then(() => order.push(2));
     await expect(gate.acquire('g', 1, null)).rejects.toBeInstanceOf(QueueRejection);
-    gate.release('g', 1);
+    gate.release('g');
     await a;
-    gate.release('g', 1);
+    gate.release('g');
     await b;
     expect(order).toEqual([1, 2]);
     const timedOut = gate.acquire('g', 1, null)!;
     await expect(timedOut).rejects.toMatchObject({ outcome: 'timeout' });
-    gate.release('g', 1);
+    gate.release('g');
+    expect(gate.stats('g')).toEqual({ active: 0, queued: 0 });
+  });
+
+  it('the gate follows its capacity of now: a replica that left takes its slots, one that came gives them at once', async () => {
+    const gate = createConcurrencyGate({ queueMax: 8, queueTimeoutMs: 5000 });
+    expect(gate.acquire('g', 2, null)).toBeNull();
+    expect(gate.acquire('g', 2, null)).toBeNull();
+    let woken = 0;
+    const waiter = gate.acquire('g', 2, null)!.then(() => woken++);
+    // Two replicas became one: a slot freed by a request taken under the old capacity is not handed on.
+    gate.resize('g', 1);
+    gate.release('g');
+    await new Promise((r) => setTimeout(r, 10));
+    expect(woken).toBe(0);
+    expect(gate.stats('g')).toEqual({ active: 1, queued: 1 });
+    // Three replicas now: the waiter gets a new slot without waiting for a release.
+    gate.resize('g', 3);
+    await waiter;
+    expect(gate.stats('g')).toEqual({ active: 2, queued: 0 });
+    gate.release('g');
+    gate.release('g');
     expect(gate.stats('g')).toEqual({ active: 0, queued: 0 });
   });
 });
-

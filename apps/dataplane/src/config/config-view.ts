@@ -48,6 +48,8 @@ export interface RouteTarget {
   readonly limits: TargetLimits;
   /** Routing overrides (src/routing): the deployment's, else its catalog entry's; null: the node's defaults. */
   readonly routing: SnapshotRouting | null;
+  /** A deployment's targetConcurrency: requests one replica takes at once (absent: the node's base x Concurrency). */
+  readonly replicaConcurrency?: number | null;
 }
 
 export interface ResolvedKey {
@@ -137,6 +139,7 @@ function deploymentTarget(d: SnapshotDeployment, limits: TargetLimits, entryRout
     prefixedModel: prefixedModel(d.endpointName, d.provider), created,
     ready: upstreams.length > 0, upstreams: Object.freeze(upstreams), limits,
     routing: d.routing !== undefined ? { ...entryRouting, ...d.routing } : entryRouting,
+    replicaConcurrency: positive(d.targetConcurrency),
   });
 }
 

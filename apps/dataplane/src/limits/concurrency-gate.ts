@@ -19,6 +19,8 @@ interface Waiter {
 
 interface Gate {
   active: number;
+  /** Slots now: the latest capacity an acquire or a snapshot gave (replicas come and go). */
+  capacity: number;
   /** FIFO: waiters[head..] (entries that gave up stay until they reach the head). */
   waiters: Waiter[];
   head: number;
@@ -32,8 +34,13 @@ export interface ConcurrencyGate {
    * that resolves in FIFO order when one frees, or rejects with a QueueRejection.
    */
   acquire(gateId: string, capacity: number, abort: { once(ev: 'close', fn: () => void): unknown; off(ev: 'close', fn: () => void): unknown } | null): Promise<void> | null;
-  /** Gives a slot back (to the next waiter when there is one and capacity allows). */
-  release(gateId: string, capacity: number): void;
+  /**
+   * Gives a slot back: to the next waiter when the gate's current capacity allows (not the capacity of the
+   * moment the slot was taken: after a replica left, handing it on would overfill the ones that remain).
+   */
+  release(gateId: string): void;
+  /** The target's capacity changed (a snapshot added or removed replicas): waiters take the new slots now. */
+  resize(gateId: string, capacity: number): void;
   /** In-flight and queued counts (for tests and metrics). */
   stats(gateId: string): { active: number; queued: number };
 }
@@ -62,12 +69,25 @@ export function createConcurrencyGate(opts: ConcurrencyGateOptions): Concurrency
     return null;
   };
 
+  /** Hands free slots to waiters, in order. */
+  const wake = (g: Gate): void => {
+    while (g.queued > 0 && g.active < g.capacity) {
+      const w = nextWaiter(g);
+      if (w === null) return;
+      g.active++;
+      w.resolve();
+    }
+  };
+
   return {
     acquire(gateId, capacity, abort) {
       let g = gates.get(gateId);
       if (g === undefined) {
-        g = { active: 0, waiters: [], head: 0, queued: 0 };
+        g = { active: 0, capacity, waiters: [], head: 0, queued: 0 };
         gates.set(gateId, g);
+      } else if (g.capacity !== capacity) {
+        g.capacity = capacity;
+        wake(g);
       }
       if (g.active < capacity && g.queued === 0) {
         g.active++;
@@ -102,18 +122,18 @@ export function createConcurrencyGate(opts: ConcurrencyGateOptions): Concurrency
         gate.queued++;
       });
     },
-    release(gateId, capacity) {
+    release(gateId) {
       const g = gates.get(gateId);
       if (g === undefined) return;
-      if (g.queued > 0 && g.active <= capacity) {
-        const w = nextWaiter(g);
-        if (w !== null) {
-          w.resolve(); // the slot passes straight to the next in line
-          return;
-        }
-      }
       g.active--;
+      wake(g);
       if (g.active <= 0 && g.queued === 0) gates.delete(gateId);
+    },
+    resize(gateId, capacity) {
+      const g = gates.get(gateId);
+      if (g === undefined || g.capacity === capacity) return;
+      g.capacity = capacity;
+      wake(g);
     },
     stats(gateId) {
       const g = gates.get(gateId);

@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import { ApiError } from '@infer/shared';
-import type { KeyRateLimits, ResolvedKey, RouteTarget } from '../config/config-view.ts';
+import type { ConfigView, KeyRateLimits, ResolvedKey, RouteTarget } from '../config/config-view.ts';
 import type { UsageSink } from '../usage/usage-reporter.ts';
 import { QueueRejection, createConcurrencyGate, queueError } from './concurrency-gate.ts';
 import { createMemoryRateLimiter } from './rate-limiter.ts';
@@ -38,8 +38,15 @@ export interface LimitsOptions {
  */
 export const DEFAULT_REPLICA_BASE_CONCURRENCY = 32;
 
-export const targetCapacity = (base: number, multiplier: number | null, replicas: number): number =>
-  Math.max(1, Math.floor(base * (multiplier ?? 1))) * Math.max(1, replicas);
+export const targetCapacity = (base: number, multiplier: number | null, replicas: number, perReplica: number | null = null): number =>
+  (perReplica ?? Math.max(1, Math.floor(base * (multiplier ?? 1)))) * Math.max(1, replicas);
+
+/**
+ * Requests one replica of a target takes at once: a deployment's own targetConcurrency (the snapshot's), else
+ * REPLICA_BASE_CONCURRENCY x the entry's Concurrency multiplier. The router never sends a replica more.
+ */
+export const replicaConcurrency = (base: number, target: RouteTarget): number =>
+  target.replicaConcurrency ?? Math.max(1, Math.floor(base * (target.limits.concurrency ?? 1)));
 
 /** With Redis, how often a request waiting for a fleet-wide replica slot asks again, ms. */
 const SHARED_SLOT_POLL_MS = 20;
@@ -59,6 +66,10 @@ export interface Limits {
   wrapUsage(sink: UsageSink): UsageSink;
   /** In flight and queued on a target (tests, metrics). */
   concurrency(target: RouteTarget): { active: number; queued: number };
+  /** Requests one replica of the target takes at once (see `replicaConcurrency`). */
+  replicaCap(target: RouteTarget): number;
+  /** A new snapshot: gates take their targets' new capacity (waiters get the slots of added replicas at once). */
+  follow(view: ConfigView): void;
   /** With Redis: its circuit breaker and the fleet-wide replica slots (metrics, tests); null without. */
   readonly redis: { readonly breaker: RedisBreaker; readonly slots: SharedReplicaSlots } | null;
   /** Waits (bounded) for the Redis connection, when there is one. */
@@ -108,7 +119,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
         limiter.settle(keyId, decision, false, Math.ceil(actualTokens) - reserved);
       },
       end() {
-        gate.release(gateId, capacity);
+        gate.release(gateId);
         slots?.give(gateId, requestId);
         // No usage record came: the reservation stands as charged.
         if (decision !== null && pending.get(requestId) === a) pending.delete(requestId);
@@ -133,7 +144,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
       if (!res.headersSent) for (const name in headers) res.setHeader(name, headers[name]!);
     }
     const gateId = target.deploymentId ?? target.endpointId;
-    const capacity = targetCapacity(base, multiplier, target.upstreams.length);
+    const capacity = targetCapacity(base, multiplier, target.upstreams.length, target.replicaConcurrency ?? null);
     const admission = createAdmission(requestId, keyId, d, reserved, gateId, capacity);
     if (d !== null && !pending.has(requestId)) pending.set(requestId, admission);
     const refused = (err: unknown): never => {
@@ -150,7 +161,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
     if (slots === null) return wait === null ? admission : wait.then(() => admission, refused);
     const deadline = Date.now() + queueTimeoutMs;
     const shared = (): Promise<Admission> => takeSharedSlot(gateId, capacity, requestId, res, deadline).then(() => admission, (err: unknown) => {
-      gate.release(gateId, capacity);
+      gate.release(gateId);
       return refused(err);
     });
     return wait === null ? shared() : wait.then(shared, refused);
@@ -216,6 +227,14 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
     redis: redis && slots ? { breaker: redis.breaker, slots } : null,
     concurrency(target) {
       return gate.stats(target.deploymentId ?? target.endpointId);
+    },
+    replicaCap: (target) => replicaConcurrency(base, target),
+    follow(view) {
+      const resize = (t: RouteTarget): void => {
+        if (t.upstreams.length > 0) gate.resize(t.deploymentId ?? t.endpointId, targetCapacity(base, t.limits.concurrency, t.upstreams.length, t.replicaConcurrency ?? null));
+      };
+      for (const t of view.endpointByName.values()) resize(t);
+      for (const t of view.deploymentByTenantAndName.values()) resize(t);
     },
     ready: () => (redis ? redis.ready(2000) : Promise.resolve()),
     close: () => {

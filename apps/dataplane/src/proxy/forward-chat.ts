@@ -30,12 +30,19 @@ export interface ChatCall {
   readonly clientModel: string;
   /** The coerced request body; `model` and `stream_options` are overwritten here. */
   readonly body: Record<string, unknown>;
+  /**
+   * Its concurrency-gate slot: ended once the call returned and every runtime request it made has really ended
+   * (a timed-out attempt may end later), so the gate never admits more than the replicas are running.
+   */
+  readonly admission?: { end(): void };
 }
 
 export interface ForwardDeps {
   readonly pools: UpstreamPools;
   /** Picks replicas by the target's routing policy (src/routing); absent: least in flight. */
   readonly router?: Router;
+  /** Requests one replica of a target takes at once (src/limits); a full replica is never picked. Absent: no cap. */
+  readonly replicaCap?: (target: RouteTarget) => number;
   readonly routingMetrics?: RoutingMetrics;
   readonly usage: UsageSink;
   readonly metrics: DataplaneMetrics;
@@ -154,6 +161,12 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
   const maxAttempts = 1 + (deps.maxRetries ?? 2);
   let tried: Set<string> | null = null;
   let lastError: ApiError | null = null;
+  const cap = deps.replicaCap?.(target) ?? Number.POSITIVE_INFINITY;
+  // The call itself plus its runtime requests not yet ended: the gate slot frees when all are over.
+  let open = 1;
+  const closeOne = (): void => {
+    if (--open === 0) call.admission?.end();
+  };
   try {
     // Every replica saturated (queue or KV cache over the threshold): wait briefly for room, else shed.
     const hold = deps.router?.hold(target, res) ?? null;
@@ -171,13 +184,24 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       }
     }
     for (let attempt = 0; attempt < maxAttempts; attempt++) {
-      const picked = deps.router !== undefined ? deps.router.pick(target, tried, body, log) : null;
-      const upstream: ResolvedUpstream | null = deps.router !== undefined ? (picked?.upstream ?? null) : deps.pools.pick(target.upstreams, tried);
-      if (upstream === null) break;
+      const picked = deps.router !== undefined ? deps.router.pick(target, tried, body, log, cap) : null;
+      const upstream: ResolvedUpstream | null = deps.router !== undefined ? (picked?.upstream ?? null) : deps.pools.pick(target.upstreams, tried, cap);
+      if (upstream === null) {
+        // Every replica left untried is full (a retry, a replica that left or was ejected while its requests
+        // run): wait for a slot rather than overfill one. The gate keeps this rare.
+        if (!hasUntried(target, tried) || performance.now() - call.startPerf > deps.timeouts.firstByteMs) break;
+        if (!(await deps.pools.waitForSlot(res, SLOT_WAIT_MS)) || clientGone) {
+          record(CLIENT_CLOSED, null, 0);
+          return;
+        }
+        attempt--;
+        continue;
+      }
       const state: OriginState = deps.pools.get(upstream.origin);
       if (body['model'] !== upstream.servedModel) body['model'] = upstream.servedModel;
       // One request per connection (no pipelining): beyond the pool's cap it waits for a socket.
       if (++state.inFlight > state.connections) deps.routingMetrics?.connectionWait(upstream.id);
+      open++;
       // The prompt the replica still has to prefill, until its first byte (the scorer's view of its queue).
       let prefilling = picked?.prefillBlocks ?? 0;
       state.pendingPrefillBlocks += prefilling;
@@ -194,6 +218,11 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
             ttftMs = performance.now() - call.startPerf;
             prefilled();
           },
+          // The replica's slot frees when the runtime request really ended, not when this attempt settled.
+          onEnd: () => {
+            deps.pools.ended(state);
+            closeOne();
+          },
           onStreamError: deps.onStreamError,
         });
         current = run;
@@ -202,7 +231,6 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       } finally {
         current = null;
         prefilled();
-        state.inFlight--;
       }
 
       const failure = failureOf(outcome);
@@ -254,7 +282,17 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
     // Whatever threw, the gauge comes back down and the request is counted (and billed as a failure) once.
     metrics.inFlightDec();
     if (!recorded) record(500, null, 0);
+    closeOne();
   }
+}
+
+/** Longest single wait for a replica slot before looking again, ms. */
+const SLOT_WAIT_MS = 1000;
+
+function hasUntried(target: RouteTarget, tried: ReadonlySet<string> | null): boolean {
+  if (tried === null) return target.upstreams.length > 0;
+  for (const u of target.upstreams) if (!tried.has(u.origin)) return true;
+  return false;
 }
 
 function finalError(o: AttemptOutcome, upstream: ResolvedUpstream, clientModel: string): ApiError {

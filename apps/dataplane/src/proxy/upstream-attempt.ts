@@ -40,6 +40,11 @@ export interface AttemptOptions {
   /** The client's response; headers set on it beforehand (request id, CORS, rate limits) go out with the stream's. */
   readonly res: ServerResponse;
   readonly onFirstByte: () => void;
+  /**
+   * The runtime request really ended (its response end, or undici's error after a failure or an abort): called
+   * once, possibly after `done` (a timeout or a client that left settles first, then the request is aborted).
+   */
+  readonly onEnd: () => void;
   readonly onStreamError?: ((err: unknown) => void) | undefined;
 }
 
@@ -73,6 +78,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
   readonly resolve: (o: AttemptOutcome) => void;
   controller: Dispatcher.DispatchController | null = null;
   settled = false;
+  ended = false;
   aborted = false;
   status = 0;
   headers: IncomingHttpHeaders | null = null;
@@ -207,7 +213,15 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
     this.size += chunk.length;
   }
 
+  /** Undici is done with the request: the replica's slot frees. */
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.o.onEnd();
+  }
+
   onResponseEnd(): void {
+    this.end();
     if (this.settled) return;
     if (this.mode === 'sse') {
       const rw = this.rw!;
@@ -276,6 +290,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+    this.end();
     if (this.settled) return;
     if (this.mode === 'sse' && (this.sentToClient || this.pending !== null)) this.o.onStreamError?.(err);
     this.failAfterStart(this.status === 0 ? transportError(err) : cutError(), 'cut', err);

@@ -33,10 +33,11 @@ export type HoldOutcome = 'go' | 'shed' | 'gone';
 
 export interface Router {
   /**
-   * Picks a replica of `target` (skipping origins in `skip`) by the target's policy, never an ejected one unless
-   * every remaining one is ejected; null when none is left. Counts the decision and logs it at debug level.
+   * Picks a replica of `target` (skipping origins in `skip`, and full ones: `cap` requests of this node in flight
+   * there) by the target's policy, never an ejected one unless every remaining one with room is ejected; null when
+   * none is left (all tried, or every one left is full). Counts the decision and logs it at debug level.
    */
-  pick(target: RouteTarget, skip: ReadonlySet<string> | null, body: Record<string, unknown>, log: FastifyBaseLogger): RoutePick | null;
+  pick(target: RouteTarget, skip: ReadonlySet<string> | null, body: Record<string, unknown>, log: FastifyBaseLogger, cap?: number): RoutePick | null;
   /** Null when the target may be sent to now; else a wait that ends when a replica has room, or in a shed. */
   hold(target: RouteTarget, res: ServerResponse): Promise<HoldOutcome> | null;
 }
@@ -78,15 +79,23 @@ export function createRouter(o: RouterOptions): Router {
   };
 
   return {
-    pick(target, skip, body, log) {
+    pick(target, skip, body, log, cap = Number.POSITIVE_INFINITY) {
       const s = settingsOf(target);
       const all = target.upstreams;
       if (all.length === 1) {
         // One replica (the common case): nothing to choose, nothing to learn; no hashing on this path.
         const only = all[0]!;
-        return skip !== null && skip.has(only.origin) ? null : decide(target, only, s.policy, 'single', log);
+        return (skip !== null && skip.has(only.origin)) || pools.full(only, cap) ? null : decide(target, only, s.policy, 'single', log);
       }
-      const candidates = skip === null ? all : all.filter((u) => !skip.has(u.origin));
+      // A full replica is no candidate for any policy: the request waits for a slot instead (forward-chat.ts).
+      let excluded = false;
+      for (const u of all) {
+        if ((skip !== null && skip.has(u.origin)) || pools.full(u, cap)) {
+          excluded = true;
+          break;
+        }
+      }
+      const candidates = excluded ? all.filter((u) => (skip === null || !skip.has(u.origin)) && !pools.full(u, cap)) : all;
       if (candidates.length === 0) return null;
       const healthy = candidates.filter((u) => !pools.get(u.origin).ejected);
       if (healthy.length === 0) {

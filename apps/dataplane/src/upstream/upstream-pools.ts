@@ -30,7 +30,13 @@ export interface OriginState {
   connections: number;
   /** Whether the pool dials through the address guard (the origin is tenant-given). */
   readonly guarded: boolean;
+  /**
+   * This node's requests on the replica whose runtime request has not ended (a timed-out or abandoned one counts
+   * until undici saw its end): the per-replica slot count, and the balancer's load signal.
+   */
   inFlight: number;
+  /** The origin left the snapshot while requests still ran there: its pool is closed, its counts kept. */
+  retired: boolean;
   /** Uncached prompt blocks (src/routing) of this node's requests there that have no first byte yet: prefill work queued. */
   pendingPrefillBlocks: number;
   /** Recent outcomes of real traffic and past ejections. */
@@ -70,11 +76,20 @@ export interface UpstreamPools {
   /** The state of an origin, creating its pool on first use. */
   get(origin: string): OriginState;
   /**
-   * Picks the least-loaded healthy upstream (round-robin on ties), skipping origins in `skip`.
-   * When every remaining one is ejected it still returns the least loaded of them (try anyway);
-   * null only when all were tried.
+   * Picks the least-loaded healthy upstream (round-robin on ties), skipping origins in `skip` and replicas with
+   * `cap` requests in flight (full). When every remaining one with room is ejected it still returns the least
+   * loaded of them (try anyway); null when all were tried or every one left is full.
    */
-  pick(upstreams: readonly ResolvedUpstream[], skip: ReadonlySet<string> | null): ResolvedUpstream | null;
+  pick(upstreams: readonly ResolvedUpstream[], skip: ReadonlySet<string> | null, cap?: number): ResolvedUpstream | null;
+  /** True when `u` has `cap` requests in flight (its runtime requests have not all ended). */
+  full(u: ResolvedUpstream, cap: number): boolean;
+  /** A runtime request ended on `state`: its replica slot frees, and requests waiting for one look again. */
+  ended(state: OriginState): void;
+  /**
+   * Waits until some runtime request of this node ends (a replica slot may have freed), the client leaves, or
+   * `ms` pass; resolves true unless the client left. Waiters wake in arrival order.
+   */
+  waitForSlot(res: { once(ev: 'close', fn: () => void): unknown; off(ev: 'close', fn: () => void): unknown }, ms: number): Promise<boolean>;
   /** A request to this upstream got an answer the runtime is not at fault for. */
   succeeded(state: OriginState): void;
   /**
@@ -102,6 +117,8 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
   const sizeFor = (origin: string): number => Math.max(floor, opts.connectionsFor?.(origin) ?? 0);
   const policy: EjectionPolicy = Object.freeze({ ...defaultEjection, ...opts.ejection });
   const states = new Map<string, OriginState>();
+  /** Requests waiting for a replica slot (every replica of their target full). */
+  let slotWaiters: (() => void)[] = [];
   let rr = 0;
   let closed = false;
 
@@ -129,13 +146,19 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
     let s = states.get(origin);
     const guarded = guardedOrigin(origin);
     const connections = sizeFor(origin);
-    if (s !== undefined && s.guarded === guarded && s.connections < connections) {
+    if (s !== undefined && !s.retired && s.guarded === guarded && s.connections < connections) {
       // More may be admitted now (a snapshot raised Concurrency or added replicas): a larger pool takes new
       // requests, the old one finishes those it carries. Health and in-flight counts stay with the origin.
       const old = s.pool;
       s.pool = newPool(origin, connections, guarded);
       s.connections = connections;
       old.close().catch(() => {});
+    }
+    if (s !== undefined && s.retired && s.guarded === guarded) {
+      // Back in the snapshot while its old requests still run: a new pool, the same counts.
+      s.pool = newPool(origin, connections, guarded);
+      s.connections = connections;
+      s.retired = false;
     }
     if (s !== undefined && s.guarded !== guarded) {
       // Provenance changed with a snapshot: requests in flight finish on the old pool, new ones get new sockets.
@@ -145,7 +168,7 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
     }
     if (s === undefined) {
       const pool = newPool(origin, connections, guarded);
-      s = { origin, pool, connections, guarded, inFlight: 0, pendingPrefillBlocks: 0, outlier: newOutlierState(policy), ejected: false, probeTimer: null, healthPath: '/health' };
+      s = { origin, pool, connections, guarded, inFlight: 0, retired: false, pendingPrefillBlocks: 0, outlier: newOutlierState(policy), ejected: false, probeTimer: null, healthPath: '/health' };
       states.set(origin, s);
     }
     return s;
@@ -185,11 +208,11 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
 
   return {
     get,
-    pick(upstreams, skip) {
+    pick(upstreams, skip, cap = Number.POSITIVE_INFINITY) {
       const n = upstreams.length;
       if (n === 1) {
         const only = upstreams[0]!;
-        return skip !== null && skip.has(only.origin) ? null : only;
+        return (skip !== null && skip.has(only.origin)) || (states.get(only.origin)?.inFlight ?? 0) >= cap ? null : only;
       }
       let best: ResolvedUpstream | null = null;
       let bestLoad = Number.POSITIVE_INFINITY;
@@ -201,6 +224,7 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
         if (skip !== null && skip.has(u.origin)) continue;
         const s = states.get(u.origin);
         const load = s?.inFlight ?? 0;
+        if (load >= cap) continue;
         if (s?.ejected === true) {
           if (load < fallbackLoad) {
             fallback = u;
@@ -212,6 +236,30 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
         }
       }
       return best ?? fallback;
+    },
+    full: (u, cap) => (states.get(u.origin)?.inFlight ?? 0) >= cap,
+    ended(s) {
+      s.inFlight--;
+      if (slotWaiters.length === 0) return;
+      const woken = slotWaiters;
+      slotWaiters = [];
+      for (const w of woken) w();
+    },
+    waitForSlot(res, ms) {
+      return new Promise<boolean>((resolve) => {
+        const onClose = (): void => finish(false);
+        const finish = (ok: boolean): void => {
+          clearTimeout(timer);
+          res.off('close', onClose);
+          const i = slotWaiters.indexOf(wake);
+          if (i >= 0) slotWaiters.splice(i, 1);
+          resolve(ok);
+        };
+        const wake = (): void => finish(true);
+        const timer = setTimeout(wake, ms);
+        res.once('close', onClose);
+        slotWaiters.push(wake);
+      });
     },
     succeeded(s) {
       recordSuccess(s.outlier, policy);
@@ -231,9 +279,12 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
     retain(origins) {
       for (const [origin, s] of states) {
         if (origins.has(origin)) continue;
-        states.delete(origin);
         if (s.probeTimer !== null) clearTimeout(s.probeTimer);
-        s.pool.close().catch(() => {});
+        s.probeTimer = null;
+        if (!s.retired) s.pool.close().catch(() => {});
+        // Requests still run there: its count stays, so a replica that comes back is not sent more than its slots.
+        if (s.inFlight > 0) s.retired = true;
+        else states.delete(origin);
       }
     },
     states: () => states.values(),
