@@ -53,7 +53,17 @@ export function TimeChart(props: {
       cursor: { drag: { x: false, y: false }, points: { size: 7 } },
       scales: {
         // Few points would otherwise stretch the axis over years: steps show at least five minutes, bars half a day either side.
-        x: { time: true, range: (_u, min, max) => (p.kind === 'bars' ? [min - 43_200, max + 43_200] : max - min < 300 ? [max - 300, max + 5] : [min, max + 5]) },
+        // From the data itself: uPlot widens a single point's range to years before calling this.
+        x: {
+          time: true,
+          range: (u, min, max) => {
+            const xs = u.data[0];
+            const lo = xs.length > 0 ? (xs[0] ?? min) : min;
+            const hi = xs.length > 0 ? (xs[xs.length - 1] ?? max) : max;
+            if (p.kind === 'bars') return [lo - 43_200, hi + 43_200];
+            return hi - lo < 300 ? [hi - 300, hi + 5] : [lo, hi + 5];
+          },
+        },
         y: { range: (_u, _min, max) => [0, max > 0 ? (p.integer ? Math.max(1, Math.ceil(max * 1.1)) : max * 1.1) : 1] },
         r: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] },
       },

@@ -180,7 +180,10 @@ export function DeploymentPage({ id }: { id: string }) {
   const url = urls.data ? dedicatedBaseUrl(urls.data, tenantSlug, dep.entryName) : '';
   const model = dedicatedModelName(dep.entryName, dep.provider);
   const canWake = dep.state !== 'stopped' && dep.state !== 'failed';
-  const series = history.length > 0 ? history : [{ t: Math.floor(Date.now() / 1000), ready: dep.readyReplicas, desired: dep.desiredReplicas }];
+  // The current counts extend to now, so a steady deployment still draws a line from the first observation.
+  const nowPoint = { t: Math.floor(Date.now() / 1000), ready: dep.readyReplicas, desired: dep.desiredReplicas };
+  const series = [...history.filter((h) => h.t < nowPoint.t - 1), nowPoint];
+  if (series.length === 1) series.unshift({ ...nowPoint, t: nowPoint.t - 1 });
 
   return (
     <article className="deployment-page" data-deployment={dep.entryName} data-state={dep.state}>
