@@ -5,7 +5,7 @@ import {
 } from './deployment-store.ts';
 import { closeReplicaInterval, openReplicaInterval, switchReplicaPhase } from './gpu-ledger.ts';
 import type { Provisioner, ProvisionerKind, Provisioners, ReplicaRef, ReplicaSpec } from './provisioners/provisioner.ts';
-import { scrapeRuntimeLoad } from './runtime-metrics.ts';
+import { scrapeRuntimeLoad, type RuntimeLoad } from './runtime-metrics.ts';
 
 export interface DeploymentLog {
   info(obj: object, msg: string): void;
@@ -27,6 +27,11 @@ export interface Reconciler {
   resetFailures(deploymentId: string): void;
   /** Ready or draining replicas this process runs, by id (the ledger's heartbeat and phases). */
   ownedReplicas(): ReadonlyMap<string, OwnedReplica>;
+  /**
+   * The runtime gauges of a replica this process runs (null: unknown replica, no metrics, or refused).
+   * Tenant-given addresses are scraped by their provisioner through its address guard.
+   */
+  runtimeLoad(replicaId: string, timeoutMs: number): Promise<RuntimeLoad | null>;
   /** Every replica this process is starting, running or draining (their ledger intervals are alive). */
   liveReplicaIds(): string[];
   /** Stops every replica this process runs (leadership lost); the reconciler may be used again later. */
@@ -175,9 +180,15 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     starts.set(row.id, { deploymentId: d.id, abort: ac, done });
   }
 
+  function runtimeLoad(replicaId: string, timeoutMs: number): Promise<RuntimeLoad | null> {
+    const o = owned.get(replicaId);
+    if (!o) return Promise.resolve(null);
+    return o.provisioner.runtimeLoad ? o.provisioner.runtimeLoad(o.ref, timeoutMs).catch(() => null) : scrapeRuntimeLoad(o.url, timeoutMs);
+  }
+
   /** Still busy: the runtime's own gauges when it has them, else the nodes' reports for the deployment. */
   async function busy(r: OwnedReplica): Promise<boolean> {
-    const load = await scrapeRuntimeLoad(r.url, 1_000);
+    const load = await runtimeLoad(r.id, 1_000);
     if (load) return load.running + load.waiting > 0;
     return (options.reportedInFlight?.(r.deploymentId) ?? 0) > 0;
   }
@@ -220,6 +231,9 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     }
     const provisioner = provisioners[d.provisioner as ProvisionerKind];
     const active = SERVING_STATES.includes(d.state);
+    // Starts under way before the rows are read: one that ends while this pass awaits (its row read as 'starting',
+    // now ready or gone) is not an orphan of an earlier process, and must be neither stopped nor started again.
+    const launchedHere = new Set(starts.keys());
     const replicas = await listReplicas(db, id);
     if (!provisioner) {
       for (const r of replicas) await retire(undefined, r);
@@ -230,9 +244,14 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     }
 
     const ready: Replica[] = [];
+    let settling = 0;
     const starting: Replica[] = [];
     for (const r of replicas) {
       if (r.state === 'draining' && drains.has(r.id)) continue;
+      if (r.state === 'starting' && !starts.has(r.id) && launchedHere.has(r.id)) {
+        settling++; // its launch scheduled the next pass, which sees how it ended
+        continue;
+      }
       if (r.state === 'starting' && starts.has(r.id)) {
         if (active) starting.push(r);
         else await retire(provisioner, r);
@@ -257,7 +276,7 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     }
 
     const failed = failures.get(id) ?? 0;
-    const missing = Math.max(0, want - ready.length - starting.length);
+    const missing = Math.max(0, want - ready.length - starting.length - settling);
     if (missing > 0 && failed < maxStartAttempts && !abort.signal.aborted) {
       const info = await findRuntimeInfo(db, d.entryId);
       const base: Omit<ReplicaSpec, 'replicaId'> = {
@@ -276,6 +295,7 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     }
 
     // The state says how far the replicas are from the decision.
+    if (settling > 0) return; // the pass its launch scheduled decides
     if (want === 0 && ready.length === 0 && starting.length === 0) {
       await transitionDeployment(db, { deploymentId: id, from: ['provisioning', 'running', 'scaling'], to: 'scaled_to_zero' });
     } else if (ready.length >= want && starting.length === 0) {
@@ -353,6 +373,7 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
       failures.delete(deploymentId);
     },
     ownedReplicas: () => owned,
+    runtimeLoad,
     liveReplicaIds: () => [...owned.keys(), ...starts.keys()],
     async relinquish(): Promise<void> {
       await stopEverything();

@@ -28,13 +28,39 @@ export function parseRuntimeLoad(text: string): RuntimeLoad | null {
   return { running: running ?? 0, waiting: waiting ?? 0, kvCacheUsage: sums.get('vllm:kv_cache_usage_perc') ?? null };
 }
 
-/** GET `${baseUrl}/metrics` (short timeout); null when the runtime exposes none. */
+/** Most of a metrics page read: the three gauges sit near the top of any sane exposition. */
+export const MAX_METRICS_BYTES = 1 << 20;
+
+/**
+ * GET `${baseUrl}/metrics` of a replica the platform runs itself (local, Kubernetes); null when the runtime
+ * exposes none. A redirect is an answer (never followed) and at most MAX_METRICS_BYTES are read. Replicas
+ * at tenant-given addresses are scraped by their provisioner (`Provisioner.runtimeLoad`: external goes
+ * through the address guard), never here.
+ */
 export async function scrapeRuntimeLoad(baseUrl: string, timeoutMs = 1_000): Promise<RuntimeLoad | null> {
   try {
-    const res = await fetch(`${baseUrl}/metrics`, { signal: AbortSignal.timeout(timeoutMs) });
-    const text = await res.text();
-    return res.ok ? parseRuntimeLoad(text.slice(0, 1 << 20)) : null;
+    const res = await fetch(`${baseUrl}/metrics`, { redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
+    if (!res.ok) {
+      await res.body?.cancel().catch(() => undefined);
+      return null;
+    }
+    return parseRuntimeLoad(await readBounded(res.body, MAX_METRICS_BYTES));
   } catch {
     return null;
   }
+}
+
+/** The first `max` bytes of a body as UTF-8 (the rest is not read: the stream is cancelled). */
+export async function readBounded(body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array> | null, max: number): Promise<string> {
+  if (!body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const iterable = body as AsyncIterable<Uint8Array>;
+  for await (const chunk of iterable) {
+    const room = max - size;
+    chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
+    size += Math.min(chunk.length, room);
+    if (size >= max) break; // leaving the loop cancels the stream
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }

@@ -7,7 +7,7 @@ import { listServingDeployments, recordScaleDecision, type Deployment } from '..
 import type { DeploymentsContext } from '../deployments-context.ts';
 import { closeStaleReplicaIntervals, heartbeatReplicaIntervals, switchReplicaPhase } from '../gpu-ledger.ts';
 import { pruneLoadReports, readAggregateLoad, type AggregateLoad } from '../node-load.ts';
-import { scrapeRuntimeLoad, type RuntimeLoad } from '../runtime-metrics.ts';
+import type { RuntimeLoad } from '../runtime-metrics.ts';
 import { resolveTargetConcurrency } from '../target-concurrency.ts';
 import { decide, DEFAULT_WINDOWS, newMemory, type ScalerMemory, type ScalingWindows } from './decide.ts';
 import type { LeaderElection } from './leader-election.ts';
@@ -62,7 +62,7 @@ export function startAutoscaler(ctx: DeploymentsContext, election: LeaderElectio
     const out = new Map<string, RuntimeLoad>();
     if (!scrape) return out;
     const replicas = [...reconciler.ownedReplicas().values()];
-    const results = await Promise.all(replicas.map(async (r) => [r.id, await scrapeRuntimeLoad(r.url, Math.max(200, tickMs))] as const));
+    const results = await Promise.all(replicas.map(async (r) => [r.id, await reconciler.runtimeLoad(r.id, Math.max(200, tickMs))] as const));
     for (const [id, load] of results) if (load) out.set(id, load);
     return out;
   }

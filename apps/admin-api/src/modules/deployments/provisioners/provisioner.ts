@@ -1,4 +1,5 @@
 import type { RuntimeKind } from '@infer/shared';
+import type { RuntimeLoad } from '../runtime-metrics.ts';
 
 /**
  * The one list of provisioner kinds (rows, GraphQL enum, tRPC input). A `kubernetes` kind (Deployment +
@@ -59,6 +60,12 @@ export interface Provisioner {
   stop(replica: ReplicaRef): Promise<void>;
   /** True while the replica can take traffic. */
   health(replica: ReplicaRef): Promise<boolean>;
+  /**
+   * The runtime's own load gauges, for provisioners whose replicas sit at tenant-given addresses: they
+   * scrape through their address guard (no redirects, bounded body). Absent: the control plane GETs the
+   * replica's `/metrics` itself (replicas the platform runs).
+   */
+  runtimeLoad?(replica: ReplicaRef, timeoutMs: number): Promise<RuntimeLoad | null>;
   /** Registers a callback for replicas that die on their own (so the reconciler can replace them). */
   onExit?(listener: (deploymentId: string) => void): void;
   /**
@@ -74,11 +81,15 @@ export interface Provisioner {
 
 export type Provisioners = Readonly<Partial<Record<ProvisionerKind, Provisioner>>>;
 
-/** GET `url` with a timeout; true on a 2xx. */
+/**
+ * GET `url` of a replica the platform runs, with a timeout; true on a 2xx. A redirect is an answer (not
+ * 2xx), never followed; the body is not read. Tenant-given addresses are probed by their provisioner.
+ */
 export async function probe(url: string, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
   try {
-    const res = await fetch(url, { signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs) });
-    await res.arrayBuffer().catch(() => undefined);
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const res = await fetch(url, { redirect: 'manual', signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
+    await res.body?.cancel().catch(() => undefined);
     return res.ok;
   } catch {
     return false;

@@ -2,6 +2,7 @@ import { Agent, buildConnector, request } from 'undici';
 import type { RuntimeKind } from '@infer/shared';
 import { AddressRefusedError, createAddressGuard, guardConnector, type AddressGuard } from '@infer/shared/address-guard';
 import type { Provisioner, ReplicaRef, ReplicaSpec, StartedReplica } from '../provisioner.ts';
+import { parseRuntimeLoad, type RuntimeLoad } from '../../runtime-metrics.ts';
 
 export interface ExternalProvisionerOptions {
   /** Per-probe timeout (default 5 s). */
@@ -36,8 +37,8 @@ export function createExternalProvisioner(opts: ExternalProvisionerOptions = {})
   });
 
   /** GET with a timeout; null on any transport failure (refused address included). Reads at most 1 MiB. */
-  const get = async (url: string, signal?: AbortSignal, seen?: { refusal?: AddressRefusedError }): Promise<Answer | null> => {
-    const timeout = AbortSignal.timeout(timeoutMs);
+  const get = async (url: string, signal?: AbortSignal, seen?: { refusal?: AddressRefusedError }, limitMs = timeoutMs): Promise<Answer | null> => {
+    const timeout = AbortSignal.timeout(limitMs);
     try {
       const res = await request(url, { method: 'GET', dispatcher, signal: signal ? AbortSignal.any([signal, timeout]) : timeout });
       const chunks: Buffer[] = [];
@@ -92,6 +93,11 @@ export function createExternalProvisioner(opts: ExternalProvisionerOptions = {})
     },
     async stop(_replica: ReplicaRef): Promise<void> {},
     health: (replica: ReplicaRef) => healthy(replica.url),
+    /** The tenant's runtime gauges, through the guard like every other request to it (a 3xx or refusal: null). */
+    async runtimeLoad(replica: ReplicaRef, limitMs: number): Promise<RuntimeLoad | null> {
+      const answer = await get(`${replica.url}/metrics`, undefined, undefined, limitMs);
+      return answer && ok(answer) ? parseRuntimeLoad(answer.body) : null;
+    },
     async close(): Promise<void> {
       await dispatcher.close();
     },
