@@ -11,6 +11,8 @@ import { addUpstream, adminListEntries, adminListUpstreams, browseEntries, creat
 import { callerDeploymentsByEntry, endpointIntegration, type IntegrationCaller } from '../src/modules/catalog/integration.ts';
 import { createDeploymentsContext, type DeploymentsContext } from '../src/modules/deployments/deployments-context.ts';
 import { AUTOSCALING_LIMITS, deployEndpoint, MAX_REPLICAS } from '../src/modules/deployments/deployments.service.ts';
+import { adminSetRuntimeConfig, viewRuntimeConfig } from '../src/modules/catalog/runtime-config.service.ts';
+import { answerInvitation } from '../src/modules/tenants/invitations.service.ts';
 import { callerRoleIn } from '../src/modules/tenants/tenants.service.ts';
 import { summariseUsage } from '../src/modules/usage/usage.service.ts';
 import { buildWorld, principalOf, PUBLIC_URLS, type PartyName, type World } from './trpc-fixtures.ts';
@@ -138,6 +140,17 @@ describe.each(testBackends())('services check the caller themselves (%s)', (kind
       await expect(endpointIntegration(caller(p.memberA), dedicated, 'shared', null)).rejects.toMatchObject({ code: 'invalid', param: 'mode' });
       await expect(endpointIntegration(caller(p.memberA), sharedOnly, 'dedicated', w.tenantA.slug)).rejects.toMatchObject({ code: 'invalid', param: 'mode' });
     });
+  });
+
+  it("an entry's runtime configuration is shown to platform admins only", async () => {
+    await adminSetRuntimeConfig(database.db, p.admin, dedicated.id, { image: 'vllm/vllm-openai:v0.11.0' });
+    for (const who of [p.ownerA, p.tokenA, ANONYMOUS]) expect(await viewRuntimeConfig(database.db, who, dedicated.id)).toBeNull();
+    expect(await viewRuntimeConfig(database.db, p.platformToken, dedicated.id)).toMatchObject({ image: 'vllm/vllm-openai:v0.11.0' });
+    await expect(adminSetRuntimeConfig(database.db, p.ownerA, dedicated.id, null)).rejects.toMatchObject({ code: 'forbidden' });
+  });
+
+  it('invitations: the service bounds the token, naming it', async () => {
+    await expect(answerInvitation(database.db, p.memberA, { token: 'x'.repeat(201) }, true)).rejects.toMatchObject({ code: 'invalid', param: 'token' });
   });
 
   it("tenants: the caller's role in another tenant is not found", () => {

@@ -11,8 +11,7 @@ import {
 import {
   callerDeploymentsByEntry, endpointIntegration, endpointIntegrations, type Integration, type IntegrationCaller, type IntegrationView,
 } from './integration.ts';
-import { adminGetRuntimeConfig, adminSetRuntimeConfig } from './runtime-config.service.ts';
-import { isPlatformAdmin } from '../access/access.ts';
+import { adminSetRuntimeConfig, viewRuntimeConfig } from './runtime-config.service.ts';
 
 export const Surface = builder.enumType('Surface', {
   description: 'Where an endpoint is served: the shared token-billed base, or a tenant-scoped dedicated URL.',
@@ -97,8 +96,7 @@ export const Endpoint = builder.objectRef<CatalogView>('Endpoint').implement({
       nullable: true,
       description: 'Platform admins only (null for anyone else, and when unset): how dedicated replicas run on Kubernetes, as JSON (runtime, image, modelSource, extraArgs, env, secretEnv, port, shmSize, resources, nodeSelector).',
       resolve: async (e, _args, ctx) => {
-        if (!isPlatformAdmin(ctx.principal)) return null;
-        const config = await adminGetRuntimeConfig(ctx.db, ctx.principal, e.id);
+        const config = await viewRuntimeConfig(ctx.db, ctx.principal, e.id);
         return config ? JSON.stringify(config) : null;
       },
     }),

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { JsonObject } from '@infer/db';
 import { isUuid, type Db } from '../../db.ts';
 import { notFound, ServiceError } from '../../errors.ts';
-import { requirePlatformAdmin } from '../access/access.ts';
+import { isPlatformAdmin, requirePlatformAdmin } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
 import { writeAudit } from '../audit/audit.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
@@ -39,6 +39,11 @@ export async function adminGetRuntimeConfig(db: Db, principal: Principal, entryI
   const row = await db.selectFrom('catalogEntries').select('runtimeConfig').where('id', '=', entryId).executeTakeFirst();
   if (!row) throw notFound('catalog entry');
   return (row.runtimeConfig as RuntimeConfig | null) ?? null;
+}
+
+/** An entry's runtime configuration as the public Endpoint type shows it: to platform admins; null for anyone else. */
+export async function viewRuntimeConfig(db: Db, principal: Principal, entryId: string): Promise<RuntimeConfig | null> {
+  return isPlatformAdmin(principal) ? adminGetRuntimeConfig(db, principal, entryId) : null;
 }
 
 /** Platform admins: sets how the entry's dedicated replicas run on Kubernetes; applies to replicas started from now on. */

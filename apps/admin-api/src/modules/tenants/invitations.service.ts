@@ -184,6 +184,9 @@ export async function listMyInvitations(db: Db, principal: Principal): Promise<M
 /** Which invitation: its id (from the invitee's list) or the token of an invitation link. */
 export type InvitationRef = { readonly invitationId: string } | { readonly token: string };
 
+/** Longer than any token `inviteMember` issues: refused before it is hashed. */
+const MAX_INVITATION_TOKEN_LENGTH = 200;
+
 /**
  * Accepts or declines an invitation addressed to the caller's email. One addressed to anyone else
  * reads as "not found". Accepting never lowers a role the caller already has.
@@ -192,6 +195,7 @@ export async function answerInvitation(db: Db, principal: Principal, ref: Invita
   const user = requireUser(principal);
   const param = 'invitationId' in ref ? 'invitationId' : 'token';
   if ('invitationId' in ref && !isUuid(ref.invitationId)) throw notFound('invitation');
+  if ('token' in ref && ref.token.length > MAX_INVITATION_TOKEN_LENGTH) throw new ServiceError('invalid', 'token is too long', 'token');
   return withTransaction(db, async (trx) => {
     let q = trx.selectFrom('invitations').select(['id', 'tenantId', 'email', 'role', 'status', 'expiresAt']).forUpdate();
     q = 'invitationId' in ref ? q.where('id', '=', ref.invitationId) : q.where('tokenHash', '=', hashSecret(ref.token));
