@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { configSnapshotSchema, generateSecret, hashSecret, secretDisplayPrefix, SECRET_PREFIX, type ConfigSnapshot } from '@infer/shared';
+import { DATAPLANE_NODE_FLAGS } from '../apps/dataplane/src/node-flags.ts';
 import { freePort, rssKiB, startNode, waitReady, type Child } from './processes.ts';
 
 /** The catalog name clients send to the data plane; the upstream serves it under another name. */
@@ -96,7 +97,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   await waitReady(stub, `${stubUrl}/healthz`);
   const dpPort = await freePort();
   const dataplaneEnv = { HOST: '127.0.0.1', CONFIG_FILE: configFile, CONTROL_PLANE_URL: stubUrl, NODE_TOKEN: 'bench-node-token', USAGE_SPOOL_DIR: join(dir, 'usage-spool'), LOG_LEVEL: 'warn' };
-  const dataplane = startNode('dataplane', root('apps/dataplane/src/server.ts'), [], { ...dataplaneEnv, PORT: String(dpPort) }, [...(o.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', o.cpuProfDir] : []), ...(o.dataplaneNodeArgs ?? [])]);
+  const dataplane = startNode('dataplane', root('apps/dataplane/src/server.ts'), [], { ...dataplaneEnv, PORT: String(dpPort) }, [...DATAPLANE_NODE_FLAGS, ...(o.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', o.cpuProfDir] : []), ...(o.dataplaneNodeArgs ?? [])]);
   const dataplaneUrl = `http://127.0.0.1:${dpPort}`;
 
   const barePort = await freePort();

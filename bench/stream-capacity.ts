@@ -12,6 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { configSnapshotSchema, generateSecret, hashSecret, secretDisplayPrefix, SECRET_PREFIX } from '@infer/shared';
 import { Samples } from './load.ts';
+import { DATAPLANE_NODE_FLAGS } from '../apps/dataplane/src/node-flags.ts';
 import { cpuMs, freePort, rssKiB, startNode, waitReady, type Child } from './processes.ts';
 
 export interface StreamCapacityOptions {
@@ -139,7 +140,7 @@ export async function runStreamCapacity(o: StreamCapacityOptions, log: (line: st
       // Every stream admitted at once: REPLICA_BASE_CONCURRENCY x Concurrency 1 x 1 replica = N.
       REPLICA_BASE_CONCURRENCY: String(o.streams),
       QUEUE_MAX: '0',
-    });
+    }, DATAPLANE_NODE_FLAGS);
     children.push(dataplane);
     const dataplaneUrl = `http://127.0.0.1:${dpPort}`;
     await waitReady(sim, `${simUrl}/health`);
