@@ -10,7 +10,7 @@ import { createAdminToken, issueAdminToken, listAdminTokens, revokeAdminToken } 
 import { addUpstream, adminListEntries, adminListUpstreams, browseEntries, createEntry } from '../src/modules/catalog/catalog.service.ts';
 import { callerDeploymentsByEntry, endpointIntegration, type IntegrationCaller } from '../src/modules/catalog/integration.ts';
 import { createDeploymentsContext, type DeploymentsContext } from '../src/modules/deployments/deployments-context.ts';
-import { AUTOSCALING_LIMITS, deployEndpoint, MAX_REPLICAS } from '../src/modules/deployments/deployments.service.ts';
+import { AUTOSCALING_LIMITS, deployEndpoint, getDeploymentGpuSeconds, MAX_REPLICAS } from '../src/modules/deployments/deployments.service.ts';
 import { adminSetRuntimeConfig, viewRuntimeConfig } from '../src/modules/catalog/runtime-config.service.ts';
 import { answerInvitation } from '../src/modules/tenants/invitations.service.ts';
 import { callerRoleIn } from '../src/modules/tenants/tenants.service.ts';
@@ -157,6 +157,17 @@ describe.each(testBackends())('services check the caller themselves (%s)', (kind
     expect(() => callerRoleIn(p.ownerB, w.tenantA.id)).toThrow(expect.objectContaining({ code: 'not_found' }));
     expect(callerRoleIn(p.memberA, w.tenantA.id)).toBe('member');
     expect(callerRoleIn(p.tokenA, w.tenantA.id)).toBe('owner');
+  });
+
+  it('deployment GPU time: another tenant is not found, and the range is checked by the service', async () => {
+    const ref = { tenantId: w.tenantA.id, deploymentId: '00000000-0000-4000-8000-000000000000' };
+    await expect(getDeploymentGpuSeconds(deployments, p.ownerB, ref)).rejects.toMatchObject({ code: 'not_found' });
+    const now = new Date();
+    await expect(getDeploymentGpuSeconds(deployments, p.memberA, { ...ref, from: now, to: new Date(now.getTime() - 1000) })).rejects.toMatchObject({
+      code: 'invalid',
+      param: 'from',
+    });
+    expect((await getDeploymentGpuSeconds(deployments, p.memberA, ref)).total).toBe(0);
   });
 
   describe('deployment limits', () => {

@@ -1,8 +1,8 @@
 import { initTRPC, TRPCError } from '@trpc/server';
 import { z } from 'zod';
 import { formatTrpcError, toTrpcError } from '../error-mapping.ts';
-import { requireAuthenticated, requirePlatformAdmin, requireTenantRole, roleIn } from '../modules/access/access.ts';
-import type { Principal, TenantRole } from '../modules/access/principal.ts';
+import { requireAuthenticated, requirePlatformAdmin } from '../modules/access/access.ts';
+import type { Principal } from '../modules/access/principal.ts';
 import { csrfRefusal } from '../modules/auth/request-caller.ts';
 import type { TrpcContext } from './context.ts';
 
@@ -69,11 +69,8 @@ export const adminProcedure = authedProcedure.use(({ ctx, next }) => {
 export const tenantIdInput = z.object({ tenantId: z.uuid() });
 
 /**
- * Tenant-scoped: the input carries `tenantId` and the caller must belong to it (any role); a
- * tenant of someone else is "not found". Owner-only rules live in the services.
+ * Tenant-scoped: the input carries `tenantId`, passed on as `ctx.tenantId`. Whether the caller may act on
+ * that tenant (membership, owner-only rules) is decided by the service each procedure calls, with the
+ * principal: the one home of those rules for tRPC and GraphQL alike.
  */
-export const tenantProcedure = authedProcedure.input(tenantIdInput).use(({ ctx, input, next }) => {
-  requireTenantRole(ctx.principal, input.tenantId, 'member');
-  const role = roleIn(ctx.principal, input.tenantId) as TenantRole;
-  return next({ ctx: { tenantId: input.tenantId, role } });
-});
+export const tenantProcedure = authedProcedure.input(tenantIdInput).use(({ input, next }) => next({ ctx: { tenantId: input.tenantId } }));

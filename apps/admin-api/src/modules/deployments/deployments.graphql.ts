@@ -9,7 +9,6 @@ import {
   stopDeployment, wakeDeployment, type AutoscalingView, type DeploymentView, type ReplicaView,
 } from './deployments.service.ts';
 import { observedColdStart, type ObservedColdStart } from './node-load.ts';
-import { usageRange } from '../usage/usage.service.ts';
 import { provisionerKinds } from './provisioners/provisioner.ts';
 import { availableProvisioners } from './available-provisioners.ts';
 
@@ -99,7 +98,7 @@ const Deployment = builder.objectRef<DeploymentShape>('Deployment').implement({
       description: 'GPU-seconds billed in [from, to) (default: the last 30 days): replica lifetime x the entry GPU Count, boot, serving and idle.',
       args: { from: t.arg({ type: 'DateTime' }), to: t.arg({ type: 'DateTime' }) },
       complexity: 5,
-      resolve: async (d, args, ctx) => (await getDeploymentGpuSeconds(ctx.deployments, ctx.principal, { tenantId: d.tenantId, deploymentId: d.id, ...usageRange(args) })).total,
+      resolve: async (d, args, ctx) => (await getDeploymentGpuSeconds(ctx.deployments, ctx.principal, { tenantId: d.tenantId, deploymentId: d.id, from: args.from, to: args.to })).total,
     }),
     replicas: t.field({ type: [ReplicaRef], complexity: { field: 1, multiplier: 4 }, resolve: (d) => [...d.replicas] }),
     provisioner: t.exposeString('provisioner'),

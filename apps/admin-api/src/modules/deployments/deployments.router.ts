@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { authedProcedure, router, tenantProcedure } from '../../trpc/init.ts';
-import { usageRange } from '../usage/usage.service.ts';
 import {
   deleteDeployment, deployEndpoint, getDeployment, getDeploymentGpuSeconds, listDeployments, scaleDeployment, startDeployment,
   stopDeployment, wakeDeployment,
@@ -59,7 +58,7 @@ export const deploymentsRouter = router({
   gpuSeconds: tenantProcedure
     .input(ref.extend({ from: instant.optional(), to: instant.optional() }))
     .query(({ ctx, input }) =>
-      getDeploymentGpuSeconds(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId, ...usageRange(input) }),
+      getDeploymentGpuSeconds(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId, from: input.from, to: input.to }),
     ),
   stop: tenantProcedure.input(ref).mutation(({ ctx, input }) =>
     stopDeployment(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId }),

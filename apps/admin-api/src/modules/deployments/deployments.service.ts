@@ -17,6 +17,7 @@ import { normaliseRuntimeUrl } from './provisioners/external/external-provisione
 import { AddressRefusedError } from '@infer/shared/address-guard';
 import { provisionerKinds, type ProvisionerKind } from './provisioners/provisioner.ts';
 import { AUTOSCALING_LIMITS, MAX_REPLICAS } from '@infer/shared/deployment-limits';
+import { usageRange } from '../usage/usage.service.ts';
 
 // The row-level functions stay available (seed, tests, provisioners).
 export {
@@ -235,13 +236,14 @@ async function wake(ctx: DeploymentsContext, d: Deployment, reason: string, acto
   return out;
 }
 
-/** GPU-seconds of one of the tenant's deployments in [from, to), by phase (members). */
+/** GPU-seconds of one of the tenant's deployments in [from, to), by phase (members); the range rules are usage's (`usageRange`). */
 export async function getDeploymentGpuSeconds(
-  ctx: DeploymentsContext, principal: Principal, ref: DeploymentRef & { from: Date; to: Date },
+  ctx: DeploymentsContext, principal: Principal, ref: DeploymentRef & { readonly from?: Date | null; readonly to?: Date | null },
 ): Promise<GpuSeconds> {
   requireTenantRole(principal, ref.tenantId, 'member');
+  const { from, to } = usageRange(ref);
   // Deleted deployments stay billable: the ledger is scoped by tenant, so another tenant's id finds nothing.
-  return gpuSecondsOf(ctx.db, { tenantId: ref.tenantId, deploymentId: ref.deploymentId, from: ref.from, to: ref.to });
+  return gpuSecondsOf(ctx.db, { tenantId: ref.tenantId, deploymentId: ref.deploymentId, from, to });
 }
 
 /** Stops serving at once (replicas leave the routing table in the same step) and stops the replicas in the background. */
