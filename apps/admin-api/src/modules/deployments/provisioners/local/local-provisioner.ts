@@ -81,6 +81,12 @@ export function createLocalProvisioner(opts: LocalProvisionerOptions = {}): Prov
     const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
     const handle: Handle = { child, deploymentId: spec.deploymentId, stopping: false };
     let output = '';
+    /** The runtime said it is warm (runtime-sim's `runtime-sim ready on <url>` line): no /health poll to wait for. */
+    let markReady!: () => void;
+    const readyLine = new Promise<void>((resolve) => {
+      markReady = resolve;
+    });
+    let pending = '';
     const failure = new Promise<never>((_, reject) => {
       child.once('error', (err) => reject(new Error(`could not start the runtime: ${err.message}`)));
       child.once('exit', (code, sig) => {
@@ -91,9 +97,16 @@ export function createLocalProvisioner(opts: LocalProvisionerOptions = {}): Prov
     failure.catch(() => undefined);
     const address = new Promise<string>((resolve) => {
       const onData = (chunk: Buffer) => {
-        output = (output + chunk.toString('utf8')).slice(-4000);
-        const m = /listening on (https?:\/\/\S+)/.exec(output);
-        if (m?.[1]) resolve(m[1].replace(/\/+$/, ''));
+        const text = chunk.toString('utf8');
+        output = (output + text).slice(-4000);
+        // Whole lines only, each looked at once (a chatty runtime's output is not scanned again and again).
+        const lines = (pending + text).split('\n');
+        pending = (lines.pop() ?? '').slice(-4000);
+        for (const line of lines) {
+          const m = /listening on (https?:\/\/\S+)/.exec(line);
+          if (m?.[1]) resolve(m[1].replace(/\/+$/, ''));
+          else if (/\bready on https?:\/\//.test(line)) markReady();
+        }
       };
       child.stdout?.on('data', onData);
       child.stderr?.on('data', onData);
@@ -113,13 +126,18 @@ export function createLocalProvisioner(opts: LocalProvisionerOptions = {}): Prov
 
     try {
       const url = await Promise.race([address, failure, timeout, aborted]);
+      // Ready when the runtime says so on stdout (at once), else when /health answers (runtimes without that line).
+      let warm = false;
+      void readyLine.then(() => {
+        warm = true;
+      });
       const healthy = (async () => {
-        while (!(await probe(`${url}/health`, 2_000, signal))) {
-          if (signal?.aborted || exited(child)) return;
-          await new Promise((r) => setTimeout(r, 100));
+        while (!warm && !(await probe(`${url}/health`, 2_000, signal))) {
+          if (warm || signal?.aborted || exited(child)) return;
+          await Promise.race([readyLine, new Promise((r) => setTimeout(r, 100))]);
         }
       })();
-      await Promise.race([healthy, failure, timeout, aborted]);
+      await Promise.race([readyLine, healthy, failure, timeout, aborted]);
       if (exited(child)) await failure;
       if (signal?.aborted) throw new Error('provisioning was cancelled');
       if (child.pid === undefined) throw new Error('the runtime has no pid');
