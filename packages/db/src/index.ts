@@ -1,6 +1,6 @@
 export { createDb } from './create-db.ts';
 export type { CreateDbOptions, Database, DatabaseKind } from './create-db.ts';
-export { migrateDown, migrateToLatest } from './migrate.ts';
+export { migrateDown, migrateToLatest, migrationNames } from './migrate.ts';
 export { createPGliteDialect } from './pglite-dialect.ts';
 export type { DB } from './database.ts';
 
@@ -51,12 +51,12 @@ export type {
   EndpointUpstreamUpdate,
   NewEndpointUpstreamRow,
 } from './tables/endpoint-upstream.table.ts';
+export { invitationStatuses } from './tables/invitation.table.ts';
+export type { InvitationRow, InvitationStatus, InvitationTable, InvitationUpdate, NewInvitationRow } from './tables/invitation.table.ts';
 export { membershipRoles } from './tables/membership.table.ts';
 export type { MembershipRole, MembershipRow, MembershipTable, MembershipUpdate, NewMembershipRow } from './tables/membership.table.ts';
 export type { NewSessionRow, SessionRow, SessionTable, SessionUpdate } from './tables/session.table.ts';
 export type { NewTenantRow, TenantRow, TenantTable, TenantUpdate } from './tables/tenant.table.ts';
-export { invitationStatuses } from './tables/invitation.table.ts';
-export type { InvitationRow, InvitationStatus, InvitationTable, InvitationUpdate, NewInvitationRow } from './tables/invitation.table.ts';
 export type {
   NewUsageRecordRow,
   UsageMode,

@@ -17,6 +17,9 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026_11_22_1100_runtime_config': m1100,
 });
 
+/** Every migration's name, in the order they apply. */
+export const migrationNames: readonly string[] = Object.freeze(Object.keys(migrations).sort());
+
 function createMigrator(db: Kysely<any>): Migrator {
   // Migrations spell out snake_case names, so they run without the CamelCasePlugin.
   return new Migrator({ db: db.withoutPlugins(), provider: { getMigrations: async () => ({ ...migrations }) } });

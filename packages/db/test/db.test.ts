@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrateDown, migrateToLatest } from '../src/index.ts';
+import { migrateDown, migrateToLatest, migrationNames } from '../src/index.ts';
 import { createTestDb, testBackends, type TestDatabase } from '../src/testing.ts';
 
 describe.each(testBackends())('db on %s', (kind) => {
@@ -25,7 +25,7 @@ describe.each(testBackends())('db on %s', (kind) => {
   }
 
   it('migrates down and up again', async () => {
-    expect(await migrateDown(db(), { all: true })).toEqual(['2026_11_22_0001_initial']);
+    expect(await migrateDown(db(), { all: true })).toEqual([...migrationNames].reverse());
     const { count } = await db()
       .withoutPlugins()
       .selectFrom('information_schema.tables' as never)
@@ -34,7 +34,7 @@ describe.each(testBackends())('db on %s', (kind) => {
       .where(sql.ref('table_name'), 'not like', 'kysely_%')
       .executeTakeFirstOrThrow();
     expect(count).toBe(0);
-    expect(await migrateToLatest(db())).toEqual(['2026_11_22_0001_initial']);
+    expect(await migrateToLatest(db())).toEqual(migrationNames);
     expect(await migrateToLatest(db())).toEqual([]);
   });
 
@@ -168,7 +168,7 @@ describe.each(testBackends())('db on %s', (kind) => {
       .values({ tenantId: tenant.id, entryId: entry.id, state: 'pending' })
       .returningAll()
       .executeTakeFirstOrThrow();
-    expect(deployment).toMatchObject({ minReplicas: 1, maxReplicas: 1, provisioner: 'local', externalUrl: null });
+    expect(deployment).toMatchObject({ minReplicas: 0, maxReplicas: 1, provisioner: 'local', externalUrl: null });
     await expect(
       db().insertInto('deployments').values({ tenantId: tenant.id, entryId: entry.id, state: 'pending' }).execute(),
     ).rejects.toThrow();

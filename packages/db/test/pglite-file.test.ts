@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createDb, migrateToLatest } from '../src/index.ts';
+import { createDb, migrateToLatest, migrationNames } from '../src/index.ts';
 
 describe('file-backed PGlite', () => {
   const dirs: string[] = [];
@@ -17,7 +17,7 @@ describe('file-backed PGlite', () => {
 
     const first = await createDb({ dataDir });
     expect(first.kind).toBe('pglite');
-    expect(await migrateToLatest(first.db)).toEqual(['2026_11_22_0001_initial']);
+    expect(await migrateToLatest(first.db)).toEqual(migrationNames);
     await first.db.insertInto('tenants').values({ slug: 'persisted', name: 'P' }).execute();
     await first.db.insertInto('configOutbox').values({ kind: 'tenant', entityId: 'persisted', op: 'upsert', payload: { a: 1 } }).execute();
     await first.close();
