@@ -19,16 +19,36 @@ function snapshot(version: number, replicas: SnapshotUpstream[]): ConfigSnapshot
     keys: [{ id: 'k-s', tenantId: 't-s', hash: hashSecret(SECRET), prefix: SECRET.slice(0, 12), expiresAt: null, rpmLimit: null, tpmLimit: null }],
     endpoints: [
       {
-        id: 'e-s', name: 'slots-model', provider: 'meta', contextLength: 8192, concurrency: 1, coldStartSeconds: 1,
-        offeredShared: false, offeredDedicated: true, published: true, priceInputPerM: 0, priceOutputPerM: 0, upstreams: [],
+        id: 'e-s',
+        name: 'slots-model',
+        provider: 'meta',
+        contextLength: 8192,
+        concurrency: 1,
+        coldStartSeconds: 1,
+        offeredShared: false,
+        offeredDedicated: true,
+        published: true,
+        priceInputPerM: 0,
+        priceOutputPerM: 0,
+        upstreams: [],
       },
     ],
     deployments: [
       {
-        id: 'd-s', tenantId: 't-s', tenantSlug: 'slots', endpointId: 'e-s', endpointName: 'slots-model', provider: 'meta',
-        state: 'running', replicas, minReplicas: 1, maxReplicas: 3,
+        id: 'd-s',
+        tenantId: 't-s',
+        tenantSlug: 'slots',
+        endpointId: 'e-s',
+        endpointName: 'slots-model',
+        provider: 'meta',
+        state: 'running',
+        replicas,
+        minReplicas: 1,
+        maxReplicas: 3,
         // The deployment's own concurrency, far below the node's REPLICA_BASE_CONCURRENCY (32): the snapshot's wins.
-        targetConcurrency: CAP, desiredReplicas: replicas.length, coldStartSeconds: 1,
+        targetConcurrency: CAP,
+        desiredReplicas: replicas.length,
+        coldStartSeconds: 1,
       },
     ],
   };
@@ -72,7 +92,11 @@ describe('per-replica concurrency slots', () => {
         signal,
         headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET}` },
         // Distinct prompts of a few shared prefixes: the scorer's prefix affinity would pile them on one replica.
-        body: JSON.stringify({ messages: [{ role: 'user', content: `${'shared context '.repeat(20)}${i % 3} request ${i}` }], max_tokens: 6 + (i % 5), stream: i % 4 === 0 }),
+        body: JSON.stringify({
+          messages: [{ role: 'user', content: `${'shared context '.repeat(20)}${i % 3} request ${i}` }],
+          max_tokens: 6 + (i % 5),
+          stream: i % 4 === 0,
+        }),
       }).then(async (r) => ({ status: r.status, text: await r.text() }));
 
     // Every tenth client leaves soon after sending: its JSON request keeps running on the runtime.
