@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { createDb, migrateToLatest } from '@infer/db';
 import { buildSnapshot, createApiKey, getTenantBySlug, getUserByEmail, seedDemo, setPassword } from '@infer/admin-api';
 import { dedicatedModelName } from '@infer/shared';
+import { DATAPLANE_NODE_FLAGS } from '../apps/dataplane/src/node-flags.ts';
 import { loadStartEnv } from './start-env.ts';
 import { deploymentsSettled, parseEnvFile, planSims, portMessage, portProblem, waitForHttp, writeFileAtomic } from './start-lib.ts';
 
@@ -54,8 +55,8 @@ process.on('SIGINT', () => stopAll(0));
 process.on('SIGTERM', () => stopAll(0));
 process.on('SIGHUP', () => stopAll(0)); // the terminal closed: detached children would not see it
 
-function launch(name: string, script: string, args: string[], extraEnv: Record<string, string>): ChildProcess {
-  const child = spawn(process.execPath, [join(root, script), ...args], {
+function launch(name: string, script: string, args: string[], extraEnv: Record<string, string>, nodeArgs: readonly string[] = []): ChildProcess {
+  const child = spawn(process.execPath, [...nodeArgs, join(root, script), ...args], {
     cwd: root,
     env: { ...process.env, ...extraEnv },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -225,7 +226,7 @@ try {
     LOG_LEVEL: env.LOG_LEVEL,
     // Its internal /metrics listener takes any free port: a fixed one would collide with a second instance's.
     METRICS_PORT: '0',
-  });
+  }, DATAPLANE_NODE_FLAGS);
   await waitForHttp(`${dataplaneUrl}/readyz`, 60_000);
   await Promise.all(sims.map((s) => waitForHttp(`http://127.0.0.1:${s.port}/health`, 60_000)));
   await waitForDedicatedReplicas(60_000);
