@@ -35,7 +35,7 @@ export const cookieOf = (setCookie: string[]): string => {
 export interface GqlResponse {
   status: number;
   headers: Headers;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- GraphQL answers are checked field by field in the tests
+   
   body: { data?: any; errors?: { message: string; extensions?: { code?: string; param?: string | null } }[] };
 }
 

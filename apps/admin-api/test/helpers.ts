@@ -69,9 +69,10 @@ export function sseReader(body: ReadableStream<Uint8Array>) {
         const c = line.indexOf(':');
         const field = c < 0 ? line : line.slice(0, c);
         const value = c < 0 ? '' : line.slice(c + 1).replace(/^ /, '');
-        if (field === 'event') (event = value), (hasField = true);
-        else if (field === 'id') (id = value), (hasField = true);
-        else if (field === 'data') data.push(value), (hasField = true);
+        if (field === 'event') event = value;
+        else if (field === 'id') id = value;
+        else if (field === 'data') data.push(value);
+        if (field === 'event' || field === 'id' || field === 'data') hasField = true;
       }
       if (hasField && data.length > 0) queue.push({ event, id, data: data.join('\n') });
     }

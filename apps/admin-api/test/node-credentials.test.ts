@@ -65,7 +65,7 @@ describe.each(testBackends())('node credentials and usage ingest (%s)', (kind) =
       headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
       body: JSON.stringify({ query, variables }),
     });
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- GraphQL answers are checked field by field below
+     
     return (await res.json()) as { data?: any; errors?: { message: string; extensions?: { code?: string } }[] };
   };
 

@@ -110,7 +110,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
   /** Reservations waiting for their usage record, by request id. */
   const pending = new Map<string, ReservedAdmission>();
 
-  const createAdmission = (requestId: string, keyId: string, decision: RateDecision | null, reserved: number, gateId: string, capacity: number): ReservedAdmission => {
+  const createAdmission = (requestId: string, keyId: string, decision: RateDecision | null, reserved: number, gateId: string): ReservedAdmission => {
     const a: ReservedAdmission = {
       settled: false,
       settle(actualTokens) {
@@ -145,7 +145,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
     }
     const gateId = target.deploymentId ?? target.endpointId;
     const capacity = targetCapacity(base, multiplier, target.upstreams.length, target.replicaConcurrency ?? null);
-    const admission = createAdmission(requestId, keyId, d, reserved, gateId, capacity);
+    const admission = createAdmission(requestId, keyId, d, reserved, gateId);
     if (d !== null && !pending.has(requestId)) pending.set(requestId, admission);
     const refused = (err: unknown): never => {
       // Never served: give the request and its tokens back.

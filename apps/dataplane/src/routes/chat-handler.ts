@@ -96,7 +96,8 @@ function parseBody(raw: unknown): Record<string, unknown> {
   if (fast !== null) return fast;
   if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) {
     const b = raw as Record<string, unknown>;
-    for (const f of NULLABLE_OPTIONALS) if (b[f] === null) delete b[f];
+    // `null` optionals mean unset: drop them (Reflect.deleteProperty: the names are a fixed list).
+    for (const f of NULLABLE_OPTIONALS) if (b[f] === null) Reflect.deleteProperty(b, f);
   }
   const parsed = chatRequestSchema.safeParse(raw);
   if (!parsed.success) throw validationError(parsed.error);

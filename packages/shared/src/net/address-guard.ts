@@ -48,10 +48,9 @@ export function addressBytes(raw: string): Uint8Array | null {
   if (family === 4) return Uint8Array.from(ip.split('.').map(Number));
   if (family !== 6) return null;
   let text = ip.replace(/%.*$/, ''); // zone id
-  let tail: number[] = [];
   const dotted = /:(\d+\.\d+\.\d+\.\d+)$/.exec(text);
   if (dotted) {
-    tail = dotted[1]!.split('.').map(Number);
+    const tail = dotted[1]!.split('.').map(Number);
     text = `${text.slice(0, dotted.index)}:${((tail[0]! << 8) | tail[1]!).toString(16)}:${((tail[2]! << 8) | tail[3]!).toString(16)}`;
   }
   const [head = '', rest] = text.split('::');
