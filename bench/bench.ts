@@ -63,7 +63,10 @@ function parseOptions(argv: readonly string[]): Options {
     }
     return n;
   };
-  const rates = values.rates.split(',').filter((r) => r.trim() !== '').map((r) => positive('rates', r.trim(), false));
+  const rates = values.rates
+    .split(',')
+    .filter((r) => r.trim() !== '')
+    .map((r) => positive('rates', r.trim(), false));
   if (values.upstream !== undefined && values.model === undefined) throw new Error(`--upstream needs --model NAME\n${USAGE}`);
   if (values.upstream !== undefined && !/^https?:\/\//.test(values.upstream)) throw new Error('--upstream must be an http(s) URL');
   return Object.freeze({
@@ -83,9 +86,7 @@ function parseOptions(argv: readonly string[]): Options {
 }
 
 function requestSpec(path: string, model: string, expect: string, stream: boolean, bearer: string | null): RequestSpec {
-  const body = Buffer.from(
-    JSON.stringify({ model, messages: [{ role: 'user', content: 'Write a haiku about latency.' }], max_tokens: 16, stream }),
-  );
+  const body = Buffer.from(JSON.stringify({ model, messages: [{ role: 'user', content: 'Write a haiku about latency.' }], max_tokens: 16, stream }));
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (bearer) headers['authorization'] = `Bearer ${bearer}`;
   return Object.freeze({ path, headers: Object.freeze(headers), body, stream, expect: Buffer.from(expect) });
@@ -193,19 +194,21 @@ async function main(): Promise<void> {
     `- machine: ${machine}`,
     `- ${upstreamLine}`,
     `- options: ${optionLine}${opts.soak > 0 ? `, soak ${opts.soak}` : ''}`,
-    '- the load generator shares the machine\'s cores with the servers it measures; the control-plane stub that counts usage runs in its own process.',
+    "- the load generator shares the machine's cores with the servers it measures; the control-plane stub that counts usage runs in its own process.",
     '- bare-proxy: a reference floor, not a product: node:http + undici relaying bytes with no auth, limits, metering, rewrite, metrics or timeouts (bench/bare-proxy.ts).',
     '',
     table,
     '',
     meteringLine,
     '',
-    ...(capacity === null ? [] : [
-      `Streaming capacity: ${opts.streams} concurrent streams of ${opts.streamChunks} chunks ${opts.chunkMs} ms apart, opened at once, direct to a runtime-sim and through a data-plane node (REPLICA_BASE_CONCURRENCY ${opts.streams}, so none is refused); RSS and CPU of the process relaying them (the sim itself for direct):`,
-      '',
-      renderCapacity(capacity),
-      '',
-    ]),
+    ...(capacity === null
+      ? []
+      : [
+          `Streaming capacity: ${opts.streams} concurrent streams of ${opts.streamChunks} chunks ${opts.chunkMs} ms apart, opened at once, direct to a runtime-sim and through a data-plane node (REPLICA_BASE_CONCURRENCY ${opts.streams}, so none is refused); RSS and CPU of the process relaying them (the sim itself for direct):`,
+          '',
+          renderCapacity(capacity),
+          '',
+        ]),
   ].join('\n');
   // Sections other benches add (`## ...`, e.g. bench:routing's) are kept below this one's.
   const resultsUrl = new URL('./RESULTS.md', import.meta.url);
@@ -215,14 +218,32 @@ async function main(): Promise<void> {
 
   if (opts.json) {
     const { upstreamKey: _secret, ...shownOptions } = opts;
-    console.log(JSON.stringify({ date: started.toISOString(), machine, options: shownOptions, ...summary, soak, stream_capacity: capacity, usage_records: usage, dataplane_requests: dataplaneRequests }));
+    console.log(
+      JSON.stringify({
+        date: started.toISOString(),
+        machine,
+        options: shownOptions,
+        ...summary,
+        soak,
+        stream_capacity: capacity,
+        usage_records: usage,
+        dataplane_requests: dataplaneRequests,
+      }),
+    );
   } else {
     console.log(`\n${table}\n\n${meteringLine}\n${capacity === null ? '' : `\n${renderCapacity(capacity)}\n`}\n(written to bench/RESULTS.md)`);
   }
-  const failed = summary.cases.some((c) => c.non2xx + c.errors > 0) || (soak !== null && soak.failures > 0) || usage !== dataplaneRequests
-    || (capacity !== null && capacity.some((r) => r.completed !== r.streams));
+  const failed =
+    summary.cases.some((c) => c.non2xx + c.errors > 0) ||
+    (soak !== null && soak.failures > 0) ||
+    usage !== dataplaneRequests ||
+    (capacity !== null && capacity.some((r) => r.completed !== r.streams));
   if (failed) {
-    log(usage !== dataplaneRequests ? 'usage records do not match data-plane requests, or some requests failed' : 'some requests failed: see the non-2xx and errors columns');
+    log(
+      usage !== dataplaneRequests
+        ? 'usage records do not match data-plane requests, or some requests failed'
+        : 'some requests failed: see the non-2xx and errors columns',
+    );
     process.exitCode = 1;
   }
 }

@@ -58,7 +58,12 @@ const num = (s: string): number => {
 };
 const variants: Variant[] = (values.variant ?? ['current||']).map((v) => {
   const [name = '', root = '', flags = '', envText = ''] = v.split('|');
-  const env = Object.fromEntries(envText.split(' ').filter((e) => e.includes('=')).map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]));
+  const env = Object.fromEntries(
+    envText
+      .split(' ')
+      .filter((e) => e.includes('='))
+      .map((e) => [e.slice(0, e.indexOf('=')), e.slice(e.indexOf('=') + 1)]),
+  );
   return { name, root: root === '' ? here('.') : resolve(root), nodeArgs: flags.split(' ').filter((f) => f !== ''), env };
 });
 const requests = num(values.requests);
@@ -77,11 +82,22 @@ function writeSnapshot(name: string, upstreamUrl: string, concurrency: number): 
   const snapshot = configSnapshotSchema.parse({
     version: 1,
     tenants: [{ id: 'tenant-w', slug: 'weight', rpmLimit: null, tpmLimit: null }],
-    keys: [{ id: 'key-w', tenantId: 'tenant-w', hash: hashSecret(secret), prefix: secretDisplayPrefix(secret), expiresAt: null, rpmLimit: null, tpmLimit: null }],
+    keys: [
+      { id: 'key-w', tenantId: 'tenant-w', hash: hashSecret(secret), prefix: secretDisplayPrefix(secret), expiresAt: null, rpmLimit: null, tpmLimit: null },
+    ],
     endpoints: [
       {
-        id: 'endpoint-w', name: MODEL, provider: 'bench', contextLength: 32768, concurrency, coldStartSeconds: null,
-        offeredShared: true, offeredDedicated: false, published: true, priceInputPerM: 0.1, priceOutputPerM: 0.2,
+        id: 'endpoint-w',
+        name: MODEL,
+        provider: 'bench',
+        contextLength: 32768,
+        concurrency,
+        coldStartSeconds: null,
+        offeredShared: true,
+        offeredDedicated: false,
+        published: true,
+        priceInputPerM: 0.1,
+        priceOutputPerM: 0.2,
         upstreams: [{ id: 'upstream-w', url: upstreamUrl, kind: 'sim', servedModel: SERVED, apiKey: null }],
       },
     ],
@@ -99,10 +115,24 @@ function start(child: Child): Child {
 
 async function startSim(itlMs: number, slots: number): Promise<string> {
   const port = await freePort();
-  const sim = start(startNode('sim', here('packages/runtime-sim/src/cli.ts'), [
-    '--port', String(port), '--host', '127.0.0.1', '--model', SERVED, '--ttft-ms', '0', '--itl-ms', String(itlMs),
-    '--batch-slots', String(slots), '--max-queue', '0',
-  ]));
+  const sim = start(
+    startNode('sim', here('packages/runtime-sim/src/cli.ts'), [
+      '--port',
+      String(port),
+      '--host',
+      '127.0.0.1',
+      '--model',
+      SERVED,
+      '--ttft-ms',
+      '0',
+      '--itl-ms',
+      String(itlMs),
+      '--batch-slots',
+      String(slots),
+      '--max-queue',
+      '0',
+    ]),
+  );
   const url = `http://127.0.0.1:${port}`;
   await waitReady(sim, `${url}/health`);
   return url;
@@ -123,10 +153,26 @@ interface Node {
 
 async function startDataplane(v: Variant, configFile: string, stubUrl: string, env: Record<string, string>, extraArgs: readonly string[] = []): Promise<Node> {
   const port = await freePort();
-  const child = start(startNode(`dataplane-${v.name}`, join(v.root, 'apps/dataplane/src/server.ts'), [], {
-    HOST: '127.0.0.1', PORT: String(port), CONFIG_FILE: configFile, CONTROL_PLANE_URL: stubUrl, NODE_TOKEN: 'bench-node-token',
-    USAGE_SPOOL_DIR: join(dir, `spool-${v.name}-${port}`), LOG_LEVEL: 'warn', METRICS_PORT: '0', ...env, ...v.env,
-  }, [...v.nodeArgs, ...extraArgs]));
+  const child = start(
+    startNode(
+      `dataplane-${v.name}`,
+      join(v.root, 'apps/dataplane/src/server.ts'),
+      [],
+      {
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        CONFIG_FILE: configFile,
+        CONTROL_PLANE_URL: stubUrl,
+        NODE_TOKEN: 'bench-node-token',
+        USAGE_SPOOL_DIR: join(dir, `spool-${v.name}-${port}`),
+        LOG_LEVEL: 'warn',
+        METRICS_PORT: '0',
+        ...env,
+        ...v.env,
+      },
+      [...v.nodeArgs, ...extraArgs],
+    ),
+  );
   const url = `http://127.0.0.1:${port}`;
   await waitReady(child, `${url}/readyz`);
   return { child, url };
@@ -158,13 +204,21 @@ async function cpuCase(): Promise<CpuRow[]> {
   const bareUrl = `http://127.0.0.1:${bareProxyPort}`;
   await waitReady(bare, `${bareUrl}/healthz`);
   const targets: { name: string; child: Child; url: string; json: RequestSpec; stream: RequestSpec }[] = [
-    { name: 'bare-proxy', child: bare, url: bareUrl, json: spec('/v1/chat/completions', false, null, SERVED, 16), stream: spec('/v1/chat/completions', true, null, SERVED, 16) },
+    {
+      name: 'bare-proxy',
+      child: bare,
+      url: bareUrl,
+      json: spec('/v1/chat/completions', false, null, SERVED, 16),
+      stream: spec('/v1/chat/completions', true, null, SERVED, 16),
+    },
   ];
   for (const v of variants) {
     const profArgs = values['cpu-prof'] !== undefined ? ['--cpu-prof', '--cpu-prof-dir', resolve(values['cpu-prof'], v.name)] : [];
     const node = await startDataplane(v, configFile, stubUrl, {}, profArgs);
     targets.push({
-      name: v.name, child: node.child, url: node.url,
+      name: v.name,
+      child: node.child,
+      url: node.url,
       json: spec('/endpoints/v1/chat/completions', false, secret, MODEL, 16),
       stream: spec('/endpoints/v1/chat/completions', true, secret, MODEL, 16),
     });
@@ -253,7 +307,7 @@ interface ProbeLine {
 }
 
 /** Latest and peak memoryUsage() lines printed by bench/memory-probe.ts in the child. */
-function probe(child: Child): { last: () => ProbeLine; peak: () => { rss: number; heapUsed: number; atPeakRss: ProbeLine } ; resetPeak: () => void } {
+function probe(child: Child): { last: () => ProbeLine; peak: () => { rss: number; heapUsed: number; atPeakRss: ProbeLine }; resetPeak: () => void } {
   let last: ProbeLine = { rss: 0, heapUsed: 0, heapPhysical: 0, external: 0 };
   let peak = { rss: 0, heapUsed: 0, atPeakRss: last };
   let buf = '';
@@ -314,7 +368,11 @@ async function memoryCase(): Promise<MemRow[]> {
   const stubUrl = await startStub(configFile);
   const rows: MemRow[] = [];
   for (const v of variants) {
-    const extra = ['--import', here('bench/memory-probe.ts'), ...(values['heap-snapshot'] ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${resolve('.')}`] : [])];
+    const extra = [
+      '--import',
+      here('bench/memory-probe.ts'),
+      ...(values['heap-snapshot'] ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${resolve('.')}`] : []),
+    ];
     const node = await startDataplane(v, configFile, stubUrl, { REPLICA_BASE_CONCURRENCY: String(streams), QUEUE_MAX: '0' }, extra);
     const p = probe(node.child);
     // A few streams first (code compiled, pools made), then settle.
@@ -344,11 +402,18 @@ async function memoryCase(): Promise<MemRow[]> {
     await sleep(15_000);
     const a20 = p.last();
     rows.push({
-      variant: v.name, streams, completed: r.completed, ttfb_p50_ms: r1(r.ttfb.percentile(50)),
-      idle_rss_mib: r1(idle.rss / MiB), idle_heap_mib: r1(idle.heapUsed / MiB),
-      peak_rss_mib: r1(Math.max(peak.rss, peakRss * 1024) / MiB), peak_heap_mib: r1(peak.heapUsed / MiB),
-      after5_rss_mib: r1(a5.rss / MiB), after5_heap_mib: r1(a5.heapUsed / MiB),
-      after20_rss_mib: r1(a20.rss / MiB), after20_heap_mib: r1(a20.heapUsed / MiB),
+      variant: v.name,
+      streams,
+      completed: r.completed,
+      ttfb_p50_ms: r1(r.ttfb.percentile(50)),
+      idle_rss_mib: r1(idle.rss / MiB),
+      idle_heap_mib: r1(idle.heapUsed / MiB),
+      peak_rss_mib: r1(Math.max(peak.rss, peakRss * 1024) / MiB),
+      peak_heap_mib: r1(peak.heapUsed / MiB),
+      after5_rss_mib: r1(a5.rss / MiB),
+      after5_heap_mib: r1(a5.heapUsed / MiB),
+      after20_rss_mib: r1(a20.rss / MiB),
+      after20_heap_mib: r1(a20.heapUsed / MiB),
       cpu_ms_per_stream: Math.round(((c1 - c0) / streams) * 100) / 100,
     });
     log(`${v.name}: at peak ${split(peak.atPeakRss)}; +5 s ${split(a5)}; +20 s ${split(a20)}`);
@@ -367,16 +432,22 @@ try {
     lines.push('| target | mode | requests | failed | CPU µs/req | of which kernel | vs bare relay |', '|---|---|--:|--:|--:|--:|--:|');
     for (const r of cpu) {
       const us = (r.cpuMs * 1000) / Math.max(1, r.requests);
-      lines.push(`| ${r.target} | ${r.mode} | ${r.requests} | ${r.failed} | ${Math.round(us)} | ${Math.round((r.sysMs * 1000) / Math.max(1, r.requests))} | ${(us / (bare.get(r.mode)! * 1000)).toFixed(2)}x |`);
+      lines.push(
+        `| ${r.target} | ${r.mode} | ${r.requests} | ${r.failed} | ${Math.round(us)} | ${Math.round((r.sysMs * 1000) / Math.max(1, r.requests))} | ${(us / (bare.get(r.mode)! * 1000)).toFixed(2)}x |`,
+      );
     }
     lines.push('');
   }
   if (mem.length > 0) {
     lines.push(`Memory: ${streams} concurrent streams of ${chunks} chunks ${chunkMs} ms apart, a fresh node per variant:`, '');
-    lines.push('| variant | completed | TTFB p50 ms | RSS idle | heap idle | RSS peak | heap peak | RSS +5 s | heap +5 s | RSS +20 s | heap +20 s | CPU ms/stream |');
+    lines.push(
+      '| variant | completed | TTFB p50 ms | RSS idle | heap idle | RSS peak | heap peak | RSS +5 s | heap +5 s | RSS +20 s | heap +20 s | CPU ms/stream |',
+    );
     lines.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|');
     for (const m of mem) {
-      lines.push(`| ${m.variant} | ${m.completed} | ${m.ttfb_p50_ms} | ${m.idle_rss_mib} | ${m.idle_heap_mib} | ${m.peak_rss_mib} | ${m.peak_heap_mib} | ${m.after5_rss_mib} | ${m.after5_heap_mib} | ${m.after20_rss_mib} | ${m.after20_heap_mib} | ${m.cpu_ms_per_stream} |`);
+      lines.push(
+        `| ${m.variant} | ${m.completed} | ${m.ttfb_p50_ms} | ${m.idle_rss_mib} | ${m.idle_heap_mib} | ${m.peak_rss_mib} | ${m.peak_heap_mib} | ${m.after5_rss_mib} | ${m.after5_heap_mib} | ${m.after20_rss_mib} | ${m.after20_heap_mib} | ${m.cpu_ms_per_stream} |`,
+      );
     }
     lines.push('', '(MiB)');
   }

@@ -8,5 +8,7 @@ const PERIOD_MS = 250;
 setInterval(() => {
   const m = process.memoryUsage();
   const h = getHeapStatistics();
-  process.stderr.write(`MEMPROBE ${JSON.stringify({ rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, heapPhysical: h.total_physical_size, malloced: h.malloced_memory, external: m.external, arrayBuffers: m.arrayBuffers })}\n`);
+  process.stderr.write(
+    `MEMPROBE ${JSON.stringify({ rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, heapPhysical: h.total_physical_size, malloced: h.malloced_memory, external: m.external, arrayBuffers: m.arrayBuffers })}\n`,
+  );
 }, PERIOD_MS).unref();

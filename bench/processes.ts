@@ -52,7 +52,13 @@ export function freePort(): Promise<number> {
 }
 
 /** Starts `node <script> ...args` on the same Node binary as the bench (so RSS is that process's own). */
-export function startNode(name: string, script: string, args: readonly string[], env: Readonly<Record<string, string>> = {}, nodeArgs: readonly string[] = []): Child {
+export function startNode(
+  name: string,
+  script: string,
+  args: readonly string[],
+  env: Readonly<Record<string, string>> = {},
+  nodeArgs: readonly string[] = [],
+): Child {
   installExitHooks();
   const proc = spawn(process.execPath, [...nodeArgs, script, ...args], {
     env: { ...process.env, ...env },

@@ -66,7 +66,8 @@ const ratio = (a: number, b: number): number => (b > 0 ? round(a / b, 3) : Numbe
 
 function find(cases: readonly CaseResult[], target: TargetName, mode: Mode, load: CaseResult['load']): CaseResult | undefined {
   return cases.find(
-    (c) => c.target === target && c.mode === mode && c.load.kind === load.kind && (load.kind !== 'rate' || (c.load.kind === 'rate' && c.load.rate === load.rate)),
+    (c) =>
+      c.target === target && c.mode === mode && c.load.kind === load.kind && (load.kind !== 'rate' || (c.load.kind === 'rate' && c.load.rate === load.rate)),
   );
 }
 
@@ -94,8 +95,14 @@ export function summarize(cases: readonly CaseResult[], rates: readonly number[]
   return {
     direct_rps: round(satRps('direct', 'json'), 1),
     dataplane_rps: round(satRps('dataplane', 'json'), 1),
-    saturation_ratio: { json: ratio(satRps('dataplane', 'json'), satRps('direct', 'json')), stream: ratio(satRps('dataplane', 'stream'), satRps('direct', 'stream')) },
-    bare_proxy_ratio: { json: ratio(satRps('bare-proxy', 'json'), satRps('direct', 'json')), stream: ratio(satRps('bare-proxy', 'stream'), satRps('direct', 'stream')) },
+    saturation_ratio: {
+      json: ratio(satRps('dataplane', 'json'), satRps('direct', 'json')),
+      stream: ratio(satRps('dataplane', 'stream'), satRps('direct', 'stream')),
+    },
+    bare_proxy_ratio: {
+      json: ratio(satRps('bare-proxy', 'json'), satRps('direct', 'json')),
+      stream: ratio(satRps('bare-proxy', 'stream'), satRps('direct', 'stream')),
+    },
     added_ms: added,
     cases: cases.map((c) => ({
       target: c.target,
@@ -135,9 +142,14 @@ export function renderMarkdown(s: Summary, soak: SoakResult | null): string {
   }
   for (const a of s.added_ms) lines.push(`- added latency at ${a.rate}/s, ${a.mode}: p50 +${ms(a.p50)} ms, p99 +${ms(a.p99)} ms`);
   if (soak) {
-    const delta = soak.rssStartKiB !== null && soak.rssEndKiB !== null ? `${soak.rssEndKiB - soak.rssStartKiB >= 0 ? '+' : ''}${((soak.rssEndKiB - soak.rssStartKiB) / 1024).toFixed(1)} MiB` : 'n/a';
+    const delta =
+      soak.rssStartKiB !== null && soak.rssEndKiB !== null
+        ? `${soak.rssEndKiB - soak.rssStartKiB >= 0 ? '+' : ''}${((soak.rssEndKiB - soak.rssStartKiB) / 1024).toFixed(1)} MiB`
+        : 'n/a';
     const mib = (k: number | null): string => (k === null ? 'n/a' : `${(k / 1024).toFixed(1)} MiB`);
-    lines.push(`- soak: ${soak.requests} requests through the data plane (${soak.failures} failed), data-plane RSS ${mib(soak.rssStartKiB)} -> ${mib(soak.rssEndKiB)} (${delta}; ${mib(soak.rssReadyKiB)} when idle after start-up; data-plane CPU ${us(soak.dataplaneCpuUs === null ? null : round(soak.dataplaneCpuUs, 1))} µs/request)`);
+    lines.push(
+      `- soak: ${soak.requests} requests through the data plane (${soak.failures} failed), data-plane RSS ${mib(soak.rssStartKiB)} -> ${mib(soak.rssEndKiB)} (${delta}; ${mib(soak.rssReadyKiB)} when idle after start-up; data-plane CPU ${us(soak.dataplaneCpuUs === null ? null : round(soak.dataplaneCpuUs, 1))} µs/request)`,
+    );
   }
   if (s.failures.length > 0) {
     lines.push('', 'First failure per case:', '');

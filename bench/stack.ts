@@ -45,7 +45,15 @@ function benchSnapshot(upstreamUrl: string, servedModel: string, upstreamKey: st
     version: 1,
     tenants: [{ id: 'tenant-bench', slug: 'bench', rpmLimit: null, tpmLimit: null }],
     keys: [
-      { id: 'key-bench', tenantId: 'tenant-bench', hash: hashSecret(secret), prefix: secretDisplayPrefix(secret), expiresAt: null, rpmLimit: null, tpmLimit: null },
+      {
+        id: 'key-bench',
+        tenantId: 'tenant-bench',
+        hash: hashSecret(secret),
+        prefix: secretDisplayPrefix(secret),
+        expiresAt: null,
+        rpmLimit: null,
+        tpmLimit: null,
+      },
     ],
     endpoints: [
       {
@@ -78,8 +86,20 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   if (upstreamUrl === null) {
     const simPort = await freePort();
     sim = startNode('runtime-sim', root('packages/runtime-sim/src/cli.ts'), [
-      '--port', String(simPort), '--host', '127.0.0.1', '--model', o.servedModel,
-      '--ttft-ms', '0', '--itl-ms', '0', '--batch-slots', '4096', '--max-queue', '100000',
+      '--port',
+      String(simPort),
+      '--host',
+      '127.0.0.1',
+      '--model',
+      o.servedModel,
+      '--ttft-ms',
+      '0',
+      '--itl-ms',
+      '0',
+      '--batch-slots',
+      '4096',
+      '--max-queue',
+      '100000',
     ]);
     upstreamUrl = `http://127.0.0.1:${simPort}`;
   }
@@ -96,8 +116,19 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   const stubUrl = `http://127.0.0.1:${stubPort}`;
   await waitReady(stub, `${stubUrl}/healthz`);
   const dpPort = await freePort();
-  const dataplaneEnv = { HOST: '127.0.0.1', CONFIG_FILE: configFile, CONTROL_PLANE_URL: stubUrl, NODE_TOKEN: 'bench-node-token', USAGE_SPOOL_DIR: join(dir, 'usage-spool'), LOG_LEVEL: 'warn' };
-  const dataplane = startNode('dataplane', root('apps/dataplane/src/server.ts'), [], { ...dataplaneEnv, PORT: String(dpPort) }, [...DATAPLANE_NODE_FLAGS, ...(o.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', o.cpuProfDir] : []), ...(o.dataplaneNodeArgs ?? [])]);
+  const dataplaneEnv = {
+    HOST: '127.0.0.1',
+    CONFIG_FILE: configFile,
+    CONTROL_PLANE_URL: stubUrl,
+    NODE_TOKEN: 'bench-node-token',
+    USAGE_SPOOL_DIR: join(dir, 'usage-spool'),
+    LOG_LEVEL: 'warn',
+  };
+  const dataplane = startNode('dataplane', root('apps/dataplane/src/server.ts'), [], { ...dataplaneEnv, PORT: String(dpPort) }, [
+    ...DATAPLANE_NODE_FLAGS,
+    ...(o.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', o.cpuProfDir] : []),
+    ...(o.dataplaneNodeArgs ?? []),
+  ]);
   const dataplaneUrl = `http://127.0.0.1:${dpPort}`;
 
   const barePort = await freePort();

@@ -131,16 +131,22 @@ export async function runStreamCapacity(o: StreamCapacityOptions, log: (line: st
     const configFile = join(dir, 'snapshot.json');
     writeFileSync(configFile, JSON.stringify(snapshot), { mode: 0o600 });
     const dpPort = await freePort();
-    const dataplane = startNode('capacity-dataplane', root('apps/dataplane/src/server.ts'), [], {
-      HOST: '127.0.0.1',
-      PORT: String(dpPort),
-      CONFIG_FILE: configFile,
-      LOG_LEVEL: 'warn',
-      METRICS_PORT: String(await freePort()),
-      // Every stream admitted at once: REPLICA_BASE_CONCURRENCY x Concurrency 1 x 1 replica = N.
-      REPLICA_BASE_CONCURRENCY: String(o.streams),
-      QUEUE_MAX: '0',
-    }, DATAPLANE_NODE_FLAGS);
+    const dataplane = startNode(
+      'capacity-dataplane',
+      root('apps/dataplane/src/server.ts'),
+      [],
+      {
+        HOST: '127.0.0.1',
+        PORT: String(dpPort),
+        CONFIG_FILE: configFile,
+        LOG_LEVEL: 'warn',
+        METRICS_PORT: String(await freePort()),
+        // Every stream admitted at once: REPLICA_BASE_CONCURRENCY x Concurrency 1 x 1 replica = N.
+        REPLICA_BASE_CONCURRENCY: String(o.streams),
+        QUEUE_MAX: '0',
+      },
+      DATAPLANE_NODE_FLAGS,
+    );
     children.push(dataplane);
     const dataplaneUrl = `http://127.0.0.1:${dpPort}`;
     await waitReady(sim, `${simUrl}/health`);

@@ -216,17 +216,23 @@ try {
     ...(env.DATABASE_URL ? { DATABASE_URL: env.DATABASE_URL } : {}),
   });
   await waitForHttp(`${adminUrl}/readyz`, 60_000);
-  launch('dataplane', 'apps/dataplane/src/server.ts', [], {
-    HOST: env.HOST,
-    PORT: String(env.PORT),
-    CONTROL_PLANE_URL: adminUrl,
-    NODE_TOKEN: nodeToken,
-    SNAPSHOT_FILE: join(dataDir, 'dataplane-snapshot.json'),
-    USAGE_SPOOL_DIR: join(dataDir, 'dataplane-usage'),
-    LOG_LEVEL: env.LOG_LEVEL,
-    // Its internal /metrics listener takes any free port: a fixed one would collide with a second instance's.
-    METRICS_PORT: '0',
-  }, DATAPLANE_NODE_FLAGS);
+  launch(
+    'dataplane',
+    'apps/dataplane/src/server.ts',
+    [],
+    {
+      HOST: env.HOST,
+      PORT: String(env.PORT),
+      CONTROL_PLANE_URL: adminUrl,
+      NODE_TOKEN: nodeToken,
+      SNAPSHOT_FILE: join(dataDir, 'dataplane-snapshot.json'),
+      USAGE_SPOOL_DIR: join(dataDir, 'dataplane-usage'),
+      LOG_LEVEL: env.LOG_LEVEL,
+      // Its internal /metrics listener takes any free port: a fixed one would collide with a second instance's.
+      METRICS_PORT: '0',
+    },
+    DATAPLANE_NODE_FLAGS,
+  );
   await waitForHttp(`${dataplaneUrl}/readyz`, 60_000);
   await Promise.all(sims.map((s) => waitForHttp(`http://127.0.0.1:${s.port}/health`, 60_000)));
   await waitForDedicatedReplicas(60_000);

@@ -2,13 +2,15 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { DatabaseKind } from '@infer/db';
 import { createTestDb, type TestDatabase } from '@infer/db/testing';
+import { addUpstream, buildAdminApp, createApiKey, createDeployment, createEntry, createTenant, registerReplica, setDeploymentState } from '@infer/admin-api';
 import {
-  addUpstream, buildAdminApp, createApiKey, createDeployment, createEntry, createTenant, registerReplica,
-  setDeploymentState,
-} from '@infer/admin-api';
-import {
-  buildDataplaneApp, createConfigClient, createConfigStore, createUsageReporter,
-  type ConfigClient, type ConfigStore, type UsageReporter,
+  buildDataplaneApp,
+  createConfigClient,
+  createConfigStore,
+  createUsageReporter,
+  type ConfigClient,
+  type ConfigStore,
+  type UsageReporter,
 } from '@infer/dataplane';
 import { createRuntimeSim, type RuntimeSim } from '@infer/runtime-sim';
 
@@ -35,7 +37,10 @@ export interface Platform {
 
 async function listenAdmin(database: TestDatabase, port: number): Promise<FastifyInstance> {
   const admin = await buildAdminApp({
-    db: database.db, dbKind: database.kind, pgPool: database.pool, nodeToken: NODE_TOKEN,
+    db: database.db,
+    dbKind: database.kind,
+    pgPool: database.pool,
+    nodeToken: NODE_TOKEN,
     publicUrls: { sharedBaseUrl: 'http://127.0.0.1:9/endpoints/v1', dataplaneUrl: 'http://127.0.0.1:9' },
   });
   await admin.listen({ port, host: '127.0.0.1' });
@@ -49,11 +54,24 @@ export async function startPlatform(kind: DatabaseKind, opts: { usageFlushMs?: n
 
   const tenant = await createTenant(database.db, { slug: 'acme', name: 'Acme' });
   const entry = await createEntry(database.db, {
-    name: 'Model-One', provider: 'org', offeredShared: true, offeredDedicated: true, published: true,
-    contextLength: 8192, priceInputPerM: 1, priceOutputPerM: 2,
+    name: 'Model-One',
+    provider: 'org',
+    offeredShared: true,
+    offeredDedicated: true,
+    published: true,
+    contextLength: 8192,
+    priceInputPerM: 1,
+    priceOutputPerM: 2,
   });
   await addUpstream(database.db, { entryId: entry.id, url: simUrl, kind: 'sim', servedModel: 'org/served-model' });
-  const deployment = await createDeployment(database.db, { tenantId: tenant.id, entryName: 'Model-One', minReplicas: 1, maxReplicas: 1, provisioner: 'external', externalUrl: simUrl });
+  const deployment = await createDeployment(database.db, {
+    tenantId: tenant.id,
+    entryName: 'Model-One',
+    minReplicas: 1,
+    maxReplicas: 1,
+    provisioner: 'external',
+    externalUrl: simUrl,
+  });
   await registerReplica(database.db, { deploymentId: deployment.id, url: simUrl, kind: 'sim', servedModel: 'org/dedicated-served', state: 'ready' });
   await setDeploymentState(database.db, { deploymentId: deployment.id, state: 'running' });
   const created = await createApiKey(database.db, { tenantId: tenant.id, name: 'platform test' });
@@ -77,10 +95,27 @@ export async function startPlatform(kind: DatabaseKind, opts: { usageFlushMs?: n
   }
 
   return {
-    database, sim, get admin() { return admin!; }, adminPort, dataplane, dataplaneUrl, store, client, reporter,
-    tenantId: tenant.id, secret: created.secret, keyId: created.key.id,
-    async startAdmin() { admin = await listenAdmin(database, adminPort); },
-    async stopAdmin() { await admin?.close(); admin = null; },
+    database,
+    sim,
+    get admin() {
+      return admin!;
+    },
+    adminPort,
+    dataplane,
+    dataplaneUrl,
+    store,
+    client,
+    reporter,
+    tenantId: tenant.id,
+    secret: created.secret,
+    keyId: created.key.id,
+    async startAdmin() {
+      admin = await listenAdmin(database, adminPort);
+    },
+    async stopAdmin() {
+      await admin?.close();
+      admin = null;
+    },
     async close() {
       await dataplane.close();
       await client.close();

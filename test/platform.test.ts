@@ -33,14 +33,18 @@ describe.each(testBackends())('platform on %s', (kind) => {
     const user = await createUser(platform.database.db, { email: 'dev@acme.test', password: 'correct horse battery' });
     await addMember(platform.database.db, { tenantId: platform.tenantId, userId: user.id, role: 'member' });
     const consoleUrl = `http://127.0.0.1:${platform.adminPort}`;
-    const trpc = async (path: string, body: unknown, cookie = ''): Promise<Response> => fetch(`${consoleUrl}/trpc/${path}`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', origin: consoleUrl, ...(cookie ? { cookie } : {}) },
-      body: JSON.stringify(body),
-    });
+    const trpc = async (path: string, body: unknown, cookie = ''): Promise<Response> =>
+      fetch(`${consoleUrl}/trpc/${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', origin: consoleUrl, ...(cookie ? { cookie } : {}) },
+        body: JSON.stringify(body),
+      });
     const login = await trpc('auth.login', { email: 'dev@acme.test', password: 'correct horse battery' });
     expect(login.status).toBe(200);
-    const cookie = login.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+    const cookie = login.headers
+      .getSetCookie()
+      .map((c) => c.split(';')[0])
+      .join('; ');
     const created = await (await trpc('keys.create', { tenantId: platform.tenantId, name: 'from the console' }, cookie)).json();
     const secret: string = created.result.data.secret;
     const keyId: string = created.result.data.key.id;
@@ -90,8 +94,15 @@ describe.each(testBackends())('platform on %s', (kind) => {
     const platform = p;
     const openai = new OpenAI({ baseURL: `${platform.dataplaneUrl}/endpoints/v1`, apiKey: platform.secret });
     const reply = await openai.chat.completions.create({ model: 'Model-One', messages: [{ role: 'user', content: 'count me' }], max_tokens: 7 });
-    const stream = await openai.chat.completions.create({ model: 'Model-One', messages: [{ role: 'user', content: 'stream me' }], max_tokens: 5, stream: true });
-    for await (const _ of stream) { /* drain */ }
+    const stream = await openai.chat.completions.create({
+      model: 'Model-One',
+      messages: [{ role: 'user', content: 'stream me' }],
+      max_tokens: 5,
+      stream: true,
+    });
+    for await (const _ of stream) {
+      /* drain */
+    }
     const { value: rows } = await waitFor(async () => {
       const r = await platform.database.db.selectFrom('usageRecords').select(['requestId', 'promptTokens', 'completionTokens', 'costUsd', 'mode']).execute();
       return r.length >= 2 ? r : undefined;
@@ -104,14 +115,27 @@ describe.each(testBackends())('platform on %s', (kind) => {
 
     // A node retrying a batch it already sent must not bill twice.
     const record = {
-      requestId: 'retry-me', tenantId: platform.tenantId, keyId: platform.keyId, endpointId: 'Model-One', deploymentId: null,
-      mode: 'shared', model: 'Model-One', promptTokens: 3, completionTokens: 4, estimated: false, status: 200,
-      ttftMs: 1, latencyMs: 2, startedAt: new Date().toISOString(),
+      requestId: 'retry-me',
+      tenantId: platform.tenantId,
+      keyId: platform.keyId,
+      endpointId: 'Model-One',
+      deploymentId: null,
+      mode: 'shared',
+      model: 'Model-One',
+      promptTokens: 3,
+      completionTokens: 4,
+      estimated: false,
+      status: 200,
+      ttftMs: 1,
+      latencyMs: 2,
+      startedAt: new Date().toISOString(),
     };
-    const post = () => fetch(`http://127.0.0.1:${platform.adminPort}/internal/v1/usage`, {
-      method: 'POST', headers: { authorization: `Bearer ${NODE_TOKEN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ records: [record] }),
-    });
+    const post = () =>
+      fetch(`http://127.0.0.1:${platform.adminPort}/internal/v1/usage`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${NODE_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ records: [record] }),
+      });
     const first = await (await post()).json();
     const second = await (await post()).json();
     expect(first).toMatchObject({ accepted: 1, duplicates: 0 });

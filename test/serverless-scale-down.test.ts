@@ -50,7 +50,9 @@ describe('scale-down under steady load (control plane, data plane and runtime pr
     secret = (await createApiKey(db, { tenantId, name: 'steady' })).secret;
 
     admin = await buildAdminApp({
-      db, dbKind: database.kind, nodeToken: NODE_TOKEN,
+      db,
+      dbKind: database.kind,
+      nodeToken: NODE_TOKEN,
       publicUrls: { sharedBaseUrl: 'http://127.0.0.1:9/endpoints/v1', dataplaneUrl: 'http://127.0.0.1:9' },
       provisioners: createDefaultProvisioners({ local: { ttftMs: 0, itlMs: 20, coldStartCapMs: 500 } }),
       autoscaler: { tickMs: 200, windows: { stableWindowMs: 2_000, panicWindowMs: 600, panicThreshold: 2 }, reportTtlMs: 1_500, heartbeatMs: 250 },
@@ -63,7 +65,9 @@ describe('scale-down under steady load (control plane, data plane and runtime pr
     client = createConfigClient({ url: controlPlaneUrl, nodeToken: NODE_TOKEN, store, minBackoffMs: 50, maxBackoffMs: 200 });
     client.start();
     dataplane = buildDataplaneApp({
-      store, usage: { record() {} }, logger: false,
+      store,
+      usage: { record() {} },
+      logger: false,
       scale: { channel: createNodeChannel({ url: controlPlaneUrl, nodeToken: NODE_TOKEN, nodeId: 'steady-node' }), tickMs: 250 },
     });
     await dataplane.listen({ port: 0, host: '127.0.0.1' });
@@ -87,7 +91,11 @@ describe('scale-down under steady load (control plane, data plane and runtime pr
 
   it('four replicas under load drain back to one while clients keep sending: zero failed requests', async () => {
     const d = await deployEndpoint(admin.deployments, alice, {
-      tenantId, entryName: 'Steady-8B', minReplicas: 0, maxReplicas: 4, provisioner: 'local',
+      tenantId,
+      entryName: 'Steady-8B',
+      minReplicas: 0,
+      maxReplicas: 4,
+      provisioner: 'local',
       autoscaling: { targetConcurrency: 2, scaleDownDelaySeconds: 1, scaleToZeroAfterSeconds: 60 },
     });
     deploymentId = d.id;

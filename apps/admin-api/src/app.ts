@@ -116,41 +116,56 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     routerOptions: { maxParamLength: 5000 }, // tRPC batches put procedure lists in the path
     forceCloseConnections: 'idle',
     // Forwarded headers are believed only from a configured proxy (req.ip, req.host, req.protocol).
-    trustProxy: typeof opts.trustProxy === 'number'
-      ? ((_address: string, hop: number) => hop < (opts.trustProxy as number))
-      : Array.isArray(opts.trustProxy) ? [...opts.trustProxy] : (opts.trustProxy as boolean | undefined) ?? false,
+    trustProxy:
+      typeof opts.trustProxy === 'number'
+        ? (_address: string, hop: number) => hop < (opts.trustProxy as number)
+        : Array.isArray(opts.trustProxy)
+          ? [...opts.trustProxy]
+          : ((opts.trustProxy as boolean | undefined) ?? false),
   };
   const app = Fastify(serverOptions);
   const { db } = opts;
 
   const hub = createChangeHub(db, {
     pollMs: opts.pollMs,
-    external: opts.dbKind === 'postgres' && opts.pgPool ? postgresWakeSource(opts.pgPool, {
-      ...opts.listen,
-      onError: (err) => app.log.warn({ err }, 'outbox LISTEN failed (retrying)'),
-      onStateChange: (s) => (s.connected ? app.log.info({ reconnects: s.reconnects }, 'outbox LISTEN connected') : app.log.warn('outbox LISTEN connection lost')),
-    }) : undefined,
+    external:
+      opts.dbKind === 'postgres' && opts.pgPool
+        ? postgresWakeSource(opts.pgPool, {
+            ...opts.listen,
+            onError: (err) => app.log.warn({ err }, 'outbox LISTEN failed (retrying)'),
+            onStateChange: (s) =>
+              s.connected ? app.log.info({ reconnects: s.reconnects }, 'outbox LISTEN connected') : app.log.warn('outbox LISTEN connection lost'),
+          })
+        : undefined,
     onError: (err) => app.log.warn({ err }, 'outbox poll failed'),
   });
   app.decorate('configHub', hub);
   app.addHook('onClose', async () => hub.close());
 
-  const pruner = opts.outboxPrune === false ? undefined : startOutboxPruner(db, {
-    ...opts.outboxPrune,
-    onPruned: (r) => {
-      if (r.deleted > 0) app.log.info({ deleted: r.deleted, oldestSeq: r.oldestSeq, version: r.newestSeq }, 'config outbox pruned');
-    },
-    onError: (err) => app.log.warn({ err }, 'config outbox prune failed'),
-  });
+  const pruner =
+    opts.outboxPrune === false
+      ? undefined
+      : startOutboxPruner(db, {
+          ...opts.outboxPrune,
+          onPruned: (r) => {
+            if (r.deleted > 0) app.log.info({ deleted: r.deleted, oldestSeq: r.oldestSeq, version: r.newestSeq }, 'config outbox pruned');
+          },
+          onError: (err) => app.log.warn({ err }, 'config outbox prune failed'),
+        });
   app.decorate('outboxPruner', pruner);
   app.addHook('onClose', async () => pruner?.stop());
 
   // With several control-plane replicas on PostgreSQL only the leader runs replicas and decides.
-  const election = !opts.autoscaler ? undefined : opts.dbKind === 'postgres' && opts.pgPool
-    ? createAdvisoryLeader({ pool: opts.pgPool, retryMs: opts.autoscaler.leaderRetryMs, log: app.log })
-    : createSoleLeader();
+  const election = !opts.autoscaler
+    ? undefined
+    : opts.dbKind === 'postgres' && opts.pgPool
+      ? createAdvisoryLeader({ pool: opts.pgPool, retryMs: opts.autoscaler.leaderRetryMs, log: app.log })
+      : createSoleLeader();
   const deployments = createDeploymentsContext({
-    db, provisioners: opts.provisioners ?? createDefaultProvisioners(), log: app.log, allowPrivateExternalUrls: opts.allowPrivateExternalUrls,
+    db,
+    provisioners: opts.provisioners ?? createDefaultProvisioners(),
+    log: app.log,
+    allowPrivateExternalUrls: opts.allowPrivateExternalUrls,
     allowedPrivateCidrs: opts.allowedPrivateCidrs,
     replicaBaseConcurrency: opts.replicaBaseConcurrency,
     reconciler: { ...opts.replicaLifecycle, ...(election ? { isLeader: () => election.isLeader() } : {}) },
@@ -231,7 +246,10 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
       const type = response.headers.get('content-type') ?? '';
       if (response.status >= 400 && response.body === null) {
         // Yoga answers some refusals (e.g. 406 for an Accept it cannot serve) with no body.
-        return reply.code(response.status).type('application/json; charset=utf-8').send(errorBody(httpStatusCode(response.status), `GraphQL request refused (HTTP ${response.status}).`));
+        return reply
+          .code(response.status)
+          .type('application/json; charset=utf-8')
+          .send(errorBody(httpStatusCode(response.status), `GraphQL request refused (HTTP ${response.status}).`));
       }
       if (response.status === 200 && /^application\/(graphql-response\+)?json/.test(type)) {
         // A result with errors and no `data` never executed (syntax, validation, variables): a 400, whatever the Accept.
@@ -246,7 +264,8 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
   app.route({
     url: '/graphql',
     method: ['PUT', 'PATCH', 'DELETE'],
-    handler: async (_req, reply) => reply.code(405).header('allow', 'GET, POST, OPTIONS').send(errorBody('method_not_allowed', 'GraphQL takes GET (queries) or POST.')),
+    handler: async (_req, reply) =>
+      reply.code(405).header('allow', 'GET, POST, OPTIONS').send(errorBody('method_not_allowed', 'GraphQL takes GET (queries) or POST.')),
   });
 
   // tRPC's own refusals (e.g. 415 for a content type it cannot read) carry a JSON body without saying so.

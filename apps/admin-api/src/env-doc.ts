@@ -13,7 +13,10 @@ export const ADMIN_ENV_DOC: Readonly<Record<string, EnvVarDoc>> = {
   ADMIN_PORT: { meaning: 'port of the control plane: console, GraphQL, tRPC, the node channel, usage ingest, health' },
   DATABASE_URL: { meaning: 'PostgreSQL to use (`postgres://user:pass@host:5432/db`); unset: embedded PGlite in `DATA_DIR` (one process only)' },
   DATA_DIR: { meaning: 'PGlite data and, without `SECRETS_ENCRYPTION_KEY`, the generated `secrets.key` (folders 0700, files 0600)' },
-  NODE_TOKEN: { meaning: 'bootstrap secret data-plane nodes may present (at least 16 characters); unset: only per-node credentials (`infn_…`) are accepted, the production setting once every node has its own' },
+  NODE_TOKEN: {
+    meaning:
+      'bootstrap secret data-plane nodes may present (at least 16 characters); unset: only per-node credentials (`infn_…`) are accepted, the production setting once every node has its own',
+  },
   SECRETS_ENCRYPTION_KEY: {
     meaning: 'keyring sealing upstream API keys at rest: `<id>:<base64 of 32 bytes>`, newest first, comma-separated; the same on every replica',
     default: '`DATA_DIR/secrets.key`',

@@ -20,7 +20,10 @@ const schema = z.object({
   WEB_ROOT: optionalString,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   CONSOLE_ORIGINS: optionalString.transform((v, ctx) => {
-    const list = (v ?? '').split(',').map((o) => o.trim()).filter((o) => o.length > 0);
+    const list = (v ?? '')
+      .split(',')
+      .map((o) => o.trim())
+      .filter((o) => o.length > 0);
     for (const o of list) {
       let url: URL | undefined;
       try {
@@ -37,21 +40,46 @@ const schema = z.object({
   LOCAL_SIM_TTFT_MS: z.coerce.number().min(0).default(120),
   LOCAL_SIM_ITL_MS: z.coerce.number().min(0).default(15),
   LOCAL_COLD_START_CAP_MS: z.coerce.number().int().min(0).default(10_000),
-  EXTERNAL_ALLOW_PRIVATE_URLS: z.enum(['true', 'false', '1', '0']).default('false').transform((v) => v === 'true' || v === '1'),
-  ALLOWED_PRIVATE_CIDRS: z.string().optional().transform((v, ctx) => {
-    try {
-      return parseCidrList(v);
-    } catch (err) {
-      ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
-      return z.NEVER;
-    }
-  }),
-  OUTBOX_RETAIN_ROWS: z.coerce.number({ error: 'OUTBOX_RETAIN_ROWS must be a whole number of rows (at least 1)' }).int('OUTBOX_RETAIN_ROWS must be a whole number of rows (at least 1)').min(1, 'OUTBOX_RETAIN_ROWS must be at least 1 (the newest row is the config version)').default(10_000),
-  OUTBOX_RETAIN_HOURS: z.coerce.number({ error: 'OUTBOX_RETAIN_HOURS must be a number of hours (0: no age limit)' }).min(0, 'OUTBOX_RETAIN_HOURS must be 0 (no age limit) or more').default(24),
-  OUTBOX_PRUNE_INTERVAL_S: z.coerce.number({ error: 'OUTBOX_PRUNE_INTERVAL_S must be a number of seconds (0: never prune)' }).min(0, 'OUTBOX_PRUNE_INTERVAL_S must be 0 (never prune) or more').default(600),
-  OUTBOX_POLL_MS: z.coerce.number({ error: 'OUTBOX_POLL_MS must be a number of milliseconds' }).int().min(10, 'OUTBOX_POLL_MS must be at least 10').default(250),
+  EXTERNAL_ALLOW_PRIVATE_URLS: z
+    .enum(['true', 'false', '1', '0'])
+    .default('false')
+    .transform((v) => v === 'true' || v === '1'),
+  ALLOWED_PRIVATE_CIDRS: z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      try {
+        return parseCidrList(v);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
+        return z.NEVER;
+      }
+    }),
+  OUTBOX_RETAIN_ROWS: z.coerce
+    .number({ error: 'OUTBOX_RETAIN_ROWS must be a whole number of rows (at least 1)' })
+    .int('OUTBOX_RETAIN_ROWS must be a whole number of rows (at least 1)')
+    .min(1, 'OUTBOX_RETAIN_ROWS must be at least 1 (the newest row is the config version)')
+    .default(10_000),
+  OUTBOX_RETAIN_HOURS: z.coerce
+    .number({ error: 'OUTBOX_RETAIN_HOURS must be a number of hours (0: no age limit)' })
+    .min(0, 'OUTBOX_RETAIN_HOURS must be 0 (no age limit) or more')
+    .default(24),
+  OUTBOX_PRUNE_INTERVAL_S: z.coerce
+    .number({ error: 'OUTBOX_PRUNE_INTERVAL_S must be a number of seconds (0: never prune)' })
+    .min(0, 'OUTBOX_PRUNE_INTERVAL_S must be 0 (never prune) or more')
+    .default(600),
+  OUTBOX_POLL_MS: z.coerce
+    .number({ error: 'OUTBOX_POLL_MS must be a number of milliseconds' })
+    .int()
+    .min(10, 'OUTBOX_POLL_MS must be at least 10')
+    .default(250),
   METRICS_TOKEN: optionalString.pipe(z.string().min(16, 'METRICS_TOKEN must be at least 16 characters').optional()),
-  K8S_NAMESPACE: optionalString.pipe(z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'K8S_NAMESPACE must be a Kubernetes namespace name').optional()),
+  K8S_NAMESPACE: optionalString.pipe(
+    z
+      .string()
+      .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'K8S_NAMESPACE must be a Kubernetes namespace name')
+      .optional(),
+  ),
   KUBECONFIG: optionalString,
   KUBERNETES_SERVICE_HOST: optionalString,
   K8S_VLLM_IMAGE: z.string().trim().min(1).default('vllm/vllm-openai:latest'),
@@ -64,19 +92,36 @@ const schema = z.object({
     if (v === undefined || v === 'false' || v === '0') return false;
     if (v === 'true') return true;
     if (/^[1-9]\d*$/.test(v)) return Number(v);
-    const list = v.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+    const list = v
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0);
     for (const a of list) {
       const [ip, bits] = a.split('/');
       const named = ['loopback', 'linklocal', 'uniquelocal'].includes(a);
       if (!named && (isIP(ip ?? '') === 0 || (bits !== undefined && !/^\d{1,3}$/.test(bits)))) {
-        ctx.addIssue({ code: 'custom', message: `${JSON.stringify(a)} is not a proxy address: TRUST_PROXY takes true, a hop count, or addresses/CIDRs (comma-separated; also loopback, linklocal, uniquelocal)` });
+        ctx.addIssue({
+          code: 'custom',
+          message: `${JSON.stringify(a)} is not a proxy address: TRUST_PROXY takes true, a hop count, or addresses/CIDRs (comma-separated; also loopback, linklocal, uniquelocal)`,
+        });
       }
     }
     return Object.freeze(list);
   }),
-  API_STATEMENT_TIMEOUT_MS: z.coerce.number({ error: 'API_STATEMENT_TIMEOUT_MS must be a number of milliseconds (0: none)' }).int().min(0, 'API_STATEMENT_TIMEOUT_MS must be 0 (none) or more').default(5000),
-  API_POINTS_PER_MINUTE: z.coerce.number({ error: 'API_POINTS_PER_MINUTE must be a whole number' }).int().min(1, 'API_POINTS_PER_MINUTE must be at least 1').default(1200),
-  AUTOSCALER_ENABLED: z.enum(['true', 'false', '1', '0']).default('true').transform((v) => v === 'true' || v === '1'),
+  API_STATEMENT_TIMEOUT_MS: z.coerce
+    .number({ error: 'API_STATEMENT_TIMEOUT_MS must be a number of milliseconds (0: none)' })
+    .int()
+    .min(0, 'API_STATEMENT_TIMEOUT_MS must be 0 (none) or more')
+    .default(5000),
+  API_POINTS_PER_MINUTE: z.coerce
+    .number({ error: 'API_POINTS_PER_MINUTE must be a whole number' })
+    .int()
+    .min(1, 'API_POINTS_PER_MINUTE must be at least 1')
+    .default(1200),
+  AUTOSCALER_ENABLED: z
+    .enum(['true', 'false', '1', '0'])
+    .default('true')
+    .transform((v) => v === 'true' || v === '1'),
   AUTOSCALER_TICK_MS: z.coerce.number().int().min(50, 'AUTOSCALER_TICK_MS must be at least 50').default(1000),
   AUTOSCALER_STABLE_WINDOW_S: z.coerce.number().min(1, 'AUTOSCALER_STABLE_WINDOW_S must be at least 1').default(60),
   AUTOSCALER_PANIC_WINDOW_S: z.coerce.number().min(0.1, 'AUTOSCALER_PANIC_WINDOW_S must be at least 0.1').default(6),
@@ -174,7 +219,9 @@ export function loadEnv(source: Readonly<Record<string, string | undefined>> = p
   }
   const e = parsed.data;
   if (e.K8S_NAMESPACE && !e.KUBECONFIG && !e.KUBERNETES_SERVICE_HOST) {
-    throw new Error('Invalid admin-api environment:\n  K8S_NAMESPACE: needs KUBECONFIG (a kubeconfig file) or to run inside a Kubernetes pod (service account)');
+    throw new Error(
+      'Invalid admin-api environment:\n  K8S_NAMESPACE: needs KUBECONFIG (a kubeconfig file) or to run inside a Kubernetes pod (service account)',
+    );
   }
   const dataplaneUrl = (e.DATAPLANE_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
   return Object.freeze({

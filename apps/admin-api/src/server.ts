@@ -40,7 +40,11 @@ async function shutdown(signal: string): Promise<void> {
 process.once('SIGINT', () => void shutdown('SIGINT'));
 process.once('SIGTERM', () => void shutdown('SIGTERM'));
 
-database = await createDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, onIdleError: (err) => console.warn(`idle database connection lost: ${err.message}`) } : { dataDir: join(env.DATA_DIR, 'pglite') });
+database = await createDb(
+  env.DATABASE_URL
+    ? { databaseUrl: env.DATABASE_URL, onIdleError: (err) => console.warn(`idle database connection lost: ${err.message}`) }
+    : { dataDir: join(env.DATA_DIR, 'pglite') },
+);
 await migrateToLatest(database.db);
 try {
   installSecretKeyring(parseKeyring(env.SECRETS_ENCRYPTION_KEY ?? loadOrCreateKeyFile(join(env.DATA_DIR, 'secrets.key'))));
@@ -73,27 +77,32 @@ if (!closing) {
     principalPointsPerMinute: env.API_POINTS_PER_MINUTE,
     pollMs: env.OUTBOX_POLL_MS,
     metricsToken: env.METRICS_TOKEN,
-    outboxPrune: env.OUTBOX_PRUNE_INTERVAL_S === 0 ? false : {
-      intervalMs: env.OUTBOX_PRUNE_INTERVAL_S * 1000,
-      retainRows: env.OUTBOX_RETAIN_ROWS,
-      retainHours: env.OUTBOX_RETAIN_HOURS,
-    },
+    outboxPrune:
+      env.OUTBOX_PRUNE_INTERVAL_S === 0
+        ? false
+        : {
+            intervalMs: env.OUTBOX_PRUNE_INTERVAL_S * 1000,
+            retainRows: env.OUTBOX_RETAIN_ROWS,
+            retainHours: env.OUTBOX_RETAIN_HOURS,
+          },
     replicaBaseConcurrency: env.REPLICA_BASE_CONCURRENCY,
     replicaLifecycle: {
       startTimeoutMs: env.REPLICA_START_TIMEOUT_S * 1000,
       maxStartAttempts: env.REPLICA_START_ATTEMPTS,
       drainTimeoutMs: env.REPLICA_DRAIN_TIMEOUT_S * 1000,
     },
-    autoscaler: env.AUTOSCALER_ENABLED ? {
-      tickMs: env.AUTOSCALER_TICK_MS,
-      windows: {
-        stableWindowMs: env.AUTOSCALER_STABLE_WINDOW_S * 1000,
-        panicWindowMs: env.AUTOSCALER_PANIC_WINDOW_S * 1000,
-        panicThreshold: env.AUTOSCALER_PANIC_THRESHOLD,
-      },
-      reportTtlMs: env.LOAD_REPORT_TTL_S * 1000,
-      heartbeatMs: env.GPU_LEDGER_HEARTBEAT_MS,
-    } : undefined,
+    autoscaler: env.AUTOSCALER_ENABLED
+      ? {
+          tickMs: env.AUTOSCALER_TICK_MS,
+          windows: {
+            stableWindowMs: env.AUTOSCALER_STABLE_WINDOW_S * 1000,
+            panicWindowMs: env.AUTOSCALER_PANIC_WINDOW_S * 1000,
+            panicThreshold: env.AUTOSCALER_PANIC_THRESHOLD,
+          },
+          reportTtlMs: env.LOAD_REPORT_TTL_S * 1000,
+          heartbeatMs: env.GPU_LEDGER_HEARTBEAT_MS,
+        }
+      : undefined,
   });
   await app.listen({ host: env.ADMIN_HOST, port: env.ADMIN_PORT });
   const address = app.server.address();

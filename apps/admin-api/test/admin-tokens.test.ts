@@ -50,7 +50,9 @@ describe.each(testBackends())('admin tokens (%s)', (kind) => {
     const tenant = await trpc<{ id: string }>(t.baseUrl, 'tenants.create', { mutation: true, input: { slug: `auto-${kind}`, name: 'Auto' }, headers: bearer });
     expect(tenant.status).toBe(200);
     const evilOrigin = await trpc(t.baseUrl, 'keys.create', {
-      mutation: true, input: { tenantId: w.tenantA.id, name: 'bot' }, headers: { ...bearer, origin: 'https://evil.example' },
+      mutation: true,
+      input: { tenantId: w.tenantA.id, name: 'bot' },
+      headers: { ...bearer, origin: 'https://evil.example' },
     });
     expect(evilOrigin.status).toBe(200);
 
@@ -73,7 +75,11 @@ describe.each(testBackends())('admin tokens (%s)', (kind) => {
     expect((await trpc(t.baseUrl, 'catalog.list', { headers: bearer })).status).toBe(401);
 
     const expiring = await issueAdminToken(db, { name: 'expiring', tenantId: null, expiresAt: new Date(Date.now() + 60_000) });
-    await db.updateTable('adminTokens').set({ expiresAt: new Date(Date.now() - 1000) }).where('id', '=', expiring.token.id).execute();
+    await db
+      .updateTable('adminTokens')
+      .set({ expiresAt: new Date(Date.now() - 1000) })
+      .where('id', '=', expiring.token.id)
+      .execute();
     expect((await trpc(t.baseUrl, 'tenants.all', { headers: { authorization: `Bearer ${expiring.secret}` } })).status).toBe(401);
 
     const forged = `${SECRET_PREFIX.admin}${'A'.repeat(38)}`;
@@ -92,11 +98,17 @@ describe.each(testBackends())('admin tokens (%s)', (kind) => {
     const other = await trpc(t.baseUrl, 'adminTokens.create', { mutation: true, input: { name: 'x', tenantId: w.tenantB.id }, headers: owner });
     expect(other.status).toBe(404);
     const member = await trpc(t.baseUrl, 'adminTokens.create', {
-      mutation: true, input: { name: 'x', tenantId: w.tenantA.id }, headers: { cookie: w.parties.memberA.cookie!, origin: origin() },
+      mutation: true,
+      input: { name: 'x', tenantId: w.tenantA.id },
+      headers: { cookie: w.parties.memberA.cookie!, origin: origin() },
     });
     expect(member.status).toBe(403);
 
-    const created = await trpc<CreatedToken>(t.baseUrl, 'adminTokens.create', { mutation: true, input: { name: 'a-bot', tenantId: w.tenantA.id }, headers: owner });
+    const created = await trpc<CreatedToken>(t.baseUrl, 'adminTokens.create', {
+      mutation: true,
+      input: { name: 'a-bot', tenantId: w.tenantA.id },
+      headers: owner,
+    });
     expect(created.status).toBe(200);
     const bearer = { authorization: `Bearer ${created.body.result!.data.secret}` };
     expect((await trpc(t.baseUrl, 'keys.list', { input: { tenantId: w.tenantA.id }, headers: bearer })).status).toBe(200);
@@ -119,7 +131,9 @@ describe.each(testBackends())('admin tokens (%s)', (kind) => {
     const bearer = { authorization: `Bearer ${token.secret}` };
     expect((await trpc(t.baseUrl, 'keys.list', { input: { tenantId: w.tenantA.id }, headers: bearer })).status).toBe(200);
     const removed = await trpc(t.baseUrl, 'tenants.members.remove', {
-      mutation: true, input: { tenantId: w.tenantA.id, userId: w.parties.memberA.userId }, headers: { cookie: w.parties.ownerA.cookie!, origin: origin() },
+      mutation: true,
+      input: { tenantId: w.tenantA.id, userId: w.parties.memberA.userId },
+      headers: { cookie: w.parties.ownerA.cookie!, origin: origin() },
     });
     expect(removed.status).toBe(200);
     expect((await trpc(t.baseUrl, 'keys.list', { input: { tenantId: w.tenantA.id }, headers: bearer })).status).toBe(401);

@@ -35,7 +35,7 @@ export const cookieOf = (setCookie: string[]): string => {
 export interface GqlResponse {
   status: number;
   headers: Headers;
-   
+
   body: { data?: any; errors?: { message: string; extensions?: { code?: string; param?: string | null } }[] };
 }
 

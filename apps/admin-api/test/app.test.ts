@@ -86,7 +86,10 @@ describe('console static files', () => {
     writeFileSync(join(webRoot, 'app.js'), 'console.log(1)');
     const database = await createTestDb('pglite');
     const app = await buildAdminApp({
-      db: database.db, dbKind: 'pglite', nodeToken: NODE_TOKEN, webRoot,
+      db: database.db,
+      dbKind: 'pglite',
+      nodeToken: NODE_TOKEN,
+      webRoot,
       publicUrls: { sharedBaseUrl: 'http://x/endpoints/v1', dataplaneUrl: 'http://x' },
     });
     try {

@@ -8,7 +8,16 @@ const S: ScalingSettings = { minReplicas: 0, maxReplicas: 10, targetConcurrency:
 function run(state: { memory: ScalerMemory; current: number; ready?: number }, from: number, seconds: number, load: number, settings = S, held = 0) {
   let last = null as ReturnType<typeof decide> | null;
   for (let i = 0; i < seconds; i++) {
-    const input: DecisionInput = { now: from + i * 1000, load, held, current: state.current, readyReplicas: state.ready ?? state.current, settings, windows: W, memory: state.memory };
+    const input: DecisionInput = {
+      now: from + i * 1000,
+      load,
+      held,
+      current: state.current,
+      readyReplicas: state.ready ?? state.current,
+      settings,
+      windows: W,
+      memory: state.memory,
+    };
     last = decide(input);
     state.memory = last.memory;
     state.current = last.desired;

@@ -1,8 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testBackends } from '@infer/db/testing';
-import {
-  applyDeltas, configDeltaSchema, configSnapshotSchema, hasValidChecksum, type ConfigDelta, type ConfigSnapshot,
-} from '@infer/shared';
+import { applyDeltas, configDeltaSchema, configSnapshotSchema, hasValidChecksum, type ConfigDelta, type ConfigSnapshot } from '@infer/shared';
 import { buildSnapshot } from '../src/modules/snapshots/snapshots.service.ts';
 import { createApiKey, revokeApiKey } from '../src/modules/keys/keys.service.ts';
 import { createTenant } from '../src/modules/tenants/tenants.service.ts';

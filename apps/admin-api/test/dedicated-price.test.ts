@@ -19,7 +19,9 @@ describe('dedicated price per GPU-hour (catalog field, string form beside the st
     expect(parseEntryInput({ dedicatedPrice: '$3 per GPU-hour' })).toEqual({ dedicatedPricePerGpuHour: 3 });
     expect(parseEntryInput({ dedicatedPricePerGpuHour: 3, dedicatedPrice: '$3 per GPU-hour' })).toEqual({ dedicatedPricePerGpuHour: 3 });
     expect(parseEntryInput({ dedicatedPrice: '' })).toEqual({ dedicatedPricePerGpuHour: null });
-    expect(() => parseEntryInput({ dedicatedPricePerGpuHour: 2, dedicatedPrice: '$3 per GPU-hour' })).toThrow(expect.objectContaining({ param: 'dedicatedPricePerGpuHour' }));
+    expect(() => parseEntryInput({ dedicatedPricePerGpuHour: 2, dedicatedPrice: '$3 per GPU-hour' })).toThrow(
+      expect.objectContaining({ param: 'dedicatedPricePerGpuHour' }),
+    );
     expect(() => parseEntryInput({ dedicatedPrice: 'cheap' })).toThrow(expect.objectContaining({ param: 'dedicatedPrice' }));
     expect(() => parseEntryInput({ dedicatedPricePerGpuHour: -1 })).toThrow(expect.objectContaining({ param: 'dedicatedPricePerGpuHour' }));
   });

@@ -7,7 +7,14 @@ import { createUser } from '../src/modules/auth/auth.service.ts';
 import { addUpstream, createEntry } from '../src/modules/catalog/catalog.service.ts';
 import { createDefaultProvisioners, createDeploymentsContext, type DeploymentsContext } from '../src/modules/deployments/deployments-context.ts';
 import {
-  deleteDeployment, deployEndpoint, getDeployment, listDeployments, listReplicas, scaleDeployment, startDeployment, stopDeployment,
+  deleteDeployment,
+  deployEndpoint,
+  getDeployment,
+  listDeployments,
+  listReplicas,
+  scaleDeployment,
+  startDeployment,
+  stopDeployment,
 } from '../src/modules/deployments/deployments.service.ts';
 import { createExternalProvisioner } from '../src/modules/deployments/provisioners/external/external-provisioner.ts';
 import { createLocalProvisioner } from '../src/modules/deployments/provisioners/local/local-provisioner.ts';
@@ -82,8 +89,13 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
     await expect(deployEndpoint(ctx, alice, { ...base, entryName: 'Shared-7B' })).rejects.toMatchObject({ code: 'invalid', param: 'entryName' });
     await expect(deployEndpoint(ctx, alice, { ...base, entryName: 'Ded-8B', minReplicas: 3, maxReplicas: 2 })).rejects.toMatchObject({ code: 'invalid' });
     await expect(deployEndpoint(ctx, alice, { ...base, entryName: 'Ded-8B', maxReplicas: 9 })).rejects.toMatchObject({ code: 'invalid', param: 'maxReplicas' });
-    await expect(deployEndpoint(ctx, alice, { ...base, entryName: 'Ext-8B', provisioner: 'external' })).rejects.toMatchObject({ code: 'invalid', param: 'externalUrl' });
-    await expect(deployEndpoint(ctx, alice, { ...base, entryName: 'Ext-8B', provisioner: 'external', externalUrl: 'http://127.0.0.1:4000' })).rejects.toMatchObject({ code: 'invalid', param: 'externalUrl' });
+    await expect(deployEndpoint(ctx, alice, { ...base, entryName: 'Ext-8B', provisioner: 'external' })).rejects.toMatchObject({
+      code: 'invalid',
+      param: 'externalUrl',
+    });
+    await expect(
+      deployEndpoint(ctx, alice, { ...base, entryName: 'Ext-8B', provisioner: 'external', externalUrl: 'http://127.0.0.1:4000' }),
+    ).rejects.toMatchObject({ code: 'invalid', param: 'externalUrl' });
     await expect(deployEndpoint(ctx, bob, { ...base, entryName: 'Ded-8B' })).rejects.toMatchObject({ code: 'not_found' });
     await expect(deployEndpoint(ctx, { kind: 'anonymous' }, { ...base, entryName: 'Ded-8B' })).rejects.toMatchObject({ code: 'unauthenticated' });
     expect(await listDeployments(ctx, alice, tenantA)).toEqual([]);
@@ -105,7 +117,12 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
     expect(res.status).toBe(200);
     expect(((await res.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(3);
 
-    expect(await snapshotOf(d.id)).toMatchObject({ state: 'running', tenantSlug: 'acme', endpointName: 'Ded-8B', replicas: [{ url: replica!.url, servedModel: SERVED }] });
+    expect(await snapshotOf(d.id)).toMatchObject({
+      state: 'running',
+      tenantSlug: 'acme',
+      endpointName: 'Ded-8B',
+      replicas: [{ url: replica!.url, servedModel: SERVED }],
+    });
     const deltas = (await readDeltasAfter(database.db, before)).filter((x) => x.kind === 'deployment' && x.id === d.id);
     const last = deltas.at(-1);
     expect(last?.value).toMatchObject({ state: 'running', replicas: [{ url: replica!.url }] });
@@ -147,7 +164,7 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
     const [old] = await listReplicas(database.db, deploymentId);
     const stopped = await stopDeployment(ctx, alice, ref);
     expect(stopped.state).toBe('stopped');
-    expect((await snapshotOf(deploymentId))).toMatchObject({ state: 'stopped', replicas: [] });
+    expect(await snapshotOf(deploymentId)).toMatchObject({ state: 'stopped', replicas: [] });
     await ctx.reconciler.settled(deploymentId);
     expect(await listReplicas(database.db, deploymentId)).toEqual([]);
     expect(await answers(old!.url)).toBe(false);
@@ -207,7 +224,14 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
     try {
       // The operator's override for loopback runtimes: registration and the probes both allow every address.
       const trusting = newContext({ external: createExternalProvisioner({ timeoutMs: 2000, addressGuard: createAddressGuard({ allowAll: true }) }) }, true);
-      const d = await deployEndpoint(trusting, alice, { tenantId: tenantA, entryName: 'Ext-8B', minReplicas: 1, maxReplicas: 1, provisioner: 'external', externalUrl: `${url}/v1/` });
+      const d = await deployEndpoint(trusting, alice, {
+        tenantId: tenantA,
+        entryName: 'Ext-8B',
+        minReplicas: 1,
+        maxReplicas: 1,
+        provisioner: 'external',
+        externalUrl: `${url}/v1/`,
+      });
       expect(d).toMatchObject({ state: 'provisioning', externalUrl: url, provisioner: 'external' });
       await trusting.reconciler.settled(d.id);
       expect(await getDeployment(trusting, alice, { tenantId: tenantA, deploymentId: d.id })).toMatchObject({ state: 'running', readyReplicas: 1 });
@@ -223,7 +247,8 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
     // A runtime that says it listens but never becomes healthy.
     const hang = [process.execPath, '-e', 'console.log("listening on http://127.0.0.1:9"); setInterval(() => {}, 1000)', '--'];
     const slow = createDeploymentsContext({
-      db: database.db, provisioners: { local: createLocalProvisioner({ command: hang, readyTimeoutMs: 60_000 }) },
+      db: database.db,
+      provisioners: { local: createLocalProvisioner({ command: hang, readyTimeoutMs: 60_000 }) },
       reconciler: { startTimeoutMs: 300, maxStartAttempts: 2 },
     });
     contexts.push(slow);
@@ -248,7 +273,9 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
     expect(failed).toMatchObject({ state: 'failed', readyReplicas: 0 });
     expect(failed.lastError).toMatch(/exited before it was ready \(code 3\): no GPU here/);
     expect(await snapshotOf(d.id)).toMatchObject({ state: 'failed', replicas: [] });
-    await expect(deployEndpoint(broken, alice, { tenantId: tenantA, entryName: 'Broken-8B', minReplicas: 1, maxReplicas: 1, provisioner: 'local' })).rejects.toMatchObject({ code: 'conflict' });
+    await expect(
+      deployEndpoint(broken, alice, { tenantId: tenantA, entryName: 'Broken-8B', minReplicas: 1, maxReplicas: 1, provisioner: 'local' }),
+    ).rejects.toMatchObject({ code: 'conflict' });
     await deleteDeployment(broken, alice, { tenantId: tenantA, deploymentId: d.id });
   });
 });

@@ -18,12 +18,18 @@ describe.each(testBackends())('deployments.coldStarts and catalog.observedColdSt
   let world: World;
   let deployments: DeploymentsContext;
   const caller = async (party: PartyName) =>
-    callerFactory(await createContextInner({ db: database.db, publicUrls: PUBLIC_URLS, deployments, principal: await principalOf(database.db, world.parties[party]) }));
+    callerFactory(
+      await createContextInner({ db: database.db, publicUrls: PUBLIC_URLS, deployments, principal: await principalOf(database.db, world.parties[party]) }),
+    );
 
   beforeAll(async () => {
     database = await createTestDb(kind);
     world = await buildWorld(database.db);
-    deployments = createDeploymentsContext({ db: database.db, provisioners: { external: createExternalProvisioner({ timeoutMs: 200 }) }, allowPrivateExternalUrls: true });
+    deployments = createDeploymentsContext({
+      db: database.db,
+      provisioners: { external: createExternalProvisioner({ timeoutMs: 200 }) },
+      allowPrivateExternalUrls: true,
+    });
   }, 120_000);
   afterAll(async () => {
     await deployments?.reconciler.close();
@@ -33,11 +39,28 @@ describe.each(testBackends())('deployments.coldStarts and catalog.observedColdSt
   it('lists the newest samples first for the owning tenant only, with the entry p50/p95', async () => {
     const { db } = database;
     const entry = await createEntry(db, { name: `cold-${kind}`, provider: 'acme', offeredDedicated: true, published: true, coldStartSeconds: 30 });
-    const d = await createDeployment(db, { tenantId: world.tenantA.id, entryName: entry.name, minReplicas: 0, maxReplicas: 1, provisioner: 'external', externalUrl: 'http://127.0.0.1:9' });
+    const d = await createDeployment(db, {
+      tenantId: world.tenantA.id,
+      entryName: entry.name,
+      minReplicas: 0,
+      maxReplicas: 1,
+      provisioner: 'external',
+      externalUrl: 'http://127.0.0.1:9',
+    });
     const t0 = Date.now() - 60_000;
-    await db.insertInto('coldStarts').values([1000, 2000, 3000].map((ms, i) => ({
-      deploymentId: d.id, entryId: entry.id, nodeId: 'n1', waitMs: ms, ttftMs: ms + 100, recordedAt: new Date(t0 + i * 1000),
-    }))).execute();
+    await db
+      .insertInto('coldStarts')
+      .values(
+        [1000, 2000, 3000].map((ms, i) => ({
+          deploymentId: d.id,
+          entryId: entry.id,
+          nodeId: 'n1',
+          waitMs: ms,
+          ttftMs: ms + 100,
+          recordedAt: new Date(t0 + i * 1000),
+        })),
+      )
+      .execute();
 
     const member = await caller('memberA');
     const got = await member.deployments.coldStarts({ tenantId: world.tenantA.id, deploymentId: d.id });

@@ -3,7 +3,11 @@ import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing
 import { ServiceError } from '../src/errors.ts';
 import { createEntry } from '../src/modules/catalog/catalog.service.ts';
 import {
-  createDeployment, deleteDeploymentRow as deleteDeployment, registerReplica, setDeploymentState, setReplicaState,
+  createDeployment,
+  deleteDeploymentRow as deleteDeployment,
+  registerReplica,
+  setDeploymentState,
+  setReplicaState,
 } from '../src/modules/deployments/deployment-store.ts';
 import { buildSnapshot, readDeltasAfter } from '../src/modules/snapshots/snapshots.service.ts';
 import { createTenant } from '../src/modules/tenants/tenants.service.ts';
@@ -22,15 +26,25 @@ describe.each(testBackends())('deployments service (%s)', (kind) => {
     await createEntry(db, { name: 'Shared-Only-7B', provider: 'x', offeredShared: true, offeredDedicated: false });
     await createEntry(db, { name: 'Both-8B', provider: 'acme', offeredDedicated: true });
 
-    const refused = await createDeployment(db, { tenantId: tenant.id, entryName: 'Shared-Only-7B', minReplicas: 1, maxReplicas: 1, provisioner: 'local' }).catch((e: unknown) => e);
+    const refused = await createDeployment(db, {
+      tenantId: tenant.id,
+      entryName: 'Shared-Only-7B',
+      minReplicas: 1,
+      maxReplicas: 1,
+      provisioner: 'local',
+    }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(ServiceError);
     expect((refused as ServiceError).code).toBe('invalid');
-    await expect(createDeployment(db, { tenantId: tenant.id, entryName: 'Missing', minReplicas: 1, maxReplicas: 1, provisioner: 'local' })).rejects.toMatchObject({ code: 'not_found' });
+    await expect(
+      createDeployment(db, { tenantId: tenant.id, entryName: 'Missing', minReplicas: 1, maxReplicas: 1, provisioner: 'local' }),
+    ).rejects.toMatchObject({ code: 'not_found' });
 
     const before = (await buildSnapshot(db)).version;
     const d = await createDeployment(db, { tenantId: tenant.id, entryName: 'Both-8B', minReplicas: 0, maxReplicas: 2, provisioner: 'local' });
     expect(d).toMatchObject({ state: 'pending', entryName: 'Both-8B', provider: 'acme' });
-    await expect(createDeployment(db, { tenantId: tenant.id, entryName: 'Both-8B', minReplicas: 0, maxReplicas: 2, provisioner: 'local' })).rejects.toMatchObject({ code: 'conflict' });
+    await expect(
+      createDeployment(db, { tenantId: tenant.id, entryName: 'Both-8B', minReplicas: 0, maxReplicas: 2, provisioner: 'local' }),
+    ).rejects.toMatchObject({ code: 'conflict' });
 
     await setDeploymentState(db, { deploymentId: d.id, state: 'provisioning' });
     const replica = await registerReplica(db, { deploymentId: d.id, url: 'http://127.0.0.1:1234/', kind: 'sim', servedModel: 'acme/Both-8B' });

@@ -25,12 +25,42 @@ const instant: Provisioner = Object.freeze<Provisioner>({
 
 const ENTRIES: CreateEntryInput[] = [
   {
-    name: 'Llama-3.3-70B-Instruct', provider: 'Meta', parameterSizeB: 70, gpuCount: 4, contextLength: 131072, concurrency: 8,
-    coldStartSeconds: 45, priceInputPerM: 0.59, priceOutputPerM: 0.79, useCases: ['Chat', 'Reasoning'], summary: 'Strong chat.',
-    detailedIntro: 'Long intro.', tags: ['chat', 'cline'], offeredShared: true, offeredDedicated: true, published: true,
+    name: 'Llama-3.3-70B-Instruct',
+    provider: 'Meta',
+    parameterSizeB: 70,
+    gpuCount: 4,
+    contextLength: 131072,
+    concurrency: 8,
+    coldStartSeconds: 45,
+    priceInputPerM: 0.59,
+    priceOutputPerM: 0.79,
+    useCases: ['Chat', 'Reasoning'],
+    summary: 'Strong chat.',
+    detailedIntro: 'Long intro.',
+    tags: ['chat', 'cline'],
+    offeredShared: true,
+    offeredDedicated: true,
+    published: true,
   },
-  { name: 'Qwen2.5-Coder-32B', provider: 'Qwen', parameterSizeB: 32, useCases: ['Coding'], tags: ['coding', 'cline'], offeredShared: true, offeredDedicated: true, published: true },
-  { name: 'DeepSeek-V3', provider: 'deepseek-ai', useCases: ['Chat', 'Coding'], tags: ['chat', 'coding'], offeredShared: true, offeredDedicated: false, published: true },
+  {
+    name: 'Qwen2.5-Coder-32B',
+    provider: 'Qwen',
+    parameterSizeB: 32,
+    useCases: ['Coding'],
+    tags: ['coding', 'cline'],
+    offeredShared: true,
+    offeredDedicated: true,
+    published: true,
+  },
+  {
+    name: 'DeepSeek-V3',
+    provider: 'deepseek-ai',
+    useCases: ['Chat', 'Coding'],
+    tags: ['chat', 'coding'],
+    offeredShared: true,
+    offeredDedicated: false,
+    published: true,
+  },
   { name: 'Mistral-Small-24B', provider: 'mistralai', useCases: ['Chat'], tags: ['chat'], offeredShared: true, offeredDedicated: true, published: true },
   { name: 'gemma-3-27b-it', provider: 'google', useCases: ['Chat'], tags: ['chat'], offeredShared: false, offeredDedicated: true, published: true },
   { name: 'Phi-4', provider: 'microsoft', tags: ['small'], offeredShared: true, offeredDedicated: true, published: true },
@@ -82,7 +112,10 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
     database = await createTestDb(kind);
     const db = database.db;
     app = await buildAdminApp({
-      db, dbKind: database.kind, pgPool: database.pool, nodeToken: NODE_TOKEN,
+      db,
+      dbKind: database.kind,
+      pgPool: database.pool,
+      nodeToken: NODE_TOKEN,
       publicUrls: { sharedBaseUrl: SHARED, dataplaneUrl: DATAPLANE },
       provisioners: { local: instant },
     });
@@ -112,7 +145,9 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
     callers.tokenA = { bearer: (await issueAdminToken(db, { name: 'acme-ci', tenantId: a.id })).secret };
     callers.tokenB = { bearer: (await issueAdminToken(db, { name: 'bravo-ci', tenantId: b.id })).secret };
 
-    const dep = await gql(callers.ownerA, `mutation($t: ID!) { deployEndpoint(tenantId: $t, endpointName: "Llama-3.3-70B-Instruct") { id state } }`, { t: a.id });
+    const dep = await gql(callers.ownerA, `mutation($t: ID!) { deployEndpoint(tenantId: $t, endpointName: "Llama-3.3-70B-Instruct") { id state } }`, {
+      t: a.id,
+    });
     expect(dep.errors).toBeUndefined();
     deploymentA = dep.data!.deployEndpoint.id;
     const key = await gql(callers.ownerA, `mutation($t: ID!) { createApiKey(tenantId: $t, name: "ci") { key { id } secret } }`, { t: a.id });
@@ -204,17 +239,37 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
       } }`;
       const llama = await gql({}, q, { n: 'Llama-3.3-70B-Instruct' });
       expect(llama.data!.endpoint).toEqual({
-        name: 'Llama-3.3-70B-Instruct', provider: 'Meta', parameterSize: '70B', parameterSizeBillions: 70, gpuCount: 4,
-        contextLength: 131072, concurrency: '8x', concurrencyMultiplier: 8, coldStartTtft: '45 sec', coldStartSeconds: 45,
+        name: 'Llama-3.3-70B-Instruct',
+        provider: 'Meta',
+        parameterSize: '70B',
+        parameterSizeBillions: 70,
+        gpuCount: 4,
+        contextLength: 131072,
+        concurrency: '8x',
+        concurrencyMultiplier: 8,
+        coldStartTtft: '45 sec',
+        coldStartSeconds: 45,
         tokenPrice: '$0.59 / $0.79 per 1M tokens (input / output)',
         price: { inputPerMillionTokens: 0.59, outputPerMillionTokens: 0.79, currency: 'USD' },
-        recommendedUseCases: 'Chat, Reasoning', useCases: ['Chat', 'Reasoning'], summary: 'Strong chat.', detailedIntro: 'Long intro.',
-        tags: ['chat', 'cline'], surfaces: ['SHARED', 'DEDICATED'], offeredShared: true, offeredDedicated: true,
+        recommendedUseCases: 'Chat, Reasoning',
+        useCases: ['Chat', 'Reasoning'],
+        summary: 'Strong chat.',
+        detailedIntro: 'Long intro.',
+        tags: ['chat', 'cline'],
+        surfaces: ['SHARED', 'DEDICATED'],
+        offeredShared: true,
+        offeredDedicated: true,
       });
       const phi = await gql({}, q, { n: 'Phi-4' });
       expect(phi.data!.endpoint).toMatchObject({
-        summary: 'No summary has been added for this endpoint yet.', parameterSize: '', gpuCount: null, concurrency: '',
-        coldStartTtft: '', tokenPrice: '', recommendedUseCases: '', detailedIntro: '',
+        summary: 'No summary has been added for this endpoint yet.',
+        parameterSize: '',
+        gpuCount: null,
+        concurrency: '',
+        coldStartTtft: '',
+        tokenPrice: '',
+        recommendedUseCases: '',
+        detailedIntro: '',
       });
       expect((await gql({}, q, { n: 'Hidden-Model' })).data!.endpoint).toBeNull();
       expect((await gql({}, q, { n: 'nope' })).data!.endpoint).toBeNull();
@@ -240,7 +295,8 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
       expect(i.snippets.node).toContain(`baseURL: "${SHARED}"`);
       // No tenant URL leaks to anonymous callers.
       expect(r.data!.endpoint.integrations.map((x: { apiBaseUrl: string }) => x.apiBaseUrl)).toEqual([
-        SHARED, `${DATAPLANE}/funccall/<tenant>/endpoints/Llama-3.3-70B-Instruct/v1`,
+        SHARED,
+        `${DATAPLANE}/funccall/<tenant>/endpoints/Llama-3.3-70B-Instruct/v1`,
       ]);
       expect(r.text).not.toContain('acme');
     });
@@ -248,8 +304,11 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
     it('a member of a tenant that deployed the entry gets the tenant-scoped dedicated URL', async () => {
       const r = await gql(callers.memberA, q, { n: 'Llama-3.3-70B-Instruct' });
       expect(r.data!.endpoint.integration).toMatchObject({
-        mode: 'DEDICATED', tenantSlug: 'acme', apiKey: '<INFERENCE_API_KEY>',
-        apiBaseUrl: `${DATAPLANE}/funccall/acme/endpoints/Llama-3.3-70B-Instruct/v1`, modelName: 'Meta/Llama-3.3-70B-Instruct',
+        mode: 'DEDICATED',
+        tenantSlug: 'acme',
+        apiKey: '<INFERENCE_API_KEY>',
+        apiBaseUrl: `${DATAPLANE}/funccall/acme/endpoints/Llama-3.3-70B-Instruct/v1`,
+        modelName: 'Meta/Llama-3.3-70B-Instruct',
       });
       expect(r.data!.endpoint.integration.snippets.curl).toContain(`${DATAPLANE}/funccall/acme/endpoints/Llama-3.3-70B-Instruct/v1/chat/completions`);
       expect(r.data!.endpoint.integrations).toEqual([
@@ -267,14 +326,20 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
       const r = await gql(callers.memberB, q, { n: 'Llama-3.3-70B-Instruct' });
       expect(r.data!.endpoint.integration).toMatchObject({ mode: 'SHARED', apiBaseUrl: SHARED });
       expect(r.text).not.toContain('/funccall/acme/');
-      const asked = await gql(callers.memberB, `{ endpoint(name: "Llama-3.3-70B-Instruct") { integration(mode: DEDICATED, tenantSlug: "acme") { apiBaseUrl } } }`);
+      const asked = await gql(
+        callers.memberB,
+        `{ endpoint(name: "Llama-3.3-70B-Instruct") { integration(mode: DEDICATED, tenantSlug: "acme") { apiBaseUrl } } }`,
+      );
       expect(asked.errors?.[0]).toMatchObject({ message: 'tenant not found', extensions: { code: 'not_found' } });
       expect(asked.text).not.toContain('/funccall/acme/');
     });
 
     it('shared-only and dedicated-only entries say so', async () => {
       const dedicatedOnly = await gql({}, q, { n: 'gemma-3-27b-it' });
-      expect(dedicatedOnly.data!.endpoint.integration).toMatchObject({ mode: 'DEDICATED', apiBaseUrl: `${DATAPLANE}/funccall/<tenant>/endpoints/gemma-3-27b-it/v1` });
+      expect(dedicatedOnly.data!.endpoint.integration).toMatchObject({
+        mode: 'DEDICATED',
+        apiBaseUrl: `${DATAPLANE}/funccall/<tenant>/endpoints/gemma-3-27b-it/v1`,
+      });
       const sharedOnly = await gql(callers.memberA, `{ endpoint(name: "DeepSeek-V3") { integration(mode: DEDICATED) { apiBaseUrl } } }`);
       expect(sharedOnly.errors?.[0]?.message).toBe('DeepSeek-V3 is offered on the shared surface only');
     });
@@ -297,8 +362,11 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
     });
 
     it('refuses a query over the cost budget before resolving anything', async () => {
-      const r = await gql({}, `{ endpoints(first: 500) { edges { node { name provider summary tags useCases
-        integrations { apiBaseUrl snippets { curl python node } } } } } }`);
+      const r = await gql(
+        {},
+        `{ endpoints(first: 500) { edges { node { name provider summary tags useCases
+        integrations { apiBaseUrl snippets { curl python node } } } } } }`,
+      );
       expect(r.data ?? null).toBeNull();
       expect(r.errors?.[0]?.message).toMatch(/^Query is too costly: cost \d+ exceeds the budget of 5000/);
       const ok = await gql({}, `{ endpoints(first: 20) { edges { node { name integration { apiBaseUrl } } } } }`);
@@ -314,7 +382,12 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
     });
 
     it('refuses cookie-authenticated mutations from another origin', async () => {
-      const r = await gql(callers.ownerA, `mutation($t: ID!) { createApiKey(tenantId: $t, name: "x") { secret } }`, { t: tenantA.id }, { origin: 'https://evil.example' });
+      const r = await gql(
+        callers.ownerA,
+        `mutation($t: ID!) { createApiKey(tenantId: $t, name: "x") { secret } }`,
+        { t: tenantA.id },
+        { origin: 'https://evil.example' },
+      );
       expect(r.errors?.[0]?.extensions?.code).toBe('forbidden');
       const keys = await gql(callers.ownerA, `query($t: ID) { tenant(id: $t) { apiKeys { name } } }`, { t: tenantA.id });
       expect(keys.data!.tenant.apiKeys.map((k: { name: string }) => k.name)).toEqual(['ci']);
@@ -325,42 +398,97 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
     it('describes the caller and their tenants', async () => {
       expect((await gql({}, `{ viewer { kind } }`)).data!.viewer).toBeNull();
       const m = await gql(callers.memberA, `{ viewer { kind isPlatformAdmin user { email } tenants { slug viewerRole } } }`);
-      expect(m.data!.viewer).toEqual({ kind: 'USER', isPlatformAdmin: false, user: { email: 'member-a@example.com' }, tenants: [{ slug: 'acme', viewerRole: 'MEMBER' }] });
+      expect(m.data!.viewer).toEqual({
+        kind: 'USER',
+        isPlatformAdmin: false,
+        user: { email: 'member-a@example.com' },
+        tenants: [{ slug: 'acme', viewerRole: 'MEMBER' }],
+      });
       const b = await gql(callers.memberB, `{ viewer { tenants { slug viewerRole } } }`);
       expect(b.data!.viewer.tenants).toEqual([{ slug: 'bravo', viewerRole: 'OWNER' }]);
       const t = await gql(callers.tokenA, `{ viewer { kind isPlatformAdmin token { tenantId } tenants { slug viewerRole } } }`);
-      expect(t.data!.viewer).toEqual({ kind: 'ADMIN_TOKEN', isPlatformAdmin: false, token: { tenantId: tenantA.id }, tenants: [{ slug: 'acme', viewerRole: 'OWNER' }] });
+      expect(t.data!.viewer).toEqual({
+        kind: 'ADMIN_TOKEN',
+        isPlatformAdmin: false,
+        token: { tenantId: tenantA.id },
+        tenants: [{ slug: 'acme', viewerRole: 'OWNER' }],
+      });
       const p = await gql(callers.platformToken, `{ viewer { isPlatformAdmin } }`);
       expect(p.data!.viewer.isPlatformAdmin).toBe(true);
     });
 
     it('lists keys without secrets, deployments with URLs, and usage by day and endpoint', async () => {
       const now = Date.now();
-      await database.db.insertInto('usageRecords').values([
-        { requestId: 'r1', tenantId: tenantA.id, keyId: keyA.id, entryId: null, deploymentId: null, mode: 'shared', model: 'Llama-3.3-70B-Instruct',
-          promptTokens: 1000, completionTokens: 500, estimated: false, status: 200, ttftMs: 10, latencyMs: 20, costUsd: 0.001, startedAt: new Date(now - 3600_000) },
-        { requestId: 'r2', tenantId: tenantB.id, keyId: null, entryId: null, deploymentId: null, mode: 'shared', model: 'Phi-4',
-          promptTokens: 7, completionTokens: 7, estimated: false, status: 200, ttftMs: 10, latencyMs: 20, costUsd: 0, startedAt: new Date(now - 3600_000) },
-      ] as never).execute();
-      const r = await gql(callers.memberA, `query($t: ID) { tenant(id: $t) {
+      await database.db
+        .insertInto('usageRecords')
+        .values([
+          {
+            requestId: 'r1',
+            tenantId: tenantA.id,
+            keyId: keyA.id,
+            entryId: null,
+            deploymentId: null,
+            mode: 'shared',
+            model: 'Llama-3.3-70B-Instruct',
+            promptTokens: 1000,
+            completionTokens: 500,
+            estimated: false,
+            status: 200,
+            ttftMs: 10,
+            latencyMs: 20,
+            costUsd: 0.001,
+            startedAt: new Date(now - 3600_000),
+          },
+          {
+            requestId: 'r2',
+            tenantId: tenantB.id,
+            keyId: null,
+            entryId: null,
+            deploymentId: null,
+            mode: 'shared',
+            model: 'Phi-4',
+            promptTokens: 7,
+            completionTokens: 7,
+            estimated: false,
+            status: 200,
+            ttftMs: 10,
+            latencyMs: 20,
+            costUsd: 0,
+            startedAt: new Date(now - 3600_000),
+          },
+        ] as never)
+        .execute();
+      const r = await gql(
+        callers.memberA,
+        `query($t: ID) { tenant(id: $t) {
         apiKeys { id name prefix createdAt lastUsedAt expiresAt revokedAt }
         deployments { id endpointName state minReplicas maxReplicas readyReplicas apiBaseUrl modelName replicas { state } }
         usage { totals { requests promptTokens completionTokens costUsd } byDay { day requests } byEndpoint { name mode requests } }
-      } }`, { t: tenantA.id });
+      } }`,
+        { t: tenantA.id },
+      );
       expect(r.errors).toBeUndefined();
       const tenant = r.data!.tenant;
       expect(tenant.apiKeys).toHaveLength(1);
       expect(tenant.apiKeys[0]).toMatchObject({ id: keyA.id, name: 'ci', revokedAt: null });
       expect(keyA.secret.startsWith(tenant.apiKeys[0].prefix)).toBe(true);
       expect(r.text).not.toContain(keyA.secret);
-      expect(tenant.deployments).toEqual([expect.objectContaining({
-        id: deploymentA, endpointName: 'Llama-3.3-70B-Instruct', minReplicas: 0, maxReplicas: 1, // issue 10: min 0 by default
-        apiBaseUrl: `${DATAPLANE}/funccall/acme/endpoints/Llama-3.3-70B-Instruct/v1`, modelName: 'Meta/Llama-3.3-70B-Instruct',
-      })]);
+      expect(tenant.deployments).toEqual([
+        expect.objectContaining({
+          id: deploymentA,
+          endpointName: 'Llama-3.3-70B-Instruct',
+          minReplicas: 0,
+          maxReplicas: 1, // issue 10: min 0 by default
+          apiBaseUrl: `${DATAPLANE}/funccall/acme/endpoints/Llama-3.3-70B-Instruct/v1`,
+          modelName: 'Meta/Llama-3.3-70B-Instruct',
+        }),
+      ]);
       expect(tenant.usage.totals).toEqual({ requests: 1, promptTokens: 1000, completionTokens: 500, costUsd: 0.001 });
       expect(tenant.usage.byDay).toHaveLength(1);
       expect(tenant.usage.byEndpoint).toEqual([{ name: 'Llama-3.3-70B-Instruct', mode: 'SHARED', requests: 1 }]);
-      const bad = await gql(callers.memberA, `query($t: ID) { tenant(id: $t) { usage(from: "2026-02-01", to: "2026-01-01") { totals { requests } } } }`, { t: tenantA.id });
+      const bad = await gql(callers.memberA, `query($t: ID) { tenant(id: $t) { usage(from: "2026-02-01", to: "2026-01-01") { totals { requests } } } }`, {
+        t: tenantA.id,
+      });
       expect(bad.errors?.[0]).toMatchObject({ message: 'from must be before to', extensions: { param: 'from' } });
     });
   });
@@ -377,17 +505,35 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
       expect(bad3.errors?.[0]?.extensions?.param).toBe('parameterSizeBillions');
 
       const ok = await gql(callers.platformToken, create, {
-        i: { name: 'New-Model', provider: 'acme-labs', parameterSize: '7B', concurrency: '2x', coldStartTtft: '5 sec', tokenPrice: '$0.10 / $0.30 per 1M tokens', recommendedUseCases: 'Chat, Agents', tags: ['chat'] },
+        i: {
+          name: 'New-Model',
+          provider: 'acme-labs',
+          parameterSize: '7B',
+          concurrency: '2x',
+          coldStartTtft: '5 sec',
+          tokenPrice: '$0.10 / $0.30 per 1M tokens',
+          recommendedUseCases: 'Chat, Agents',
+          tags: ['chat'],
+        },
       });
       expect(ok.errors).toBeUndefined();
       expect(ok.data!.createCatalogEntry).toMatchObject({
-        name: 'New-Model', parameterSize: '7B', concurrency: '2x', coldStartTtft: '5 sec',
-        tokenPrice: '$0.10 / $0.30 per 1M tokens (input / output)', recommendedUseCases: 'Chat, Agents', published: false,
+        name: 'New-Model',
+        parameterSize: '7B',
+        concurrency: '2x',
+        coldStartTtft: '5 sec',
+        tokenPrice: '$0.10 / $0.30 per 1M tokens (input / output)',
+        recommendedUseCases: 'Chat, Agents',
+        published: false,
       });
       const id = ok.data!.createCatalogEntry.id;
       expect((await gql({}, `{ endpoint(name: "New-Model") { name } }`)).data!.endpoint).toBeNull();
 
-      const upd = await gql(callers.admin, `mutation($id: ID!) { updateCatalogEntry(id: $id, input: { gpuCount: 2, summary: "Small.", parameterSize: null }) { gpuCount summary parameterSize } }`, { id });
+      const upd = await gql(
+        callers.admin,
+        `mutation($id: ID!) { updateCatalogEntry(id: $id, input: { gpuCount: 2, summary: "Small.", parameterSize: null }) { gpuCount summary parameterSize } }`,
+        { id },
+      );
       expect(upd.data!.updateCatalogEntry).toEqual({ gpuCount: 2, summary: 'Small.', parameterSize: '' });
       const neg = await gql(callers.admin, `mutation($id: ID!) { updateCatalogEntry(id: $id, input: { gpuCount: -1 }) { gpuCount } }`, { id });
       expect(neg.errors?.[0]?.extensions?.param).toBe('gpuCount');
@@ -401,10 +547,24 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
 
   describe('authorisation matrix', () => {
     const OK_A: Record<Actor, string> = {
-      anonymous: 'unauthenticated', memberA: 'ok', ownerA: 'ok', memberB: 'not_found', admin: 'ok', platformToken: 'ok', tokenA: 'ok', tokenB: 'not_found',
+      anonymous: 'unauthenticated',
+      memberA: 'ok',
+      ownerA: 'ok',
+      memberB: 'not_found',
+      admin: 'ok',
+      platformToken: 'ok',
+      tokenA: 'ok',
+      tokenB: 'not_found',
     };
     const PLATFORM: Record<Actor, string> = {
-      anonymous: 'unauthenticated', memberA: 'forbidden', ownerA: 'forbidden', memberB: 'forbidden', admin: 'ok', platformToken: 'ok', tokenA: 'forbidden', tokenB: 'forbidden',
+      anonymous: 'unauthenticated',
+      memberA: 'forbidden',
+      ownerA: 'forbidden',
+      memberB: 'forbidden',
+      admin: 'ok',
+      platformToken: 'ok',
+      tokenA: 'forbidden',
+      tokenB: 'forbidden',
     };
 
     const reads: [string, string, Record<Actor, string>][] = [
@@ -437,10 +597,15 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
 
     it("tenant B's callers read nothing of A through B's tenant with A's ids", async () => {
       for (const actor of ['memberB', 'tokenB'] as const) {
-        const r = await gql(callers[actor], `query($t: ID, $d: ID!) { tenant(id: $t) { deployment(id: $d) { id } deployments { id } apiKeys { id } } }`, { t: tenantB.id, d: deploymentA });
+        const r = await gql(callers[actor], `query($t: ID, $d: ID!) { tenant(id: $t) { deployment(id: $d) { id } deployments { id } apiKeys { id } } }`, {
+          t: tenantB.id,
+          d: deploymentA,
+        });
         expect(outcome(r)).toBe('not_found');
         expect(r.text).not.toContain(deploymentA);
-        const list = await gql(callers[actor], `query($t: ID) { tenant(id: $t) { deployments { id } apiKeys { id } usage { totals { requests } } } }`, { t: tenantB.id });
+        const list = await gql(callers[actor], `query($t: ID) { tenant(id: $t) { deployments { id } apiKeys { id } usage { totals { requests } } } }`, {
+          t: tenantB.id,
+        });
         expect(list.data!.tenant).toEqual({ deployments: [], apiKeys: expect.any(Array), usage: { totals: { requests: 1 } } });
         expect(list.text).not.toContain(keyA.id);
       }
@@ -476,7 +641,12 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
             // createApiKey / deployEndpoint on B's own tenant are allowed for B: skip those (they touch only B).
             if (t === tenantB.id && (op.includes('createApiKey') || op.includes('deployEndpoint'))) continue;
             const r = await gql(callers[actor], op, vars);
-            expect({ actor, t: t === tenantA.id ? 'A' : 'B', op: op.slice(0, 60), got: outcome(r) }).toEqual({ actor, t: t === tenantA.id ? 'A' : 'B', op: op.slice(0, 60), got: want });
+            expect({ actor, t: t === tenantA.id ? 'A' : 'B', op: op.slice(0, 60), got: outcome(r) }).toEqual({
+              actor,
+              t: t === tenantA.id ? 'A' : 'B',
+              op: op.slice(0, 60),
+              got: want,
+            });
             expect(r.text).not.toContain('infk_');
           }
         }
@@ -490,14 +660,25 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
         const created = await gql(c, `mutation($t: ID!) { createApiKey(tenantId: $t, name: "k") { key { id prefix } secret } }`, { t: tenantA.id });
         expect(outcome(created)).toBe('ok');
         expect(created.data!.createApiKey.secret).toMatch(/^infk_/);
-        const own = await gql(c, `mutation($t: ID!, $k: ID!) { revokeApiKey(tenantId: $t, id: $k) { revokedAt } }`, { t: tenantA.id, k: created.data!.createApiKey.key.id });
+        const own = await gql(c, `mutation($t: ID!, $k: ID!) { revokeApiKey(tenantId: $t, id: $k) { revokedAt } }`, {
+          t: tenantA.id,
+          k: created.data!.createApiKey.key.id,
+        });
         expect(outcome(own)).toBe('ok');
         expect(own.data!.revokeApiKey.revokedAt).not.toBeNull();
 
-        const dep = await gql(c, `mutation($t: ID!) { deployEndpoint(tenantId: $t, endpointName: "Mistral-Small-24B", minReplicas: 0, maxReplicas: 2) { id state } }`, { t: tenantA.id });
+        const dep = await gql(
+          c,
+          `mutation($t: ID!) { deployEndpoint(tenantId: $t, endpointName: "Mistral-Small-24B", minReplicas: 0, maxReplicas: 2) { id state } }`,
+          { t: tenantA.id },
+        );
         expect(outcome(dep)).toBe('ok');
         const id = dep.data!.deployEndpoint.id;
-        const scaled = await gql(c, `mutation($t: ID!, $d: ID!) { scaleDeployment(tenantId: $t, id: $d, minReplicas: 1, maxReplicas: 3) { minReplicas maxReplicas } }`, { t: tenantA.id, d: id });
+        const scaled = await gql(
+          c,
+          `mutation($t: ID!, $d: ID!) { scaleDeployment(tenantId: $t, id: $d, minReplicas: 1, maxReplicas: 3) { minReplicas maxReplicas } }`,
+          { t: tenantA.id, d: id },
+        );
         expect(scaled.data!.scaleDeployment).toEqual({ minReplicas: 1, maxReplicas: 3 });
         const stopped = await gql(c, `mutation($t: ID!, $d: ID!) { stopDeployment(tenantId: $t, id: $d) { state } }`, { t: tenantA.id, d: id });
         expect(stopped.data!.stopDeployment.state).toBe('STOPPED');

@@ -18,14 +18,29 @@ it('keeps the names integrators depend on', () => {
   expect(sdl).toMatch(/catalogFacets: CatalogFacets!/);
   const endpoint = schema.getType('Endpoint') as import('graphql').GraphQLObjectType;
   const fields = Object.keys(endpoint.getFields());
-  for (const f of ['name', 'provider', 'parameterSize', 'gpuCount', 'contextLength', 'concurrency', 'coldStartTtft', 'tokenPrice',
-    'recommendedUseCases', 'summary', 'detailedIntro', 'tags', 'integration']) {
+  for (const f of [
+    'name',
+    'provider',
+    'parameterSize',
+    'gpuCount',
+    'contextLength',
+    'concurrency',
+    'coldStartTtft',
+    'tokenPrice',
+    'recommendedUseCases',
+    'summary',
+    'detailedIntro',
+    'tags',
+    'integration',
+  ]) {
     expect(fields).toContain(f);
   }
   const integration = schema.getType('Integration') as import('graphql').GraphQLObjectType;
   expect(Object.keys(integration.getFields())).toEqual(expect.arrayContaining(['apiBaseUrl', 'modelName', 'apiKey', 'snippets']));
   // No field anywhere is a hash; the only secrets are the ones createApiKey and createNodeCredential return once.
-  const fieldNames = Object.values(schema.getTypeMap()).flatMap((t) => ('getFields' in t && !t.name.startsWith('__') ? Object.keys(t.getFields()).map((f) => `${t.name}.${f}`) : []));
+  const fieldNames = Object.values(schema.getTypeMap()).flatMap((t) =>
+    'getFields' in t && !t.name.startsWith('__') ? Object.keys(t.getFields()).map((f) => `${t.name}.${f}`) : [],
+  );
   expect(fieldNames.filter((f) => /hash/i.test(f))).toEqual([]);
   expect(fieldNames.filter((f) => /secret/i.test(f)).sort()).toEqual(['CreatedApiKey.secret', 'CreatedNodeCredential.secret']);
 });

@@ -7,7 +7,6 @@ import { appOn } from './app-on.ts';
 import { NODE_TOKEN, startTestApp, type TestApp } from './helpers.ts';
 import { buildWorld, type World } from './trpc-fixtures.ts';
 
-
 interface Raw {
   status: number;
   contentType: string;
@@ -58,15 +57,27 @@ describe.each(testBackends())('hardening (%s)', (kind) => {
     raw(`${t.baseUrl}/internal/v1/usage`, { method: 'POST', headers: nodeHeaders, body: typeof body === 'string' ? body : JSON.stringify(body) });
 
   const record = (over: Record<string, unknown> = {}) => ({
-    requestId: `req-${randomUUID()}`, tenantId: w.tenantA.id, keyId: randomUUID(), endpointId: randomUUID(), deploymentId: null,
-    mode: 'shared', model: 'm', promptTokens: 1, completionTokens: 1, estimated: false, status: 200, ttftMs: 1, latencyMs: 2,
-    startedAt: new Date().toISOString(), ...over,
+    requestId: `req-${randomUUID()}`,
+    tenantId: w.tenantA.id,
+    keyId: randomUUID(),
+    endpointId: randomUUID(),
+    deploymentId: null,
+    mode: 'shared',
+    model: 'm',
+    promptTokens: 1,
+    completionTokens: 1,
+    estimated: false,
+    status: 200,
+    ttftMs: 1,
+    latencyMs: 2,
+    startedAt: new Date().toISOString(),
+    ...over,
   });
 
   describe('bad input to /internal/v1/usage is a 4xx', () => {
     const cases: [string, () => unknown][] = [
-      ['bad JSON', () => ('{"records": [')],
-      ['not an object', () => ('[]')],
+      ['bad JSON', () => '{"records": ['],
+      ['not an object', () => '[]'],
       ['tokens past int4', () => ({ records: [record({ promptTokens: 3_000_000_000 })] })],
       ['status past int4', () => ({ records: [record({ status: 99_999_999_999 })] })],
       ['NUL in request id', () => ({ records: [record({ requestId: 'a\u0000b' })] })],
@@ -90,8 +101,10 @@ describe.each(testBackends())('hardening (%s)', (kind) => {
     it('bad JSON', async () => expectClient4xx(await post('auth.login', '{"email":')));
     it('wrong types', async () => expectClient4xx(await post('auth.login', JSON.stringify({ email: 5, password: [] }))));
     it('NUL in login email', async () => expectClient4xx(await post('auth.login', JSON.stringify({ email: 'a\u0000@b.c', password: 'xxxxxxxxxxxx' }))));
-    it('NUL in catalog.byName', async () => expectClient4xx(await raw(`${t.baseUrl}/trpc/catalog.byName?input=${encodeURIComponent(JSON.stringify({ name: 'a\u0000' }))}`)));
-    it('NUL in catalog.list filter', async () => expectClient4xx(await raw(`${t.baseUrl}/trpc/catalog.list?input=${encodeURIComponent(JSON.stringify({ search: 'a\u0000' }))}`)));
+    it('NUL in catalog.byName', async () =>
+      expectClient4xx(await raw(`${t.baseUrl}/trpc/catalog.byName?input=${encodeURIComponent(JSON.stringify({ name: 'a\u0000' }))}`)));
+    it('NUL in catalog.list filter', async () =>
+      expectClient4xx(await raw(`${t.baseUrl}/trpc/catalog.list?input=${encodeURIComponent(JSON.stringify({ search: 'a\u0000' }))}`)));
     it('huge string', async () => expectClient4xx(await post('auth.login', JSON.stringify({ email: 'x'.repeat(2_000_000), password: 'y' }))));
     it('wrong content type', async () => expectClient4xx(await post('auth.login', 'email=a', { 'content-type': 'text/plain' })));
     it('GET a mutation', async () => expectClient4xx(await raw(`${t.baseUrl}/trpc/auth.login`)));
@@ -104,34 +117,52 @@ describe.each(testBackends())('hardening (%s)', (kind) => {
     });
     it('batch with non-object', async () => expectClient4xx(await post('auth.login?batch=1', '"junk"')));
     it('batch query with junk input', async () => expectClient4xx(await raw(`${t.baseUrl}/trpc/catalog.list,catalog.byName?batch=1&input=junk`)));
-    it('PUT', async () => expectClient4xx(await raw(`${t.baseUrl}/trpc/auth.login`, { method: 'PUT', body: '{}', headers: { 'content-type': 'application/json' } })));
-    it('bad uuid', async () => expectClient4xx(await raw(`${t.baseUrl}/trpc/keys.list?input=${encodeURIComponent(JSON.stringify({ tenantId: 'x' }))}`, { headers: { authorization: w.parties.platformToken.authorization! } })));
+    it('PUT', async () =>
+      expectClient4xx(await raw(`${t.baseUrl}/trpc/auth.login`, { method: 'PUT', body: '{}', headers: { 'content-type': 'application/json' } })));
+    it('bad uuid', async () =>
+      expectClient4xx(
+        await raw(`${t.baseUrl}/trpc/keys.list?input=${encodeURIComponent(JSON.stringify({ tenantId: 'x' }))}`, {
+          headers: { authorization: w.parties.platformToken.authorization! },
+        }),
+      ));
     it('NUL in members.add email', async () => {
-      const r = await post('tenants.members.add', JSON.stringify({ tenantId: w.tenantA.id, email: 'a\u0000@b.c' }), { authorization: w.parties.platformToken.authorization! });
+      const r = await post('tenants.members.add', JSON.stringify({ tenantId: w.tenantA.id, email: 'a\u0000@b.c' }), {
+        authorization: w.parties.platformToken.authorization!,
+      });
       expectClient4xx(r);
     });
     it('NUL in keys.create name', async () => {
-      const r = await post('keys.create', JSON.stringify({ tenantId: w.tenantA.id, name: 'a\u0000' }), { authorization: w.parties.platformToken.authorization! });
+      const r = await post('keys.create', JSON.stringify({ tenantId: w.tenantA.id, name: 'a\u0000' }), {
+        authorization: w.parties.platformToken.authorization!,
+      });
       expectClient4xx(r);
     });
     it('NUL in deployments.create entry', async () => {
-      const r = await post('deployments.create', JSON.stringify({ tenantId: w.tenantA.id, entryName: 'a\u0000' }), { authorization: w.parties.platformToken.authorization! });
+      const r = await post('deployments.create', JSON.stringify({ tenantId: w.tenantA.id, entryName: 'a\u0000' }), {
+        authorization: w.parties.platformToken.authorization!,
+      });
       expectClient4xx(r);
     });
     it('NUL in audit action', async () => {
-      const r = await raw(`${t.baseUrl}/trpc/audit.list?input=${encodeURIComponent(JSON.stringify({ action: 'a\u0000' }))}`, { headers: { authorization: w.parties.platformToken.authorization! } });
+      const r = await raw(`${t.baseUrl}/trpc/audit.list?input=${encodeURIComponent(JSON.stringify({ action: 'a\u0000' }))}`, {
+        headers: { authorization: w.parties.platformToken.authorization! },
+      });
       expectClient4xx(r);
     });
     it('huge audit before', async () => {
-      const r = await raw(`${t.baseUrl}/trpc/audit.list?input=${encodeURIComponent(JSON.stringify({ before: 2 ** 60 }))}`, { headers: { authorization: w.parties.platformToken.authorization! } });
+      const r = await raw(`${t.baseUrl}/trpc/audit.list?input=${encodeURIComponent(JSON.stringify({ before: 2 ** 60 }))}`, {
+        headers: { authorization: w.parties.platformToken.authorization! },
+      });
       expect(r.status, r.text).toBeLessThan(500);
     });
     it('huge usage range dates', async () => {
-      const r = await raw(`${t.baseUrl}/trpc/usage.summary?input=${encodeURIComponent(JSON.stringify({ tenantId: w.tenantA.id, from: '0000-01-01', to: '0000-06-01' }))}`, { headers: { authorization: w.parties.platformToken.authorization! } });
+      const r = await raw(
+        `${t.baseUrl}/trpc/usage.summary?input=${encodeURIComponent(JSON.stringify({ tenantId: w.tenantA.id, from: '0000-01-01', to: '0000-06-01' }))}`,
+        { headers: { authorization: w.parties.platformToken.authorization! } },
+      );
       expect(r.status, r.text).toBeLessThan(500);
     });
   });
-
 
   describe('odd HTTP on /graphql is a JSON 4xx', () => {
     it('GET without a query is a 400', async () => expectClient4xx(await raw(`${t.baseUrl}/graphql`), 400));
@@ -177,15 +208,26 @@ describe.each(testBackends())('hardening (%s)', (kind) => {
 
     it('cookie mutations without a matching Origin are refused on both transports; logout ends the session', async () => {
       const cookie = w.parties.ownerA.cookie!;
-      const t1 = await raw(`${t.baseUrl}/trpc/keys.create`, { method: 'POST', headers: { 'content-type': 'application/json', cookie }, body: JSON.stringify({ tenantId: w.tenantA.id, name: 'csrf' }) });
+      const t1 = await raw(`${t.baseUrl}/trpc/keys.create`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', cookie },
+        body: JSON.stringify({ tenantId: w.tenantA.id, name: 'csrf' }),
+      });
       expectClient4xx(t1, 403);
-      const g1 = await gql({ query: 'mutation($t: ID!) { createApiKey(tenantId: $t, name: "csrf") { secret } }', variables: { t: w.tenantA.id } }, { cookie, origin: 'https://evil.example' });
+      const g1 = await gql(
+        { query: 'mutation($t: ID!) { createApiKey(tenantId: $t, name: "csrf") { secret } }', variables: { t: w.tenantA.id } },
+        { cookie, origin: 'https://evil.example' },
+      );
       expect(g1.json.errors[0].extensions.code).toBe('forbidden');
       expect(JSON.stringify(g1.json)).not.toMatch(/inf_/);
       const keys = await t.database.db.selectFrom('apiKeys').select('name').where('tenantId', '=', w.tenantA.id).where('name', '=', 'csrf').execute();
       expect(keys).toEqual([]);
 
-      const out = await raw(`${t.baseUrl}/trpc/auth.logout`, { method: 'POST', headers: { 'content-type': 'application/json', cookie, origin: t.baseUrl }, body: '{}' });
+      const out = await raw(`${t.baseUrl}/trpc/auth.logout`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', cookie, origin: t.baseUrl },
+        body: '{}',
+      });
       expect(out.status).toBe(200);
       const after = await raw(`${t.baseUrl}/trpc/auth.me`, { headers: { cookie } });
       expect(after.json.result.data).toBeNull();
@@ -203,11 +245,17 @@ describe.each(testBackends())('hardening (%s)', (kind) => {
     it('wrong variable type', async () => expectClient4xx(await gql({ query: 'query($id: ID) { tenant(id: $id) { id } }', variables: { id: { a: 1 } } })));
     it('unknown field', async () => expectClient4xx(await gql({ query: '{ nope }' })));
     it('bad DateTime variable', async () => {
-      const r = await gql({ query: 'query($id: ID, $f: DateTime) { tenant(id: $id) { usage(from: $f) { from } } }', variables: { id: w.tenantA.id, f: 'yesterday' } }, { authorization: w.parties.platformToken.authorization! });
+      const r = await gql(
+        { query: 'query($id: ID, $f: DateTime) { tenant(id: $id) { usage(from: $f) { from } } }', variables: { id: w.tenantA.id, f: 'yesterday' } },
+        { authorization: w.parties.platformToken.authorization! },
+      );
       expectClient4xx(r);
     });
     it('NUL in slug', async () => {
-      const r = await gql({ query: 'query($s: String) { tenant(slug: $s) { id } }', variables: { s: 'a\u0000' } }, { authorization: w.parties.platformToken.authorization! });
+      const r = await gql(
+        { query: 'query($s: String) { tenant(slug: $s) { id } }', variables: { s: 'a\u0000' } },
+        { authorization: w.parties.platformToken.authorization! },
+      );
       expect(r.status, r.text).toBeLessThan(500);
       expect(r.json.errors?.[0]?.extensions?.code, r.text).not.toBe('internal_error');
     });
@@ -216,15 +264,23 @@ describe.each(testBackends())('hardening (%s)', (kind) => {
       expect(r.json.errors?.[0]?.extensions?.code, r.text).not.toBe('internal_error');
     });
     it('NUL in createTenant name', async () => {
-      const r = await gql({ query: 'mutation { createTenant(slug: "nul-name", name: "a\\u0000") { id } }' }, { authorization: w.parties.platformToken.authorization! });
+      const r = await gql(
+        { query: 'mutation { createTenant(slug: "nul-name", name: "a\\u0000") { id } }' },
+        { authorization: w.parties.platformToken.authorization! },
+      );
       expect(r.json.errors?.[0]?.extensions?.code, r.text).not.toBe('internal_error');
     });
     it('createTenant with negative limit', async () => {
-      const r = await gql({ query: 'mutation { createTenant(slug: "neg-limit", name: "x", rpmLimit: -5) { id } }' }, { authorization: w.parties.platformToken.authorization! });
+      const r = await gql(
+        { query: 'mutation { createTenant(slug: "neg-limit", name: "x", rpmLimit: -5) { id } }' },
+        { authorization: w.parties.platformToken.authorization! },
+      );
       expect(r.json.errors?.[0]?.extensions?.code, r.text).toBe('invalid');
     });
     it('GET mutation', async () => {
-      const r = await raw(`${t.baseUrl}/graphql?query=${encodeURIComponent('mutation { createTenant(slug: "x", name: "y") { id } }')}`, { headers: { authorization: w.parties.platformToken.authorization! } });
+      const r = await raw(`${t.baseUrl}/graphql?query=${encodeURIComponent('mutation { createTenant(slug: "x", name: "y") { id } }')}`, {
+        headers: { authorization: w.parties.platformToken.authorization! },
+      });
       expectClient4xx(r);
     });
     it('wrong content type', async () => expectClient4xx(await gql('query=x', { 'content-type': 'text/plain' })));
@@ -251,7 +307,11 @@ describe.each(testBackends())('unexpected failures are masked (%s)', (kind) => {
   });
 
   it('GraphQL masks it as "Unexpected error."', async () => {
-    const r = await raw(`${t.baseUrl}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: '{ catalogFacets { tags { value } } }' }) });
+    const r = await raw(`${t.baseUrl}/graphql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ query: '{ catalogFacets { tags { value } } }' }),
+    });
     expect(r.json.errors[0]).toMatchObject({ message: 'Unexpected error.', extensions: { code: 'internal_error' } });
     expect(r.text).not.toMatch(/closed|pool|PGlite/i);
   });

@@ -23,7 +23,7 @@ interface Who {
 interface Reply {
   status: number;
   // Parsed JSON bodies: the assertions check their values, property paths vary by procedure.
-   
+
   data: any;
   code: string | null;
   param: string | null;
@@ -59,7 +59,7 @@ describe.each(testBackends())('tenant invitations (%s)', (kind) => {
 
   async function gql(who: Who, query: string, variables: Record<string, unknown> = {}): Promise<Reply> {
     const res = await fetch(`${baseUrl}/graphql`, { method: 'POST', headers: headers(who), body: JSON.stringify({ query, variables }) });
-     
+
     const body = (await res.json()) as { data?: any; errors?: { message: string; extensions?: { code?: string; param?: string | null } }[] };
     const err = body.errors?.[0];
     return {

@@ -65,7 +65,7 @@ describe.each(testBackends())('node credentials and usage ingest (%s)', (kind) =
       headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
       body: JSON.stringify({ query, variables }),
     });
-     
+
     return (await res.json()) as { data?: any; errors?: { message: string; extensions?: { code?: string } }[] };
   };
 

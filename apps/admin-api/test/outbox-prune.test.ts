@@ -18,7 +18,10 @@ function normalise(s: ConfigSnapshot): ConfigSnapshot {
 }
 
 async function oldestSeq(t: TestApp): Promise<number> {
-  const row = await t.database.db.selectFrom('configOutbox').select((eb) => eb.fn.min('seq').as('seq')).executeTakeFirst();
+  const row = await t.database.db
+    .selectFrom('configOutbox')
+    .select((eb) => eb.fn.min('seq').as('seq'))
+    .executeTakeFirst();
   return Number(row?.seq ?? 0);
 }
 

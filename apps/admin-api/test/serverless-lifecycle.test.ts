@@ -34,10 +34,20 @@ function exited(child: ChildProcess): Promise<void> {
 async function startServer(env: Record<string, string>): Promise<Server> {
   const child = spawn(process.execPath, [SERVER], {
     env: {
-      ...process.env, ...env, ADMIN_PORT: '0', NODE_TOKEN, LOG_LEVEL: 'warn',
-      AUTOSCALER_TICK_MS: '150', AUTOSCALER_STABLE_WINDOW_S: '2', AUTOSCALER_PANIC_WINDOW_S: '0.6',
-      LOAD_REPORT_TTL_S: '1.5', GPU_LEDGER_HEARTBEAT_MS: '200', LOCAL_SIM_TTFT_MS: '0', LOCAL_SIM_ITL_MS: '1',
-      LOCAL_COLD_START_CAP_MS: '800', OUTBOX_POLL_MS: '100',
+      ...process.env,
+      ...env,
+      ADMIN_PORT: '0',
+      NODE_TOKEN,
+      LOG_LEVEL: 'warn',
+      AUTOSCALER_TICK_MS: '150',
+      AUTOSCALER_STABLE_WINDOW_S: '2',
+      AUTOSCALER_PANIC_WINDOW_S: '0.6',
+      LOAD_REPORT_TTL_S: '1.5',
+      GPU_LEDGER_HEARTBEAT_MS: '200',
+      LOCAL_SIM_TTFT_MS: '0',
+      LOCAL_SIM_ITL_MS: '1',
+      LOCAL_COLD_START_CAP_MS: '800',
+      OUTBOX_POLL_MS: '100',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -61,7 +71,9 @@ async function startServer(env: Record<string, string>): Promise<Server> {
   });
   child.removeAllListeners('exit');
   return {
-    url, child, output: () => out,
+    url,
+    child,
+    output: () => out,
     async kill9() {
       child.kill('SIGKILL');
       await exited(child);
@@ -125,7 +137,9 @@ function watchReplicas(server: () => Server | undefined) {
   }, 25);
   return {
     lives,
-    get maxAlive() { return maxAlive; },
+    get maxAlive() {
+      return maxAlive;
+    },
     alive: () => [...lives.values()].filter((l) => l.end === null).length,
     stop: () => clearInterval(timer),
   };
@@ -141,7 +155,10 @@ async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null |
   }
 }
 
-interface GqlResult<T> { data?: T; errors?: { message: string; extensions?: { param?: string; code?: string } }[] }
+interface GqlResult<T> {
+  data?: T;
+  errors?: { message: string; extensions?: { param?: string; code?: string } }[];
+}
 
 async function gql<T = any>(url: string, token: string, query: string, variables: Record<string, unknown> = {}): Promise<GqlResult<T>> {
   const res = await fetch(`${url}/graphql`, {
@@ -152,10 +169,17 @@ async function gql<T = any>(url: string, token: string, query: string, variables
   return (await res.json()) as GqlResult<T>;
 }
 
-async function trpc<T = any>(url: string, token: string, path: string, input: unknown, mutation = false): Promise<{ status: number; body: { result?: { data: T }; error?: { message: string; data: { code: string } } } }> {
+async function trpc<T = any>(
+  url: string,
+  token: string,
+  path: string,
+  input: unknown,
+  mutation = false,
+): Promise<{ status: number; body: { result?: { data: T }; error?: { message: string; data: { code: string } } } }> {
   const u = new URL(`${url}/trpc/${path}`);
   const init: RequestInit = { headers: { authorization: `Bearer ${token}` } };
-  if (mutation) Object.assign(init, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(input) });
+  if (mutation)
+    Object.assign(init, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: JSON.stringify(input) });
   else u.searchParams.set('input', JSON.stringify(input));
   const res = await fetch(u, init);
   return { status: res.status, body: (await res.json()) as never };
@@ -171,7 +195,8 @@ async function postLoad(url: string, deploymentId: string, inFlight: number, hel
   return res.status;
 }
 
-const DEPLOYMENT_FIELDS = 'id state minReplicas maxReplicas readyReplicas desiredReplicas lastScaleReason lastError autoscaling { targetConcurrency scaleToZeroAfterSeconds scaleDownDelaySeconds } replicas { id state }';
+const DEPLOYMENT_FIELDS =
+  'id state minReplicas maxReplicas readyReplicas desiredReplicas lastScaleReason lastError autoscaling { targetConcurrency scaleToZeroAfterSeconds scaleDownDelaySeconds } replicas { id state }';
 
 describe.each(testBackends())('serverless lifecycle with control-plane processes (%s)', (kind) => {
   let pg: TestDatabase | undefined;
@@ -198,8 +223,20 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
   }
 
   async function deployment(token = tokenA, tenant = tenantA) {
-    const r = await gql(server!.url, token, `query($t: ID, $d: ID!) { tenant(id: $t) { deployment(id: $d) { ${DEPLOYMENT_FIELDS} } } }`, { t: tenant, d: deploymentId });
-    return r.data?.tenant?.deployment as { state: string; readyReplicas: number; desiredReplicas: number; lastScaleReason: string | null; lastError: string | null; replicas: { id: string; state: string }[] } | undefined;
+    const r = await gql(server!.url, token, `query($t: ID, $d: ID!) { tenant(id: $t) { deployment(id: $d) { ${DEPLOYMENT_FIELDS} } } }`, {
+      t: tenant,
+      d: deploymentId,
+    });
+    return r.data?.tenant?.deployment as
+      | {
+          state: string;
+          readyReplicas: number;
+          desiredReplicas: number;
+          lastScaleReason: string | null;
+          lastError: string | null;
+          replicas: { id: string; state: string }[];
+        }
+      | undefined;
   }
 
   beforeAll(async () => {
@@ -219,8 +256,15 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
     tenantA = a.id;
     tenantB = b.id;
     await createEntry(db.db, {
-      name: 'Srv-8B', provider: 'acme', gpuCount: GPUS, coldStartSeconds: 1, concurrency: 1, dedicatedPricePerGpuHour: PRICE_PER_GPU_HOUR,
-      offeredDedicated: true, offeredShared: false, published: true,
+      name: 'Srv-8B',
+      provider: 'acme',
+      gpuCount: GPUS,
+      coldStartSeconds: 1,
+      concurrency: 1,
+      dedicatedPricePerGpuHour: PRICE_PER_GPU_HOUR,
+      offeredDedicated: true,
+      offeredShared: false,
+      published: true,
     });
     tokenA = (await issueAdminToken(db.db, { name: 'acme-ci', tenantId: tenantA })).secret;
     tokenB = (await issueAdminToken(db.db, { name: 'bravo-ci', tenantId: tenantB })).secret;
@@ -237,16 +281,31 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
   });
 
   it('deploys at min 0 (SCALED_TO_ZERO), validates the knobs naming the field, and keeps other tenants out', async () => {
-    const bad = await gql(server!.url, tokenA, `mutation($t: ID!) { deployEndpoint(tenantId: $t, endpointName: "Srv-8B", maxReplicas: 2, autoscaling: { scaleToZeroAfterSeconds: 5 }) { id } }`, { t: tenantA });
+    const bad = await gql(
+      server!.url,
+      tokenA,
+      `mutation($t: ID!) { deployEndpoint(tenantId: $t, endpointName: "Srv-8B", maxReplicas: 2, autoscaling: { scaleToZeroAfterSeconds: 5 }) { id } }`,
+      { t: tenantA },
+    );
     expect(bad.errors?.[0]).toMatchObject({ extensions: { param: 'autoscaling.scaleToZeroAfterSeconds' } });
     const tooMany = await trpc(server!.url, tokenA, 'deployments.create', { tenantId: tenantA, entryName: 'Srv-8B', maxReplicas: 99 }, true);
     expect(tooMany.status).toBe(400);
     expect(tooMany.body.error?.message).toMatch(/maxReplicas/);
 
-    const r = await gql(server!.url, tokenA, `mutation($t: ID!) { deployEndpoint(tenantId: $t, endpointName: "Srv-8B", maxReplicas: 2, autoscaling: { scaleToZeroAfterSeconds: 10, scaleDownDelaySeconds: 0 }) { ${DEPLOYMENT_FIELDS} } }`, { t: tenantA });
+    const r = await gql(
+      server!.url,
+      tokenA,
+      `mutation($t: ID!) { deployEndpoint(tenantId: $t, endpointName: "Srv-8B", maxReplicas: 2, autoscaling: { scaleToZeroAfterSeconds: 10, scaleDownDelaySeconds: 0 }) { ${DEPLOYMENT_FIELDS} } }`,
+      { t: tenantA },
+    );
     expect(r.errors).toBeUndefined();
     deploymentId = r.data.deployEndpoint.id;
-    expect(r.data.deployEndpoint).toMatchObject({ minReplicas: 0, maxReplicas: 2, desiredReplicas: 0, autoscaling: { targetConcurrency: 32, scaleToZeroAfterSeconds: 10, scaleDownDelaySeconds: 0 } });
+    expect(r.data.deployEndpoint).toMatchObject({
+      minReplicas: 0,
+      maxReplicas: 2,
+      desiredReplicas: 0,
+      autoscaling: { targetConcurrency: 32, scaleToZeroAfterSeconds: 10, scaleDownDelaySeconds: 0 },
+    });
     await waitFor('SCALED_TO_ZERO', async () => (await deployment())?.state === 'SCALED_TO_ZERO');
     expect(watch.alive()).toBe(0);
 
@@ -279,7 +338,12 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
   }, 60_000);
 
   it('a wake starts a replica with a real cold start; idle past scaleToZeroAfterSeconds it drains to zero and the ledger bills its lifetime x GPUs split boot/serving/idle', async () => {
-    const woke = await gql(server!.url, tokenA, `mutation($t: ID!, $d: ID!) { wakeDeployment(tenantId: $t, id: $d) { desiredReplicas state lastScaleReason } }`, { t: tenantA, d: deploymentId });
+    const woke = await gql(
+      server!.url,
+      tokenA,
+      `mutation($t: ID!, $d: ID!) { wakeDeployment(tenantId: $t, id: $d) { desiredReplicas state lastScaleReason } }`,
+      { t: tenantA, d: deploymentId },
+    );
     expect(woke.errors).toBeUndefined();
     expect(woke.data.wakeDeployment).toMatchObject({ desiredReplicas: 1 });
     expect(woke.data.wakeDeployment.lastScaleReason).toMatch(/^0 -> 1: wake requested/);
@@ -291,31 +355,43 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
     expect(watch.alive()).toBe(1);
     // Real requests on the replica for a while (its address from the nodes' config snapshot), reported
     // by a node as well: the replica is serving, then idle again.
-    const snap = (await (await fetch(`${server!.url}/internal/v1/config/snapshot`, { headers: { authorization: `Bearer ${NODE_TOKEN}` } })).json()) as { deployments: { id: string; replicas: { url: string; servedModel: string }[] }[] };
+    const snap = (await (await fetch(`${server!.url}/internal/v1/config/snapshot`, { headers: { authorization: `Bearer ${NODE_TOKEN}` } })).json()) as {
+      deployments: { id: string; replicas: { url: string; servedModel: string }[] }[];
+    };
     const replica = snap.deployments.find((x) => x.id === deploymentId)?.replicas[0];
     expect(replica).toBeDefined();
     const busyUntil = Date.now() + 1500;
     const requests: Promise<number>[] = [];
     while (Date.now() < busyUntil) {
-      requests.push(fetch(`${replica!.url}/v1/chat/completions`, {
-        method: 'POST', headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: replica!.servedModel, messages: [{ role: 'user', content: 'hi' }], max_tokens: 200 }),
-      }).then(async (res) => (await res.arrayBuffer(), res.status)));
+      requests.push(
+        fetch(`${replica!.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: replica!.servedModel, messages: [{ role: 'user', content: 'hi' }], max_tokens: 200 }),
+        }).then(async (res) => (await res.arrayBuffer(), res.status)),
+      );
       expect(await postLoad(server!.url, deploymentId, 2)).toBe(204);
       await new Promise((r) => setTimeout(r, 150));
     }
     expect(new Set(await Promise.all(requests))).toEqual(new Set([200]));
     await postLoad(server!.url, deploymentId, 0);
-    const zero = await waitFor('scale to zero', async () => {
-      const d = await deployment();
-      return d?.state === 'SCALED_TO_ZERO' && d.replicas.length === 0 ? d : undefined;
-    }, 90_000);
+    const zero = await waitFor(
+      'scale to zero',
+      async () => {
+        const d = await deployment();
+        return d?.state === 'SCALED_TO_ZERO' && d.replicas.length === 0 ? d : undefined;
+      },
+      90_000,
+    );
     expect(zero.desiredReplicas).toBe(0);
     expect(zero.lastScaleReason).toMatch(/idle for .* \(scale to zero after 10 s\)/);
     await waitFor('replica process gone', () => watch.alive() === 0);
 
     const lifeMs = [...watch.lives.values()].reduce((acc, l) => acc + ((l.end ?? Date.now()) - l.start), 0);
-    const gpu = await trpc<{ boot: number; serving: number; idle: number; total: number }>(server!.url, tokenA, 'deployments.gpuSeconds', { tenantId: tenantA, deploymentId });
+    const gpu = await trpc<{ boot: number; serving: number; idle: number; total: number }>(server!.url, tokenA, 'deployments.gpuSeconds', {
+      tenantId: tenantA,
+      deploymentId,
+    });
     const billed = gpu.body.result!.data;
     expect(Math.abs(billed.total / GPUS - lifeMs / 1000)).toBeLessThanOrEqual(1);
     expect(billed.boot).toBeGreaterThan(0);
@@ -323,10 +399,15 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
     expect(billed.idle).toBeGreaterThan(billed.serving);
     expect(billed.boot + billed.serving + billed.idle).toBeCloseTo(billed.total, 6);
 
-    const usage = await gql(server!.url, tokenA, `query($t: ID, $d: ID!) { tenant(id: $t) {
+    const usage = await gql(
+      server!.url,
+      tokenA,
+      `query($t: ID, $d: ID!) { tenant(id: $t) {
       deployment(id: $d) { gpuSeconds }
       usage { totals { gpuSeconds costUsd } byDay { gpuSeconds costUsd } byEndpoint { name mode gpuSeconds costUsd } }
-    } }`, { t: tenantA, d: deploymentId });
+    } }`,
+      { t: tenantA, d: deploymentId },
+    );
     expect(usage.errors).toBeUndefined();
     const t = usage.data.tenant;
     expect(t.deployment.gpuSeconds).toBeCloseTo(billed.total, 3);
@@ -337,22 +418,33 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
   }, 240_000);
 
   it('load reports scale out (clamped to max) and back in at most halfway per step; a held request wakes from zero', async () => {
-    const scaled = await gql(server!.url, tokenA, `mutation($t: ID!, $d: ID!) { scaleDeployment(tenantId: $t, id: $d, minReplicas: 0, maxReplicas: 4, autoscaling: { targetConcurrency: 2, scaleDownDelaySeconds: 1, scaleToZeroAfterSeconds: 10 }) { autoscaling { targetConcurrency } } }`, { t: tenantA, d: deploymentId });
+    const scaled = await gql(
+      server!.url,
+      tokenA,
+      `mutation($t: ID!, $d: ID!) { scaleDeployment(tenantId: $t, id: $d, minReplicas: 0, maxReplicas: 4, autoscaling: { targetConcurrency: 2, scaleDownDelaySeconds: 1, scaleToZeroAfterSeconds: 10 }) { autoscaling { targetConcurrency } } }`,
+      { t: tenantA, d: deploymentId },
+    );
     expect(scaled.errors).toBeUndefined();
     const wake = await fetch(`${server!.url}/internal/v1/wake`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${NODE_TOKEN}` }, body: JSON.stringify({ nodeId: 'node-a', deploymentId }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${NODE_TOKEN}` },
+      body: JSON.stringify({ nodeId: 'node-a', deploymentId }),
     });
     expect(wake.status).toBe(202);
     expect(await wake.json()).toEqual({ state: 'scaling' });
     const seen = new Set<number>();
     const pump = async (inFlight: number, held: number, until: () => Promise<boolean>, what: string) => {
-      await waitFor(what, async () => {
-        await postLoad(server!.url, deploymentId, Math.ceil(inFlight / 2), Math.floor(held / 2), 'node-a');
-        await postLoad(server!.url, deploymentId, Math.floor(inFlight / 2), Math.ceil(held / 2), 'node-b');
-        const d = await deployment();
-        if (d) seen.add(d.desiredReplicas);
-        return until();
-      }, 60_000);
+      await waitFor(
+        what,
+        async () => {
+          await postLoad(server!.url, deploymentId, Math.ceil(inFlight / 2), Math.floor(held / 2), 'node-a');
+          await postLoad(server!.url, deploymentId, Math.floor(inFlight / 2), Math.ceil(held / 2), 'node-b');
+          const d = await deployment();
+          if (d) seen.add(d.desiredReplicas);
+          return until();
+        },
+        60_000,
+      );
     };
     // 12 requests over two nodes, target 2 per replica: 6 wanted, 4 allowed.
     await pump(8, 4, async () => (await deployment())?.readyReplicas === 4, 'four ready replicas');
@@ -370,7 +462,12 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
 
   it('kill -9 of the control plane and a restart: the ledger closes the lost interval at its last heartbeat, no time counted twice or lost', async () => {
     // A minimum of one keeps a replica through the restart, however slow this machine is.
-    const min = await gql(server!.url, tokenA, `mutation($t: ID!, $d: ID!) { scaleDeployment(tenantId: $t, id: $d, minReplicas: 1, maxReplicas: 4) { desiredReplicas } }`, { t: tenantA, d: deploymentId });
+    const min = await gql(
+      server!.url,
+      tokenA,
+      `mutation($t: ID!, $d: ID!) { scaleDeployment(tenantId: $t, id: $d, minReplicas: 1, maxReplicas: 4) { desiredReplicas } }`,
+      { t: tenantA, d: deploymentId },
+    );
     expect(min.data.scaleDeployment.desiredReplicas).toBe(1);
     await waitFor('one ready replica', async () => (await deployment())?.readyReplicas === 1 && watch.alive() === 1, 60_000);
     const before = new Set(watch.lives.keys());
@@ -388,15 +485,22 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
     await waitFor('replicas stopped', () => watch.alive() === 0, 15_000);
 
     const lives = [...watch.lives.entries()].sort((a, b) => a[1].start - b[1].start);
-    const rows = await withDb((db) => db.selectFrom('replicaIntervals').selectAll().where('deploymentId', '=', deploymentId).orderBy('startedAt').orderBy('id').execute());
+    const rows = await withDb((db) =>
+      db.selectFrom('replicaIntervals').selectAll().where('deploymentId', '=', deploymentId).orderBy('startedAt').orderBy('id').execute(),
+    );
     expect(rows.every((r) => r.endedAt !== null)).toBe(true);
     const byReplica = new Map<string, typeof rows>();
     for (const r of rows) byReplica.set(r.replicaId, [...(byReplica.get(r.replicaId) ?? []), r]);
     // Per replica: intervals never overlap, and their sum is the process lifetime (within one second).
-    const billedLives = [...byReplica.values()].map((list) => {
-      for (let i = 1; i < list.length; i++) expect(new Date(list[i]!.startedAt).getTime()).toBeGreaterThanOrEqual(new Date(list[i - 1]!.endedAt!).getTime());
-      return { start: new Date(list[0]!.startedAt).getTime(), seconds: list.reduce((acc, r) => acc + (new Date(r.endedAt!).getTime() - new Date(r.startedAt).getTime()) / 1000, 0) };
-    }).sort((a, b) => a.start - b.start);
+    const billedLives = [...byReplica.values()]
+      .map((list) => {
+        for (let i = 1; i < list.length; i++) expect(new Date(list[i]!.startedAt).getTime()).toBeGreaterThanOrEqual(new Date(list[i - 1]!.endedAt!).getTime());
+        return {
+          start: new Date(list[0]!.startedAt).getTime(),
+          seconds: list.reduce((acc, r) => acc + (new Date(r.endedAt!).getTime() - new Date(r.startedAt).getTime()) / 1000, 0),
+        };
+      })
+      .sort((a, b) => a.start - b.start);
     expect(billedLives).toHaveLength(lives.length);
     lives.forEach(([, life], i) => {
       expect(Math.abs(billedLives[i]!.seconds - (life.end! - life.start) / 1000), `replica ${i}`).toBeLessThanOrEqual(1);
@@ -412,13 +516,15 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
     const noAuth = await fetch(`${server!.url}/internal/v1/load`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     expect(noAuth.status).toBe(401);
     const bad = await fetch(`${server!.url}/internal/v1/load`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${NODE_TOKEN}` },
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${NODE_TOKEN}` },
       body: JSON.stringify({ nodeId: 'n', sentAt: new Date().toISOString(), deployments: [{ deploymentId, inFlight: -1, held: 0 }], coldStarts: [] }),
     });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { param: string } }).error.param).toBe('deployments.0.inFlight');
     const unknown = await fetch(`${server!.url}/internal/v1/wake`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${NODE_TOKEN}` },
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${NODE_TOKEN}` },
       body: JSON.stringify({ nodeId: 'n', deploymentId: '00000000-0000-4000-8000-000000000000' }),
     });
     expect(unknown.status).toBe(404);
@@ -426,7 +532,8 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
     // Cold starts reported by nodes become the entry's observed p50/p95 (the entry comes from the deployment, not the node).
     const coldStarts = [1000, 1200, 1400, 1600, 3000].map((ttftMs) => ({ deploymentId, endpointId: 'not-the-entry', waitMs: ttftMs - 100, ttftMs }));
     const report = await fetch(`${server!.url}/internal/v1/load`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${NODE_TOKEN}` },
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${NODE_TOKEN}` },
       body: JSON.stringify({ nodeId: 'n', sentAt: new Date().toISOString(), deployments: [], coldStarts }),
     });
     expect(report.status).toBe(204);
@@ -444,13 +551,20 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
       // The follower serves the API but starts nothing.
       await new Promise((r) => setTimeout(r, 2000));
       expect(childrenOf(follower.child.pid!)).toEqual([]);
-      const r = await gql(follower.url, tokenA, `query($t: ID, $d: ID!) { tenant(id: $t) { deployment(id: $d) { readyReplicas } } }`, { t: tenantA, d: deploymentId });
+      const r = await gql(follower.url, tokenA, `query($t: ID, $d: ID!) { tenant(id: $t) { deployment(id: $d) { readyReplicas } } }`, {
+        t: tenantA,
+        d: deploymentId,
+      });
       expect(r.data.tenant.deployment.readyReplicas).toBe(1);
 
       await leader.kill9();
       const killedAt = Date.now();
       server = follower;
-      const took = await waitFor('the follower runs the replica', async () => (childrenOf(follower.child.pid!).length > 0 && (await deployment())?.readyReplicas === 1 ? Date.now() - killedAt : undefined), 30_000);
+      const took = await waitFor(
+        'the follower runs the replica',
+        async () => (childrenOf(follower.child.pid!).length > 0 && (await deployment())?.readyReplicas === 1 ? Date.now() - killedAt : undefined),
+        30_000,
+      );
       expect(took).toBeLessThan(15_000);
       expect(watch.maxAlive).toBeLessThanOrEqual(4);
     }, 180_000);

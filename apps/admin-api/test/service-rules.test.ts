@@ -16,7 +16,7 @@ const CONSOLE = 'http://console.test';
 interface Reply {
   status: number;
   // Parsed JSON bodies: the assertions check their values, property paths vary by procedure.
-   
+
   data: any;
   code: string | null;
   param: string | null;
@@ -47,7 +47,7 @@ describe.each(testBackends())('rules shared by tRPC and GraphQL (%s)', (kind) =>
 
   async function gql(cookie: string, query: string, variables: Record<string, unknown> = {}): Promise<Reply> {
     const res = await fetch(`${baseUrl}/graphql`, { method: 'POST', headers: headers(cookie), body: JSON.stringify({ query, variables }) });
-     
+
     const body = (await res.json()) as { data?: any; errors?: { message: string; extensions?: { code?: string; param?: string | null } }[] };
     const err = body.errors?.[0];
     return {

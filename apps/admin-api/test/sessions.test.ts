@@ -35,13 +35,17 @@ describe.each(testBackends())('console sessions over HTTP (%s)', (kind) => {
   afterAll(async () => t?.close());
 
   async function login(headers: Record<string, string> = { origin }) {
-    const res = await trpc<{ user: { email: string } }>(t.baseUrl, 'auth.login', { mutation: true, input: { email: 'ada@example.com', password: PASSWORD }, headers });
+    const res = await trpc<{ user: { email: string } }>(t.baseUrl, 'auth.login', {
+      mutation: true,
+      input: { email: 'ada@example.com', password: PASSWORD },
+      headers,
+    });
     expect(res.status).toBe(200);
     return { res, cookie: cookieOf(res.setCookie) };
   }
-  const me = (cookie: string) => trpc<{ user: { email: string }; tenants: { id: string; role: string }[] } | null>(t.baseUrl, 'auth.me', { headers: { cookie } });
-  const sessionRow = (token: string) =>
-    t.database.db.selectFrom('sessions').select(['id', 'expiresAt']).where('id', '=', hashSecret(token)).executeTakeFirst();
+  const me = (cookie: string) =>
+    trpc<{ user: { email: string }; tenants: { id: string; role: string }[] } | null>(t.baseUrl, 'auth.me', { headers: { cookie } });
+  const sessionRow = (token: string) => t.database.db.selectFrom('sessions').select(['id', 'expiresAt']).where('id', '=', hashSecret(token)).executeTakeFirst();
 
   it('logs in with an HttpOnly SameSite=Lax cookie, stores only the token hash, and `me` works with it', async () => {
     const { res, cookie } = await login();
@@ -69,7 +73,9 @@ describe.each(testBackends())('console sessions over HTTP (%s)', (kind) => {
   it('ignores forwarded headers from a client that is not a trusted proxy', async () => {
     // Behind a trusted proxy the cookie gets Secure: see transport-security.test.ts.
     const res = await trpc(t.baseUrl, 'auth.login', {
-      mutation: true, input: { email, password: PASSWORD }, headers: { origin: 'https://console.example', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'console.example' },
+      mutation: true,
+      input: { email, password: PASSWORD },
+      headers: { origin: 'https://console.example', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'console.example' },
     });
     expect(res.status).toBe(403);
     expect(res.setCookie).toEqual([]);
@@ -87,7 +93,11 @@ describe.each(testBackends())('console sessions over HTTP (%s)', (kind) => {
   it('treats an expired session as logged out and deletes it', async () => {
     const { cookie } = await login();
     const id = hashSecret(tokenOf(cookie));
-    await t.database.db.updateTable('sessions').set({ expiresAt: new Date(Date.now() - 1000) }).where('id', '=', id).execute();
+    await t.database.db
+      .updateTable('sessions')
+      .set({ expiresAt: new Date(Date.now() - 1000) })
+      .where('id', '=', id)
+      .execute();
     const who = await me(cookie);
     expect(who.status).toBe(200);
     expect(who.body.result?.data).toBeNull();
@@ -158,7 +168,11 @@ describe.each(testBackends())('console sessions over HTTP (%s)', (kind) => {
     // Logout is a mutation too; login CSRF (a browser Origin elsewhere) is refused.
     expect((await trpc(t.baseUrl, 'auth.logout', { mutation: true, headers: { cookie, origin: 'https://evil.example' } })).status).toBe(403);
     expect(await sessionRow(tokenOf(cookie))).toBeDefined();
-    const csrfLogin = await trpc(t.baseUrl, 'auth.login', { mutation: true, input: { email, password: PASSWORD }, headers: { origin: 'https://evil.example' } });
+    const csrfLogin = await trpc(t.baseUrl, 'auth.login', {
+      mutation: true,
+      input: { email, password: PASSWORD },
+      headers: { origin: 'https://evil.example' },
+    });
     expect(csrfLogin.status).toBe(403);
     expect(csrfLogin.setCookie).toEqual([]);
     // Cookie-authenticated reads from a foreign origin are refused too; without an Origin they work.
@@ -192,8 +206,12 @@ describe('allowed console origins and logging', () => {
     });
     const database = await createTestDb('pglite');
     const app = await buildAdminApp({
-      db: database.db, dbKind: 'pglite', nodeToken: NODE_TOKEN, publicUrls: PUBLIC_URLS,
-      consoleOrigins: ['https://console.example.com'], logger: { level: 'trace', stream },
+      db: database.db,
+      dbKind: 'pglite',
+      nodeToken: NODE_TOKEN,
+      publicUrls: PUBLIC_URLS,
+      consoleOrigins: ['https://console.example.com'],
+      logger: { level: 'trace', stream },
     });
     try {
       await app.listen({ port: 0, host: '127.0.0.1' });
@@ -201,15 +219,33 @@ describe('allowed console origins and logging', () => {
       const user = await createUser(database.db, { email: 'log@example.com', password: PASSWORD });
       const tenant = await createTenant(database.db, { slug: 'log', name: 'Log' });
       await addMember(database.db, { tenantId: tenant.id, userId: user.id, role: 'owner' });
-      const res = await trpc(base, 'auth.login', { mutation: true, input: { email: user.email, password: PASSWORD }, headers: { origin: 'https://console.example.com' } });
+      const res = await trpc(base, 'auth.login', {
+        mutation: true,
+        input: { email: user.email, password: PASSWORD },
+        headers: { origin: 'https://console.example.com' },
+      });
       expect(res.status).toBe(200);
       const cookie = cookieOf(res.setCookie);
       const created = await trpc<{ secret: string }>(base, 'keys.create', {
-        mutation: true, input: { tenantId: tenant.id, name: 'k' }, headers: { cookie, origin: 'https://console.example.com' },
+        mutation: true,
+        input: { tenantId: tenant.id, name: 'k' },
+        headers: { cookie, origin: 'https://console.example.com' },
       });
       expect(created.status).toBe(200);
-      expect((await trpc(base, 'keys.create', { mutation: true, input: { tenantId: tenant.id, name: 'k' }, headers: { cookie, origin: 'https://other.example.com' } })).status).toBe(403);
-      await trpc(base, 'auth.login', { mutation: true, input: { email: user.email, password: 'wrong-secret-pw' }, headers: { origin: 'https://console.example.com' } });
+      expect(
+        (
+          await trpc(base, 'keys.create', {
+            mutation: true,
+            input: { tenantId: tenant.id, name: 'k' },
+            headers: { cookie, origin: 'https://other.example.com' },
+          })
+        ).status,
+      ).toBe(403);
+      await trpc(base, 'auth.login', {
+        mutation: true,
+        input: { email: user.email, password: 'wrong-secret-pw' },
+        headers: { origin: 'https://console.example.com' },
+      });
       const log = lines.join('');
       expect(log.length).toBeGreaterThan(0);
       for (const secret of [PASSWORD, 'wrong-secret-pw', tokenOf(cookie), created.body.result!.data.secret]) expect(log).not.toContain(secret);

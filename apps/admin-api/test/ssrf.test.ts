@@ -36,11 +36,14 @@ async function startServer(redirectTo?: string): Promise<Internal> {
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}`, port, hits: () => hits,
-    close: () => new Promise<void>((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    }),
+    url: `http://127.0.0.1:${port}`,
+    port,
+    hits: () => hits,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
@@ -65,7 +68,11 @@ describe.each(testBackends())('external deployment addresses (%s)', (kind) => {
   const contexts: DeploymentsContext[] = [];
 
   const contextWith = (guard: AddressGuard, timeoutMs = 2000): DeploymentsContext => {
-    const c = createDeploymentsContext({ db: database.db, provisioners: { external: createExternalProvisioner({ timeoutMs, addressGuard: guard }) }, addressGuard: guard });
+    const c = createDeploymentsContext({
+      db: database.db,
+      provisioners: { external: createExternalProvisioner({ timeoutMs, addressGuard: guard }) },
+      addressGuard: guard,
+    });
     contexts.push(c);
     return c;
   };
@@ -93,14 +100,29 @@ describe.each(testBackends())('external deployment addresses (%s)', (kind) => {
     deployEndpoint(ctx, who, { tenantId, entryName: 'Ext-8B', minReplicas: 1, maxReplicas: 1, provisioner: 'external', externalUrl });
 
   it.each([
-    'http://127.0.0.1:PORT', 'http://2130706433:PORT', 'http://0x7f.1:PORT', 'http://017700000001:PORT', 'http://127.1:PORT',
-    'http://[::ffff:127.0.0.1]:PORT', 'http://[::1]:PORT', 'http://0.0.0.0:PORT', 'http://169.254.169.254', 'http://[fd00::1]',
-    'http://10.1.2.3:8000', 'http://192.168.0.10', 'http://100.64.0.1', 'http://localhost:PORT', 'http://127.0.0.1.nip.io:PORT',
-    'http://internal.attacker.example:PORT', 'http://mixed.attacker.example:PORT',
+    'http://127.0.0.1:PORT',
+    'http://2130706433:PORT',
+    'http://0x7f.1:PORT',
+    'http://017700000001:PORT',
+    'http://127.1:PORT',
+    'http://[::ffff:127.0.0.1]:PORT',
+    'http://[::1]:PORT',
+    'http://0.0.0.0:PORT',
+    'http://169.254.169.254',
+    'http://[fd00::1]',
+    'http://10.1.2.3:8000',
+    'http://192.168.0.10',
+    'http://100.64.0.1',
+    'http://localhost:PORT',
+    'http://127.0.0.1.nip.io:PORT',
+    'http://internal.attacker.example:PORT',
+    'http://mixed.attacker.example:PORT',
   ])('refuses %s for tenants and platform admins alike', async (template) => {
     const guard = createAddressGuard({
       resolve: attackerDns({
-        localhost: [['127.0.0.1']], '127.0.0.1.nip.io': [['127.0.0.1']], 'internal.attacker.example': [['10.0.0.7']],
+        localhost: [['127.0.0.1']],
+        '127.0.0.1.nip.io': [['127.0.0.1']],
+        'internal.attacker.example': [['10.0.0.7']],
         'mixed.attacker.example': [['93.184.216.34', '169.254.169.254']],
       }),
     });
@@ -136,9 +158,16 @@ describe.each(testBackends())('external deployment addresses (%s)', (kind) => {
     try {
       // Even with every address allowed (an operator's development override), a 3xx is an answer, not a hop.
       const provisioner = createExternalProvisioner({ timeoutMs: 2000, addressGuard: createAddressGuard({ allowAll: true }) });
-      await expect(provisioner.start({
-        deploymentId: 'd', tenantId, entryName: 'Ext-8B', servedModel: 'x', coldStartSeconds: null, externalUrl: redirector.url,
-      } as Parameters<typeof provisioner.start>[0])).rejects.toThrow(/answered neither/);
+      await expect(
+        provisioner.start({
+          deploymentId: 'd',
+          tenantId,
+          entryName: 'Ext-8B',
+          servedModel: 'x',
+          coldStartSeconds: null,
+          externalUrl: redirector.url,
+        } as Parameters<typeof provisioner.start>[0]),
+      ).rejects.toThrow(/answered neither/);
       expect(redirector.hits()).toBeGreaterThan(0);
       expect(internal.hits()).toBe(0);
       await provisioner.close?.();

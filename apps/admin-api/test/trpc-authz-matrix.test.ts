@@ -26,7 +26,13 @@ const PARTIES: readonly PartyName[] = ['anonymous', 'memberA', 'ownerA', 'ownerB
 /** Expected outcome per party for a call on tenant A. */
 function expectFor(memberA: Outcome, ownerA: Outcome = 'ok'): Record<PartyName, Outcome> {
   return {
-    anonymous: 'UNAUTHORIZED', memberA, ownerA, ownerB: 'NOT_FOUND', admin: 'ok', platformToken: 'ok', tokenA: 'ok',
+    anonymous: 'UNAUTHORIZED',
+    memberA,
+    ownerA,
+    ownerB: 'NOT_FOUND',
+    admin: 'ok',
+    platformToken: 'ok',
+    tokenA: 'ok',
   };
 }
 
@@ -102,7 +108,16 @@ const cases: Case<any>[] = [
     name: 'deployments.delete',
     expect: expectFor('ok'),
     prepare: async (db, w) =>
-      (await createDeployment(db, { tenantId: w.tenantA.id, entryName: await dedicatedEntry(db), minReplicas: 0, maxReplicas: 1, provisioner: 'external', externalUrl: 'http://127.0.0.1:9' })).id,
+      (
+        await createDeployment(db, {
+          tenantId: w.tenantA.id,
+          entryName: await dedicatedEntry(db),
+          minReplicas: 0,
+          maxReplicas: 1,
+          provisioner: 'external',
+          externalUrl: 'http://127.0.0.1:9',
+        })
+      ).id,
     run: (c, w, deploymentId) => c.deployments.delete({ tenantId: w.tenantA.id, deploymentId }),
     unchanged: async (db, _w, id) => expect(await db.selectFrom('deployments').select('id').where('id', '=', id).executeTakeFirst()).toBeDefined(),
   } satisfies Case<string>,
@@ -125,19 +140,43 @@ const cases: Case<any>[] = [
   } satisfies Case<string>,
   {
     name: 'adminTokens.create (platform-wide)',
-    expect: { anonymous: 'UNAUTHORIZED', memberA: 'FORBIDDEN', ownerA: 'FORBIDDEN', ownerB: 'FORBIDDEN', admin: 'ok', platformToken: 'ok', tokenA: 'FORBIDDEN' },
+    expect: {
+      anonymous: 'UNAUTHORIZED',
+      memberA: 'FORBIDDEN',
+      ownerA: 'FORBIDDEN',
+      ownerB: 'FORBIDDEN',
+      admin: 'ok',
+      platformToken: 'ok',
+      tokenA: 'FORBIDDEN',
+    },
     prepare: none,
     run: (c) => c.adminTokens.create({ name: 'platform', tenantId: null }),
   },
   {
     name: 'audit.list (all)',
-    expect: { anonymous: 'UNAUTHORIZED', memberA: 'FORBIDDEN', ownerA: 'FORBIDDEN', ownerB: 'FORBIDDEN', admin: 'ok', platformToken: 'ok', tokenA: 'FORBIDDEN' },
+    expect: {
+      anonymous: 'UNAUTHORIZED',
+      memberA: 'FORBIDDEN',
+      ownerA: 'FORBIDDEN',
+      ownerB: 'FORBIDDEN',
+      admin: 'ok',
+      platformToken: 'ok',
+      tokenA: 'FORBIDDEN',
+    },
     prepare: none,
     run: (c) => c.audit.list(),
   },
   {
     name: 'tenants.setLimits',
-    expect: { anonymous: 'UNAUTHORIZED', memberA: 'FORBIDDEN', ownerA: 'FORBIDDEN', ownerB: 'FORBIDDEN', admin: 'ok', platformToken: 'ok', tokenA: 'FORBIDDEN' },
+    expect: {
+      anonymous: 'UNAUTHORIZED',
+      memberA: 'FORBIDDEN',
+      ownerA: 'FORBIDDEN',
+      ownerB: 'FORBIDDEN',
+      admin: 'ok',
+      platformToken: 'ok',
+      tokenA: 'FORBIDDEN',
+    },
     prepare: none,
     run: (c, w) => c.tenants.setLimits({ tenantId: w.tenantA.id, rpmLimit: 600, tpmLimit: null }),
   },
@@ -172,8 +211,19 @@ describe.each(testBackends())('tRPC authorisation matrix (%s)', (kind) => {
     const usageKey = await createApiKey(db, { tenantId: world.tenantA.id, name: 'usage fixture' });
     await ingestUsage(db, [
       {
-        requestId: `req-${kind}-1`, tenantId: world.tenantA.id, keyId: usageKey.key.id, endpointId: '', deploymentId: null, mode: 'shared',
-        model: 'secret-model-of-a', promptTokens: 10, completionTokens: 5, estimated: false, status: 200, ttftMs: 10, latencyMs: 20,
+        requestId: `req-${kind}-1`,
+        tenantId: world.tenantA.id,
+        keyId: usageKey.key.id,
+        endpointId: '',
+        deploymentId: null,
+        mode: 'shared',
+        model: 'secret-model-of-a',
+        promptTokens: 10,
+        completionTokens: 5,
+        estimated: false,
+        status: 200,
+        ttftMs: 10,
+        latencyMs: 20,
         startedAt: new Date().toISOString(),
       },
     ]);
@@ -202,7 +252,12 @@ describe.each(testBackends())('tRPC authorisation matrix (%s)', (kind) => {
     const bId = world.tenantB.id;
     const keyOfA = await createApiKey(db, { tenantId: a, name: 'precious', createdBy: world.parties.ownerA.userId });
     const depOfA = await createDeployment(db, {
-      tenantId: a, entryName: await dedicatedEntry(db), minReplicas: 0, maxReplicas: 1, provisioner: 'external', externalUrl: 'http://127.0.0.1:9',
+      tenantId: a,
+      entryName: await dedicatedEntry(db),
+      minReplicas: 0,
+      maxReplicas: 1,
+      provisioner: 'external',
+      externalUrl: 'http://127.0.0.1:9',
     });
     const tokenOfA = await issueAdminToken(db, { name: 'a-automation', tenantId: a });
 
@@ -261,19 +316,37 @@ describe.each(testBackends())('tRPC authorisation matrix (%s)', (kind) => {
     const user = await createUser(db, { email: `audited-${kind}@example.com`, password: 'long enough' });
     // Members join by accepting an invitation (finding 9): the owner invites, the user accepts.
     const invited = await owner.tenants.members.add({ tenantId: a, email: user.email, role: 'member' });
-    const invitee = callerFactory(await createContextInner({ db, publicUrls: PUBLIC_URLS, principal: await principalOf(db, { cookie: `session=${(await createSession(db, user.id)).token}` }) }));
+    const invitee = callerFactory(
+      await createContextInner({
+        db,
+        publicUrls: PUBLIC_URLS,
+        principal: await principalOf(db, { cookie: `session=${(await createSession(db, user.id)).token}` }),
+      }),
+    );
     await invitee.tenants.invitations.accept({ invitationId: invited.invitationId });
     await owner.tenants.members.remove({ tenantId: a, userId: user.id });
-    const dep = await owner.deployments.create({ tenantId: a, entryName: await dedicatedEntry(db), provisioner: 'external', externalUrl: 'http://127.0.0.1:9', minReplicas: 0, maxReplicas: 1 });
+    const dep = await owner.deployments.create({
+      tenantId: a,
+      entryName: await dedicatedEntry(db),
+      provisioner: 'external',
+      externalUrl: 'http://127.0.0.1:9',
+      minReplicas: 0,
+      maxReplicas: 1,
+    });
     await owner.deployments.delete({ tenantId: a, deploymentId: dep.id });
 
     const log = await owner.audit.list({ tenantId: a, limit: 500 });
     const mine = log.filter((r) => r.actorUserId === world.parties.ownerA.userId);
     const actions = new Set(mine.map((r) => `${r.action}:${r.targetId}`));
     for (const expected of [
-      `api_key.create:${key.key.id}`, `api_key.revoke:${key.key.id}`, `admin_token.create:${token.token.id}`,
-      `admin_token.revoke:${token.token.id}`, `invitation.create:${invited.invitationId}`, `membership.remove:${user.id}`,
-      `deployment.create:${dep.id}`, `deployment.delete:${dep.id}`,
+      `api_key.create:${key.key.id}`,
+      `api_key.revoke:${key.key.id}`,
+      `admin_token.create:${token.token.id}`,
+      `admin_token.revoke:${token.token.id}`,
+      `invitation.create:${invited.invitationId}`,
+      `membership.remove:${user.id}`,
+      `deployment.create:${dep.id}`,
+      `deployment.delete:${dep.id}`,
     ]) {
       expect(actions).toContain(expected);
     }

@@ -11,7 +11,9 @@ describe.each(testBackends())('catalog admin procedures (%s)', (kind) => {
   let database: TestDatabase;
   let world: World;
   const callerFor = async (name: keyof World['parties']) =>
-    createCallerFactory(appRouter)(await createContextInner({ db: database.db, publicUrls: PUBLIC_URLS, principal: await principalOf(database.db, world.parties[name]) }));
+    createCallerFactory(appRouter)(
+      await createContextInner({ db: database.db, publicUrls: PUBLIC_URLS, principal: await principalOf(database.db, world.parties[name]) }),
+    );
 
   beforeAll(async () => {
     database = await createTestDb(kind);
@@ -23,12 +25,25 @@ describe.each(testBackends())('catalog admin procedures (%s)', (kind) => {
     const admin = await callerFor('admin');
     const anon = await callerFor('anonymous');
     const created = await admin.catalog.create({
-      name: 'Test-70B', provider: 'acme', parameterSize: '70B', concurrency: '2x', coldStartTtft: '5 sec',
-      recommendedUseCases: 'Chat, Coding ,  Agents', tags: ['cline'], gpuCount: 4, contextLength: 8192, offeredDedicated: true,
+      name: 'Test-70B',
+      provider: 'acme',
+      parameterSize: '70B',
+      concurrency: '2x',
+      coldStartTtft: '5 sec',
+      recommendedUseCases: 'Chat, Coding ,  Agents',
+      tags: ['cline'],
+      gpuCount: 4,
+      contextLength: 8192,
+      offeredDedicated: true,
     });
     expect(created).toMatchObject({
-      parameterSize: '70B', parameterSizeB: 70, concurrency: '2x', coldStartTtft: '5 sec', useCases: ['Chat', 'Coding', 'Agents'],
-      recommendedUseCases: 'Chat, Coding, Agents', published: false,
+      parameterSize: '70B',
+      parameterSizeB: 70,
+      concurrency: '2x',
+      coldStartTtft: '5 sec',
+      useCases: ['Chat', 'Coding', 'Agents'],
+      recommendedUseCases: 'Chat, Coding, Agents',
+      published: false,
     });
     expect(await anon.catalog.byName({ name: 'Test-70B' })).toBeNull();
     await admin.catalog.publish({ id: created.id });
@@ -40,7 +55,13 @@ describe.each(testBackends())('catalog admin procedures (%s)', (kind) => {
     expect(await anon.catalog.byName({ name: 'Test-70B' })).toBeNull();
     expect((await admin.catalog.admin.list()).some((e) => e.name === 'Test-70B')).toBe(true);
 
-    const upstream = await admin.catalog.upstreams.add({ entryId: created.id, url: 'http://127.0.0.1:9', kind: 'vllm', servedModel: 'acme/test', apiKey: 'upstream-secret' });
+    const upstream = await admin.catalog.upstreams.add({
+      entryId: created.id,
+      url: 'http://127.0.0.1:9',
+      kind: 'vllm',
+      servedModel: 'acme/test',
+      apiKey: 'upstream-secret',
+    });
     expect(JSON.stringify(await admin.catalog.admin.get({ id: created.id }))).not.toContain('upstream-secret');
     await admin.catalog.upstreams.remove({ upstreamId: upstream.id });
     expect(await admin.catalog.upstreams.list({ entryId: created.id })).toEqual([]);
@@ -48,7 +69,11 @@ describe.each(testBackends())('catalog admin procedures (%s)', (kind) => {
 
   it('names the bad field in validation errors', async () => {
     const admin = await callerFor('admin');
-    for (const [field, value] of [['parameterSize', '70 billion'], ['concurrency', 'double'], ['coldStartTtft', '5 minutes']] as const) {
+    for (const [field, value] of [
+      ['parameterSize', '70 billion'],
+      ['concurrency', 'double'],
+      ['coldStartTtft', '5 minutes'],
+    ] as const) {
       const err = await admin.catalog.create({ name: `bad-${field}`, [field]: value }).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(TRPCError);
       expect((err as TRPCError).code).toBe('BAD_REQUEST');

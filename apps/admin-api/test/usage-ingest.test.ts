@@ -22,9 +22,19 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
     const entry = (await getEntryByName(t.database.db, 'Llama-3.3-70B-Instruct'))!;
     const key = (await listApiKeys(t.database.db, tenant.id))[0]!;
     base = {
-      tenantId: tenant.id, keyId: key.id, endpointId: entry.id, deploymentId: null, mode: 'shared',
-      model: entry.name, promptTokens: 1_000_000, completionTokens: 500_000, estimated: false, status: 200,
-      ttftMs: 120, latencyMs: 900, startedAt: new Date().toISOString(),
+      tenantId: tenant.id,
+      keyId: key.id,
+      endpointId: entry.id,
+      deploymentId: null,
+      mode: 'shared',
+      model: entry.name,
+      promptTokens: 1_000_000,
+      completionTokens: 500_000,
+      estimated: false,
+      status: 200,
+      ttftMs: 120,
+      latencyMs: 900,
+      startedAt: new Date().toISOString(),
     };
   });
   afterAll(async () => t?.close());
@@ -46,7 +56,11 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
     const rows = await t.database.db
       .selectFrom('usageRecords')
       .select(['requestId', 'costUsd', 'mode'])
-      .where('requestId', 'in', records.map((r) => r.requestId))
+      .where(
+        'requestId',
+        'in',
+        records.map((r) => r.requestId),
+      )
       .execute();
     expect(rows).toHaveLength(2);
     const shared = rows.find((r) => r.mode === 'shared')!;
@@ -58,7 +72,9 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
 
     const tenantToken = { kind: 'admin_token', tokenId: 'ci', userId: null, tenantId: base.tenantId } as const;
     const summary = await summariseUsage(t.database.db, tenantToken, {
-      tenantId: base.tenantId, from: new Date(Date.now() - 86_400_000), to: new Date(Date.now() + 86_400_000),
+      tenantId: base.tenantId,
+      from: new Date(Date.now() - 86_400_000),
+      to: new Date(Date.now() + 86_400_000),
     });
     expect(summary.totals.requests).toBe(2);
     expect(summary.totals.promptTokens).toBe(1_000_010);

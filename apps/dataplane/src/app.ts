@@ -94,9 +94,9 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   const app = opts.loggerInstance
     ? Fastify({ ...base, loggerInstance: opts.loggerInstance })
     : Fastify({
-      ...base,
-      logger: opts.logger ?? loggerOptions('warn'),
-    });
+        ...base,
+        logger: opts.logger ?? loggerOptions('warn'),
+      });
 
   const metrics = createMetrics(opts.store);
   const metricsServer = opts.metricsListener ? createMetricsServer(metrics, opts.metricsListener) : null;
@@ -220,7 +220,11 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     else jsonParser(req, text, done);
   });
   fastPath = createChatFastPath({
-    store: opts.store, chat, bodyLimit, log: app.log, closing: () => closing,
+    store: opts.store,
+    chat,
+    bodyLimit,
+    log: app.log,
+    closing: () => closing,
     parseJson: (body, done) => jsonParser(null as never, body, done),
   });
   return app;

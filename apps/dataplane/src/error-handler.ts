@@ -76,7 +76,8 @@ export function sendError(res: ServerResponse, err: unknown, log: FastifyBaseLog
     // A stream held through a cold start (src/scale) has its SSE headers out: the answer is an error event.
     // Otherwise only a bug gets here (streams end their own failures); close what was started.
     const sse = String(res.getHeader('content-type') ?? '').startsWith('text/event-stream');
-    if (!res.writableEnded) res.end(sse ? streamErrorEvent(e instanceof ApiError ? e : new ApiError(r.body.error.code as ErrorCode, r.body.error.message)) : undefined);
+    if (!res.writableEnded)
+      res.end(sse ? streamErrorEvent(e instanceof ApiError ? e : new ApiError(r.body.error.code as ErrorCode, r.body.error.message)) : undefined);
     return r.status;
   }
   const body = JSON.stringify(r.body);

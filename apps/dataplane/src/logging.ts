@@ -10,8 +10,13 @@ export function loggerOptions(level: string): LoggerOptions {
     level,
     redact: {
       paths: [
-        'req.headers.authorization', 'req.headers.cookie', 'headers.authorization', 'headers.cookie',
-        'authorization', 'apiKey', 'upstream.authorization',
+        'req.headers.authorization',
+        'req.headers.cookie',
+        'headers.authorization',
+        'headers.cookie',
+        'authorization',
+        'apiKey',
+        'upstream.authorization',
       ],
       censor: '[redacted]',
     },

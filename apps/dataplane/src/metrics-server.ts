@@ -57,13 +57,14 @@ export function createMetricsServer(metrics: DataplaneMetrics, opts: MetricsList
       return bound;
     },
     url: () => bound,
-    close: () => new Promise<void>((resolve) => {
-      if (!server.listening) {
-        resolve();
-        return;
-      }
-      server.close(() => resolve());
-      server.closeAllConnections();
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (!server.listening) {
+          resolve();
+          return;
+        }
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }

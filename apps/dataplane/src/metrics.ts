@@ -180,7 +180,11 @@ export function createMetrics(store: ConfigStore): DataplaneMetrics {
       lines.push(`dataplane_config_version ${store.version ?? -1}`);
       family('dataplane_config_age_seconds', 'gauge', 'Seconds since the last config snapshot or delta was applied (-1 before the first).');
       lines.push(`dataplane_config_age_seconds ${configAppliedAt === 0 ? -1 : (Date.now() - configAppliedAt) / 1000}`);
-      family('dataplane_event_loop_delay_seconds', 'gauge', 'Event-loop delay since the previous scrape (10 ms sampling), by quantile; quantile="1" is the maximum.');
+      family(
+        'dataplane_event_loop_delay_seconds',
+        'gauge',
+        'Event-loop delay since the previous scrape (10 ms sampling), by quantile; quantile="1" is the maximum.',
+      );
       if (loopDelay.count > 0) {
         for (const q of [0.5, 0.99]) lines.push(`dataplane_event_loop_delay_seconds{quantile="${q}"} ${loopDelaySeconds(loopDelay.percentile(q * 100))}`);
         lines.push(`dataplane_event_loop_delay_seconds{quantile="1"} ${loopDelaySeconds(loopDelay.max)}`);

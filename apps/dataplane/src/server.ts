@@ -21,9 +21,7 @@ try {
 
 const SHUTDOWN_GRACE_MS = 30_000;
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
-const controlPlane = env.CONTROL_PLANE_URL !== undefined && env.NODE_TOKEN !== undefined
-  ? { url: env.CONTROL_PLANE_URL, nodeToken: env.NODE_TOKEN }
-  : null;
+const controlPlane = env.CONTROL_PLANE_URL !== undefined && env.NODE_TOKEN !== undefined ? { url: env.CONTROL_PLANE_URL, nodeToken: env.NODE_TOKEN } : null;
 
 const store = createConfigStore();
 if (env.CONFIG_FILE !== undefined) {
@@ -44,7 +42,15 @@ const usageProblem = (err: unknown): void => {
   const now = Date.now();
   if (now - lastUsageWarn < USAGE_WARN_EVERY_MS) return;
   lastUsageWarn = now;
-  console.warn(JSON.stringify({ level: 'warn', msg: 'usage report problem; records stay spooled and are retried', reason: messageOf(err), occurrences: usageWarnings, pending: reporter?.pending() }));
+  console.warn(
+    JSON.stringify({
+      level: 'warn',
+      msg: 'usage report problem; records stay spooled and are retried',
+      reason: messageOf(err),
+      occurrences: usageWarnings,
+      pending: reporter?.pending(),
+    }),
+  );
   usageWarnings = 0;
 };
 
@@ -108,11 +114,11 @@ const app = buildDataplaneApp({
 
 const client = controlPlane
   ? createConfigClient({
-    ...controlPlane,
-    store,
-    ...(env.SNAPSHOT_FILE !== undefined ? { snapshotFile: env.SNAPSHOT_FILE } : {}),
-    onError: (err) => app.log.warn({ reason: messageOf(err) }, 'config stream problem; reconnecting'),
-  })
+      ...controlPlane,
+      store,
+      ...(env.SNAPSHOT_FILE !== undefined ? { snapshotFile: env.SNAPSHOT_FILE } : {}),
+      onError: (err) => app.log.warn({ reason: messageOf(err) }, 'config stream problem; reconnecting'),
+    })
   : null;
 client?.start();
 

@@ -74,16 +74,20 @@ async function startConfigServer(initial: ConfigSnapshot, port = 0) {
       for (const c of clients) c.destroy();
     },
     clientCount: () => clients.size,
-    close: () => new Promise<void>((r) => {
-      for (const c of clients) c.destroy();
-      server.close(() => r());
-      server.closeAllConnections();
-    }),
+    close: () =>
+      new Promise<void>((r) => {
+        for (const c of clients) c.destroy();
+        server.close(() => r());
+        server.closeAllConnections();
+      }),
   };
 }
 
 const newKey = (id: string, secret: string, version: number): ConfigDelta => ({
-  version, kind: 'key', id, op: 'upsert',
+  version,
+  kind: 'key',
+  id,
+  op: 'upsert',
   value: { id, tenantId: 't-a', hash: hashSecret(secret), prefix: secret.slice(0, 12), expiresAt: null, rpmLimit: null, tpmLimit: null },
 });
 

@@ -34,7 +34,11 @@ describe('client disconnect', () => {
     let received = 0;
     while (received < 5) {
       const { value } = await reader.read();
-      received += (Buffer.from(value!).toString('utf8').match(/"content":"/g) ?? []).length;
+      received += (
+        Buffer.from(value!)
+          .toString('utf8')
+          .match(/"content":"/g) ?? []
+      ).length;
     }
     const abortAt = Date.now();
     ac.abort();

@@ -111,9 +111,17 @@ describe('request bodies', () => {
     await expectError(await post(shared, '[1,2]'), 400, 'invalid_request');
   });
   it('415 on a non-JSON content type', async () => {
-    const res = await fetch(shared, { method: 'POST', headers: { authorization: `Bearer ${SECRET_A}`, 'content-type': 'text/plain' }, body: JSON.stringify(chatBody({ model: NAME })) });
+    const res = await fetch(shared, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${SECRET_A}`, 'content-type': 'text/plain' },
+      body: JSON.stringify(chatBody({ model: NAME })),
+    });
     await expectError(res, 415, 'unsupported_media_type');
-    const form = await fetch(shared, { method: 'POST', headers: { authorization: `Bearer ${SECRET_A}`, 'content-type': 'application/x-www-form-urlencoded' }, body: 'a=b' });
+    const form = await fetch(shared, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${SECRET_A}`, 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'a=b',
+    });
     await expectError(form, 415, 'unsupported_media_type');
   });
   it('413 when the body is over the limit', async () => {
@@ -123,7 +131,12 @@ describe('request bodies', () => {
 
 describe('runtime failures', () => {
   it('runtime 400 context length passes through as context_length_exceeded', async () => {
-    const msg = await expectError(await post(shared, chatBody({ model: NAME, messages: [{ role: 'user', content: 'word '.repeat(200) }] })), 400, 'context_length_exceeded', 'messages');
+    const msg = await expectError(
+      await post(shared, chatBody({ model: NAME, messages: [{ role: 'user', content: 'word '.repeat(200) }] })),
+      400,
+      'context_length_exceeded',
+      'messages',
+    );
     expect(msg).toMatch(/context length/);
   });
   it('runtime 500 becomes 502 upstream_error with a generic message', async () => {
@@ -137,7 +150,9 @@ describe('runtime failures', () => {
   });
   it('a hung runtime gives 504 upstream_timeout before the first byte', async () => {
     faulty.sim.setFaults({ hang: true });
-    const slow = await startDataplane(makeSnapshot({ sim: sim.url, faulty: faulty.url, dead: await deadUrl() }), memorySink(), { timeouts: { firstByteMs: 300 } });
+    const slow = await startDataplane(makeSnapshot({ sim: sim.url, faulty: faulty.url, dead: await deadUrl() }), memorySink(), {
+      timeouts: { firstByteMs: 300 },
+    });
     try {
       await expectError(await post(`${slow.url}/endpoints/v1/chat/completions`, chatBody({ model: 'faulty-model' })), 504, 'upstream_timeout');
     } finally {

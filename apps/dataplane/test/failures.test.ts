@@ -41,7 +41,11 @@ async function start(urls: string[], extra: Parameters<typeof startDataplane>[2]
   return { dp, sink, chat: `${dp.url}/endpoints/v1/chat/completions` };
 }
 
-const dataLines = (text: string) => text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6));
+const dataLines = (text: string) =>
+  text
+    .split('\n')
+    .filter((l) => l.startsWith('data: '))
+    .map((l) => l.slice(6));
 const requestsTo = (s: StartedSim) => s.sim.stats().totals.requests;
 
 describe('runtime down', () => {
@@ -107,7 +111,12 @@ describe('timeouts', () => {
     }
     expect(sink.records.filter((r) => r.requestId.startsWith('hang-')).map((r) => r.status)).toEqual([504, 504]);
     // The hung runtime request was given up (aborted), not left open.
-    await waitFor(() => a.sim.stats().requests.filter((r) => r.id.startsWith('chatcmpl-hang-')).every((r) => r.aborted));
+    await waitFor(() =>
+      a.sim
+        .stats()
+        .requests.filter((r) => r.id.startsWith('chatcmpl-hang-'))
+        .every((r) => r.aborted),
+    );
   });
 
   it('a slow stream ends with an idle-timeout error event and [DONE], never a silent cut', async () => {

@@ -18,36 +18,63 @@ afterAll(async () => {
 });
 
 const printable = (max: number) => fc.stringMatching(new RegExp(`^[!-~][ -~]{0,${max}}$`));
-const scalar = fc.oneof(fc.string({ maxLength: 12 }), fc.integer({ min: -5, max: 40 }), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean(), fc.constant(null),
-  fc.constantFrom('true', 'false', '16', '0.7', ' 8 ', '1e3', 'abc', ''));
+const scalar = fc.oneof(
+  fc.string({ maxLength: 12 }),
+  fc.integer({ min: -5, max: 40 }),
+  fc.double({ noNaN: true, noDefaultInfinity: true }),
+  fc.boolean(),
+  fc.constant(null),
+  fc.constantFrom('true', 'false', '16', '0.7', ' 8 ', '1e3', 'abc', ''),
+);
 const messages = fc.oneof(
-  fc.array(fc.record({ role: fc.oneof(fc.constantFrom('user', 'system', 'assistant', ''), scalar), content: fc.oneof(fc.string({ maxLength: 40 }), scalar, fc.array(scalar, { maxLength: 2 })) }, { requiredKeys: [] }), { maxLength: 3 }),
+  fc.array(
+    fc.record(
+      {
+        role: fc.oneof(fc.constantFrom('user', 'system', 'assistant', ''), scalar),
+        content: fc.oneof(fc.string({ maxLength: 40 }), scalar, fc.array(scalar, { maxLength: 2 })),
+      },
+      { requiredKeys: [] },
+    ),
+    { maxLength: 3 },
+  ),
   scalar,
 );
 /** Bodies near the real shape (each field sometimes wrong), plus arbitrary JSON. */
-const chatish = fc.record({
-  model: fc.oneof(fc.constant(NAME), fc.constant('dead-model'), fc.constant('nope'), scalar),
-  messages,
-  stream: fc.oneof(fc.boolean(), scalar),
-  max_tokens: fc.oneof(fc.integer({ min: -2, max: 12 }), scalar),
-  temperature: scalar,
-  top_p: scalar,
-  n: fc.oneof(fc.integer({ min: 0, max: 20 }), scalar),
-  stop: fc.oneof(fc.string({ maxLength: 5 }), fc.array(fc.string({ maxLength: 3 }), { maxLength: 6 }), scalar),
-  stream_options: fc.oneof(fc.record({ include_usage: scalar }), scalar),
-  seed: scalar,
-}, { requiredKeys: [] });
+const chatish = fc.record(
+  {
+    model: fc.oneof(fc.constant(NAME), fc.constant('dead-model'), fc.constant('nope'), scalar),
+    messages,
+    stream: fc.oneof(fc.boolean(), scalar),
+    max_tokens: fc.oneof(fc.integer({ min: -2, max: 12 }), scalar),
+    temperature: scalar,
+    top_p: scalar,
+    n: fc.oneof(fc.integer({ min: 0, max: 20 }), scalar),
+    stop: fc.oneof(fc.string({ maxLength: 5 }), fc.array(fc.string({ maxLength: 3 }), { maxLength: 6 }), scalar),
+    stream_options: fc.oneof(fc.record({ include_usage: scalar }), scalar),
+    seed: scalar,
+  },
+  { requiredKeys: [] },
+);
 const body = fc.oneof(
   chatish.map((b) => JSON.stringify(b)),
   fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.stringify(v)),
   fc.string({ maxLength: 60 }),
   fc.constantFrom('', '{', '{"messages":', 'null', '[]', '{"model":"x"}'.repeat(2)),
 );
-const headers = fc.record({
-  'content-type': fc.constantFrom('application/json', 'application/json; charset=utf-8', 'text/plain', 'application/x-www-form-urlencoded', 'application/jsonx'),
-  authorization: fc.oneof(fc.constant(`Bearer ${SECRET_A}`), fc.constant(`bearer ${SECRET_A}`), printable(30), fc.constant('Bearer ')),
-  'x-request-id': printable(200),
-}, { requiredKeys: ['content-type'] });
+const headers = fc.record(
+  {
+    'content-type': fc.constantFrom(
+      'application/json',
+      'application/json; charset=utf-8',
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'application/jsonx',
+    ),
+    authorization: fc.oneof(fc.constant(`Bearer ${SECRET_A}`), fc.constant(`bearer ${SECRET_A}`), printable(30), fc.constant('Bearer ')),
+    'x-request-id': printable(200),
+  },
+  { requiredKeys: ['content-type'] },
+);
 
 describe('property: bad input never yields a 5xx or a non-JSON answer', () => {
   it('random bodies and headers on both chat routes', async () => {

@@ -111,14 +111,28 @@ describe.each(PATHS)('spec quirks on the $label', ({ chunked }) => {
   });
 
   it('Bearer scheme in any case, charset on the content type', async () => {
-    for (const [scheme, ct] of [['bearer', 'application/json; charset=utf-8'], ['BEARER', 'application/json;charset=UTF-8'], ['Bearer', 'Application/JSON']] as const) {
-      const a = await send(SHARED, { chunked, key: null, headers: { authorization: `${scheme} ${SECRET_A}`, 'content-type': ct }, body: chatBody({ model: NAME }) });
+    for (const [scheme, ct] of [
+      ['bearer', 'application/json; charset=utf-8'],
+      ['BEARER', 'application/json;charset=UTF-8'],
+      ['Bearer', 'Application/JSON'],
+    ] as const) {
+      const a = await send(SHARED, {
+        chunked,
+        key: null,
+        headers: { authorization: `${scheme} ${SECRET_A}`, 'content-type': ct },
+        body: chatBody({ model: NAME }),
+      });
       expect(a.status, `${scheme} ${ct}: ${a.text}`).toBe(200);
     }
   });
 
   it('trailing slashes and URL-encoded endpoint names', async () => {
-    for (const path of [`${SHARED}/`, `${DEDICATED}/`, `/funccall/acme/endpoints/${NAME.replace('-', '%2D')}/v1/chat/completions`, `/funccall/%61cme/endpoints/${NAME}/v1/chat/completions`]) {
+    for (const path of [
+      `${SHARED}/`,
+      `${DEDICATED}/`,
+      `/funccall/acme/endpoints/${NAME.replace('-', '%2D')}/v1/chat/completions`,
+      `/funccall/%61cme/endpoints/${NAME}/v1/chat/completions`,
+    ]) {
       const a = await send(path, { chunked, body: chatBody({ model: NAME }) });
       expect(a.status, `${path}: ${a.text}`).toBe(200);
     }
@@ -202,7 +216,7 @@ describe('methods on the chat routes', () => {
 });
 
 describe('errors raised before routing', () => {
-  it('a malformed or over-long URL gets the OpenAI body and the request id, not Fastify\'s default', async () => {
+  it("a malformed or over-long URL gets the OpenAI body and the request id, not Fastify's default", async () => {
     for (const [path, status] of [
       [`${SHARED}%`, 400],
       ['/funccall/acme/endpoints/%E0%A4%A/v1/chat/completions', 400],
@@ -272,7 +286,8 @@ describe('metering around retries and limits', () => {
     try {
       for (let i = 0; i < 4; i++) {
         const res = await fetch(`${node.url}${SHARED}`, {
-          method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET_A}` },
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET_A}` },
           body: JSON.stringify(chatBody({ model: NAME, stream: i % 2 === 1 })),
         });
         expect(res.status).toBe(200);
@@ -298,7 +313,8 @@ describe('metering around retries and limits', () => {
       const statuses: number[] = [];
       for (let i = 0; i < 3; i++) {
         const res = await fetch(`${node.url}${SHARED}`, {
-          method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET_A}`, 'x-request-id': `rl-${i}` },
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET_A}`, 'x-request-id': `rl-${i}` },
           body: JSON.stringify(chatBody({ model: NAME })),
         });
         statuses.push(res.status);

@@ -41,13 +41,28 @@ export async function deadUrl(): Promise<string> {
 const upstream = (id: string, url: string, servedModel = SERVED): SnapshotUpstream => ({ id, url, kind: 'sim', servedModel, apiKey: null });
 
 const endpoint = (id: string, name: string, upstreams: SnapshotUpstream[], extra: { published?: boolean; offeredShared?: boolean } = {}) => ({
-  id, name, provider: 'meta', contextLength: 8192, concurrency: 1, coldStartSeconds: 10,
-  offeredShared: extra.offeredShared ?? true, offeredDedicated: true, published: extra.published ?? true,
-  priceInputPerM: 0.1, priceOutputPerM: 0.2, upstreams,
+  id,
+  name,
+  provider: 'meta',
+  contextLength: 8192,
+  concurrency: 1,
+  coldStartSeconds: 10,
+  offeredShared: extra.offeredShared ?? true,
+  offeredDedicated: true,
+  published: extra.published ?? true,
+  priceInputPerM: 0.1,
+  priceOutputPerM: 0.2,
+  upstreams,
 });
 
 /** Autoscaling fields of a snapshot deployment (issue 10) that these tests do not exercise. */
-const scaling = (replicas: number) => ({ minReplicas: replicas, maxReplicas: replicas, targetConcurrency: 32, desiredReplicas: replicas, coldStartSeconds: 10 });
+const scaling = (replicas: number) => ({
+  minReplicas: replicas,
+  maxReplicas: replicas,
+  targetConcurrency: 32,
+  desiredReplicas: replicas,
+  coldStartSeconds: 10,
+});
 
 /** A snapshot with two tenants, three keys, shared endpoints and dedicated deployments. */
 export function makeSnapshot(urls: { sim: string; faulty: string; dead: string }, version = 1): ConfigSnapshot {
@@ -59,8 +74,24 @@ export function makeSnapshot(urls: { sim: string; faulty: string; dead: string }
     ],
     keys: [
       { id: 'k-a', tenantId: 't-a', hash: hashSecret(SECRET_A), prefix: SECRET_A.slice(0, 12), expiresAt: null, rpmLimit: null, tpmLimit: null },
-      { id: 'k-b', tenantId: 't-b', hash: hashSecret(SECRET_B), prefix: SECRET_B.slice(0, 12), expiresAt: new Date(Date.now() + 3_600_000).toISOString(), rpmLimit: null, tpmLimit: null },
-      { id: 'k-x', tenantId: 't-a', hash: hashSecret(SECRET_EXPIRED), prefix: SECRET_EXPIRED.slice(0, 12), expiresAt: '2020-01-01T00:00:00.000Z', rpmLimit: null, tpmLimit: null },
+      {
+        id: 'k-b',
+        tenantId: 't-b',
+        hash: hashSecret(SECRET_B),
+        prefix: SECRET_B.slice(0, 12),
+        expiresAt: new Date(Date.now() + 3_600_000).toISOString(),
+        rpmLimit: null,
+        tpmLimit: null,
+      },
+      {
+        id: 'k-x',
+        tenantId: 't-a',
+        hash: hashSecret(SECRET_EXPIRED),
+        prefix: SECRET_EXPIRED.slice(0, 12),
+        expiresAt: '2020-01-01T00:00:00.000Z',
+        rpmLimit: null,
+        tpmLimit: null,
+      },
     ],
     endpoints: [
       endpoint('e-llama', NAME, [upstream('u-1', urls.sim)]),
@@ -71,16 +102,37 @@ export function makeSnapshot(urls: { sim: string; faulty: string; dead: string }
     ],
     deployments: [
       {
-        id: 'd-a', tenantId: 't-a', tenantSlug: 'acme', endpointId: 'e-llama', endpointName: NAME, provider: 'meta',
-        state: 'running', replicas: [upstream('r-1', urls.sim)], ...scaling(1),
+        id: 'd-a',
+        tenantId: 't-a',
+        tenantSlug: 'acme',
+        endpointId: 'e-llama',
+        endpointName: NAME,
+        provider: 'meta',
+        state: 'running',
+        replicas: [upstream('r-1', urls.sim)],
+        ...scaling(1),
       },
       {
-        id: 'd-cold', tenantId: 't-a', tenantSlug: 'acme', endpointId: 'e-ded', endpointName: 'dedicated-only', provider: 'meta',
-        state: 'provisioning', replicas: [], ...scaling(1),
+        id: 'd-cold',
+        tenantId: 't-a',
+        tenantSlug: 'acme',
+        endpointId: 'e-ded',
+        endpointName: 'dedicated-only',
+        provider: 'meta',
+        state: 'provisioning',
+        replicas: [],
+        ...scaling(1),
       },
       {
-        id: 'd-slash', tenantId: 't-a', tenantSlug: 'acme', endpointId: 'e-llama', endpointName: 'meta/llama-slash', provider: 'meta',
-        state: 'running', replicas: [upstream('r-2', urls.sim)], ...scaling(1),
+        id: 'd-slash',
+        tenantId: 't-a',
+        tenantSlug: 'acme',
+        endpointId: 'e-llama',
+        endpointName: 'meta/llama-slash',
+        provider: 'meta',
+        state: 'running',
+        replicas: [upstream('r-2', urls.sim)],
+        ...scaling(1),
       },
     ],
   };
@@ -150,12 +202,16 @@ export async function startUsageServer(): Promise<UsageServer> {
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://127.0.0.1:${port}`, records, authHeaders, posts,
+    url: `http://127.0.0.1:${port}`,
+    records,
+    authHeaders,
+    posts,
     failNext: (n) => void (failing = n),
-    close: () => new Promise<void>((r) => {
-      server.close(() => r());
-      server.closeAllConnections();
-    }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeAllConnections();
+      }),
   };
 }
 
@@ -169,7 +225,10 @@ export async function waitFor(check: () => boolean, timeoutMs = 10_000): Promise
 }
 
 export const chatBody = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({
-  messages: [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Say hello.' }],
+  messages: [
+    { role: 'system', content: 'You are terse.' },
+    { role: 'user', content: 'Say hello.' },
+  ],
   max_tokens: 8,
   ...extra,
 });

@@ -8,7 +8,10 @@ export const CHAT = '/endpoints/v1/chat/completions';
 
 /** A prompt whose chars/4 estimate (12 with overheads) is at least the simulator's count (11). */
 export const smallBody = (extra: Record<string, unknown> = {}): Record<string, unknown> => ({
-  model: NAME, messages: [{ role: 'user', content: 'abcdefgh abcdefgh' }], max_tokens: 10, ...extra,
+  model: NAME,
+  messages: [{ role: 'user', content: 'abcdefgh abcdefgh' }],
+  max_tokens: 10,
+  ...extra,
 });
 
 export interface LimitedNode extends StartedApp {
@@ -16,7 +19,12 @@ export interface LimitedNode extends StartedApp {
 }
 
 /** A node over `simUrl` with the snapshot changed by `mutate` and the given limits. */
-export async function startLimitedNode(simUrl: string, mutate: (s: ConfigSnapshot) => void, limits: LimitsOptions, extra: Partial<DataplaneAppOptions> = {}): Promise<LimitedNode> {
+export async function startLimitedNode(
+  simUrl: string,
+  mutate: (s: ConfigSnapshot) => void,
+  limits: LimitsOptions,
+  extra: Partial<DataplaneAppOptions> = {},
+): Promise<LimitedNode> {
   const snapshot = makeSnapshot({ sim: simUrl, faulty: simUrl, dead: await deadUrl() });
   mutate(snapshot);
   const usage = memorySink();
@@ -25,15 +33,21 @@ export async function startLimitedNode(simUrl: string, mutate: (s: ConfigSnapsho
 }
 
 /** Sets key k-a's own limits. */
-export const keyLimits = (rpm: number | null, tpm: number | null) => (s: ConfigSnapshot): void => {
-  const k = s.keys.find((x) => x.id === 'k-a')!;
-  k.rpmLimit = rpm;
-  k.tpmLimit = tpm;
-};
+export const keyLimits =
+  (rpm: number | null, tpm: number | null) =>
+  (s: ConfigSnapshot): void => {
+    const k = s.keys.find((x) => x.id === 'k-a')!;
+    k.rpmLimit = rpm;
+    k.tpmLimit = tpm;
+  };
 
 export const RATE_HEADERS = [
-  'x-ratelimit-limit-requests', 'x-ratelimit-remaining-requests', 'x-ratelimit-reset-requests',
-  'x-ratelimit-limit-tokens', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens',
+  'x-ratelimit-limit-requests',
+  'x-ratelimit-remaining-requests',
+  'x-ratelimit-reset-requests',
+  'x-ratelimit-limit-tokens',
+  'x-ratelimit-remaining-tokens',
+  'x-ratelimit-reset-tokens',
 ] as const;
 
 /** OpenAI's duration form: 20ms, 6s, 8.64s, 1m0s. */

@@ -74,11 +74,13 @@ describe('rate limits shared through Redis', () => {
   it('200 concurrent requests against 100 tokens per minute never admit more than 100 tokens', async () => {
     const node = await redisNode(keyLimits(null, 100));
     const before = sim.sim.stats().totals.requests;
-    const results = await Promise.all(Array.from({ length: 200 }, async () => {
-      const res = await post(node.url + CHAT, smallBody());
-      await res.text();
-      return res.status;
-    }));
+    const results = await Promise.all(
+      Array.from({ length: 200 }, async () => {
+        const res = await post(node.url + CHAT, smallBody());
+        await res.text();
+        return res.status;
+      }),
+    );
     const ok = results.filter((s) => s === 200).length;
     expect(ok).toBeGreaterThan(0);
     expect(results.filter((s) => s === 429).length).toBe(200 - ok);
@@ -90,11 +92,13 @@ describe('rate limits shared through Redis', () => {
   it('two nodes on one Redis hold one key limit together', async () => {
     const a = await redisNode(keyLimits(10, null), 'shared');
     const b = await redisNode(keyLimits(10, null), 'shared');
-    const results = await Promise.all(Array.from({ length: 40 }, async (_, i) => {
-      const res = await post((i % 2 === 0 ? a : b).url + CHAT, smallBody());
-      await res.text();
-      return { node: i % 2, status: res.status };
-    }));
+    const results = await Promise.all(
+      Array.from({ length: 40 }, async (_, i) => {
+        const res = await post((i % 2 === 0 ? a : b).url + CHAT, smallBody());
+        await res.text();
+        return { node: i % 2, status: res.status };
+      }),
+    );
     expect(results.filter((r) => r.status === 200).length).toBe(10);
     expect(results.filter((r) => r.status === 429).length).toBe(30);
     for (const n of [a, b]) {
@@ -153,7 +157,14 @@ describe('replica concurrency shared through Redis', () => {
     s.endpoints.find((e) => e.id === 'e-llama')!.concurrency = 2;
   };
   const slotNode = async (tag: string, limits: Record<string, unknown> = {}): Promise<LimitedNode> => {
-    const n = await startLimitedNode(slow.url, twoX, { redisUrl: REDIS_URL, redisPrefix: `${RUN_SLOTS}:${tag}`, replicaBaseConcurrency: 1, queueMax: 8, queueTimeoutMs: 10_000, ...limits });
+    const n = await startLimitedNode(slow.url, twoX, {
+      redisUrl: REDIS_URL,
+      redisPrefix: `${RUN_SLOTS}:${tag}`,
+      replicaBaseConcurrency: 1,
+      queueMax: 8,
+      queueTimeoutMs: 10_000,
+      ...limits,
+    });
     await n.app.inject({ method: 'GET', url: '/readyz' }); // the Redis connection is up before traffic
     slotNodes.push(n);
     return n;
@@ -169,11 +180,13 @@ describe('replica concurrency shared through Redis', () => {
       peak = Math.max(peak, slow.sim.stats().running);
     }, 5);
     try {
-      const statuses = await Promise.all(Array.from({ length: 6 }, async (_, i) => {
-        const r = await held(i % 2 === 0 ? a : b);
-        await r.text();
-        return r.status;
-      }));
+      const statuses = await Promise.all(
+        Array.from({ length: 6 }, async (_, i) => {
+          const r = await held(i % 2 === 0 ? a : b);
+          await r.text();
+          return r.status;
+        }),
+      );
       expect(statuses).toEqual([200, 200, 200, 200, 200, 200]);
     } finally {
       clearInterval(probe);

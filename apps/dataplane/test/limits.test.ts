@@ -51,19 +51,27 @@ describe('rate limits (in memory)', () => {
   });
 
   it('uses the tenant limit when the key sets none, the key limit when it does, and the env default last', async () => {
-    node = await startLimitedNode(sim.url, (s) => {
-      s.tenants.find((t) => t.id === 't-a')!.rpmLimit = 7;
-      s.keys.find((k) => k.id === 'k-b')!.rpmLimit = 2; // tenant t-b sets none
-    }, { defaultRpm: 5 });
+    node = await startLimitedNode(
+      sim.url,
+      (s) => {
+        s.tenants.find((t) => t.id === 't-a')!.rpmLimit = 7;
+        s.keys.find((k) => k.id === 'k-b')!.rpmLimit = 2; // tenant t-b sets none
+      },
+      { defaultRpm: 5 },
+    );
     const a = await post(node.url + CHAT, smallBody());
     expect(a.headers.get('x-ratelimit-limit-requests')).toBe('7');
     await a.text();
     await node.app.close();
 
-    node = await startLimitedNode(sim.url, (s) => {
-      s.tenants.find((t) => t.id === 't-a')!.rpmLimit = 7;
-      s.keys.find((k) => k.id === 'k-a')!.rpmLimit = 2;
-    }, { defaultRpm: 5 });
+    node = await startLimitedNode(
+      sim.url,
+      (s) => {
+        s.tenants.find((t) => t.id === 't-a')!.rpmLimit = 7;
+        s.keys.find((k) => k.id === 'k-a')!.rpmLimit = 2;
+      },
+      { defaultRpm: 5 },
+    );
     const b = await post(node.url + CHAT, smallBody());
     expect(b.headers.get('x-ratelimit-limit-requests')).toBe('2');
     await b.text();
@@ -88,11 +96,13 @@ describe('rate limits (in memory)', () => {
     const own = await startSim({ ttftMs: 20, itlMs: 5 });
     try {
       node = await startLimitedNode(own.url, keyLimits(null, 100), {});
-      const results = await Promise.all(Array.from({ length: 200 }, async () => {
-        const res = await post(node!.url + CHAT, smallBody());
-        await res.text();
-        return res.status;
-      }));
+      const results = await Promise.all(
+        Array.from({ length: 200 }, async () => {
+          const res = await post(node!.url + CHAT, smallBody());
+          await res.text();
+          return res.status;
+        }),
+      );
       const ok = results.filter((s) => s === 200).length;
       expect(ok).toBeGreaterThan(0);
       expect(results.filter((s) => s === 429).length).toBe(200 - ok);
@@ -186,11 +196,13 @@ describe('replica concurrency', () => {
       peak = Math.max(peak, slow.sim.stats().running);
     }, 10);
     try {
-      const all = await Promise.all(Array.from({ length: 5 }, async () => {
-        const r = await held();
-        await r.text();
-        return r.status;
-      }));
+      const all = await Promise.all(
+        Array.from({ length: 5 }, async () => {
+          const r = await held();
+          await r.text();
+          return r.status;
+        }),
+      );
       expect(all).toEqual([200, 200, 200, 200, 200]);
     } finally {
       clearInterval(probe);
@@ -199,9 +211,13 @@ describe('replica concurrency', () => {
   });
 
   it('no multiplier means the base', async () => {
-    node = await startLimitedNode(slow.url, (s) => {
-      s.endpoints.find((e) => e.id === 'e-llama')!.concurrency = null;
-    }, { replicaBaseConcurrency: 1, queueMax: 0 });
+    node = await startLimitedNode(
+      slow.url,
+      (s) => {
+        s.endpoints.find((e) => e.id === 'e-llama')!.concurrency = null;
+      },
+      { replicaBaseConcurrency: 1, queueMax: 0 },
+    );
     const first = held();
     await new Promise((r) => setTimeout(r, 50));
     const second = await post(node.url + CHAT, smallBody());
@@ -213,9 +229,13 @@ describe('replica concurrency', () => {
 
 describe('context length and body size', () => {
   it('400 context_length_exceeded before any upstream call when the request is clearly over', async () => {
-    node = await startLimitedNode(sim.url, (s) => {
-      s.endpoints.find((e) => e.id === 'e-llama')!.contextLength = 100;
-    }, {});
+    node = await startLimitedNode(
+      sim.url,
+      (s) => {
+        s.endpoints.find((e) => e.id === 'e-llama')!.contextLength = 100;
+      },
+      {},
+    );
     const before = simRequests();
     const long = await post(node.url + CHAT, smallBody({ messages: [{ role: 'user', content: 'word '.repeat(200) }], max_tokens: undefined }));
     expect(long.status).toBe(400);
@@ -232,9 +252,13 @@ describe('context length and body size', () => {
   it("passes the runtime's own context-length 400 through as that error", async () => {
     const tiny = await startSim({ maxContextLength: 40 });
     try {
-      node = await startLimitedNode(tiny.url, (s) => {
-        s.endpoints.find((e) => e.id === 'e-llama')!.contextLength = null;
-      }, {});
+      node = await startLimitedNode(
+        tiny.url,
+        (s) => {
+          s.endpoints.find((e) => e.id === 'e-llama')!.contextLength = null;
+        },
+        {},
+      );
       const res = await post(node.url + CHAT, smallBody({ max_tokens: 35 }));
       expect(res.status).toBe(400);
       expect(await errorOf(res)).toMatchObject({ code: 'context_length_exceeded', param: 'messages' });

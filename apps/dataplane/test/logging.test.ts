@@ -22,7 +22,12 @@ async function withLogs(level: string, run: (dp: StartedApp) => Promise<void>): 
   const lines: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
-      lines.push(...chunk.toString('utf8').split('\n').filter((l) => l !== ''));
+      lines.push(
+        ...chunk
+          .toString('utf8')
+          .split('\n')
+          .filter((l) => l !== ''),
+      );
       cb();
     },
   });
@@ -73,7 +78,15 @@ describe('structured logs', () => {
 
   it('redacts the authorization header if a header object is ever logged', () => {
     const out: string[] = [];
-    const logger = pino(loggerOptions('info'), new Writable({ write: (c: Buffer, _e, cb) => { out.push(c.toString()); cb(); } }));
+    const logger = pino(
+      loggerOptions('info'),
+      new Writable({
+        write: (c: Buffer, _e, cb) => {
+          out.push(c.toString());
+          cb();
+        },
+      }),
+    );
     logger.info({ req: { headers: { authorization: `Bearer ${SECRET_A}`, cookie: 'a=b' } } }, 'x');
     expect(out.join('')).not.toContain(SECRET_A);
     expect(out.join('')).toContain('[redacted]');

@@ -49,7 +49,10 @@ describe('/metrics after traffic', () => {
     expect(age).toBeGreaterThanOrEqual(0);
     expect(age).toBeLessThan(60);
     // Histogram buckets are cumulative.
-    const buckets = m.split('\n').filter((l) => l.startsWith('dataplane_request_duration_seconds_bucket')).map((l) => Number(l.split(' ')[1]));
+    const buckets = m
+      .split('\n')
+      .filter((l) => l.startsWith('dataplane_request_duration_seconds_bucket'))
+      .map((l) => Number(l.split(' ')[1]));
     expect(buckets).toEqual([...buckets].sort((x, y) => x - y));
     expect(value(m, 'dataplane_resident_memory_bytes')).toBeGreaterThan(10 * 1024 * 1024);
     expect(value(m, 'dataplane_heap_used_bytes')).toBeGreaterThan(0);
@@ -78,7 +81,11 @@ describe('CORS for the browser playground', () => {
     for (const path of ['/endpoints/v1/chat/completions', '/endpoints/v1/models', '/funccall/acme/endpoints/x/v1/chat/completions']) {
       const res = await fetch(`${dp.url}${path}`, {
         method: 'OPTIONS',
-        headers: { origin: 'https://console.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+        headers: {
+          origin: 'https://console.example',
+          'access-control-request-method': 'POST',
+          'access-control-request-headers': 'authorization, content-type',
+        },
       });
       expect(res.status).toBe(204);
       expect(res.headers.get('access-control-allow-origin')).toBe('*');

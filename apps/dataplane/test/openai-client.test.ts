@@ -16,7 +16,10 @@ afterAll(async () => {
   await sim.sim.close();
 });
 
-const messages = [{ role: 'system' as const, content: 'You are terse.' }, { role: 'user' as const, content: 'Say hello.' }];
+const messages = [
+  { role: 'system' as const, content: 'You are terse.' },
+  { role: 'user' as const, content: 'Say hello.' },
+];
 
 describe('openai client against the shared surface', () => {
   const client = () => new OpenAI({ baseURL: `${dp.url}/endpoints/v1`, apiKey: SECRET_A, maxRetries: 0 });
@@ -43,7 +46,11 @@ describe('openai client against the shared surface', () => {
 
   it('passes the usage chunk when the client asks for it', async () => {
     const stream = await client().chat.completions.create({
-      model: NAME, messages, max_tokens: 8, stream: true, stream_options: { include_usage: true },
+      model: NAME,
+      messages,
+      max_tokens: 8,
+      stream: true,
+      stream_options: { include_usage: true },
     });
     const usage = [];
     for await (const chunk of stream) if (chunk.usage) usage.push(chunk.usage);
@@ -104,7 +111,11 @@ describe('openai client against the dedicated surface', () => {
 describe('string-typed parameters (spec examples)', () => {
   it('coerces "5", "true" and "0.7"', async () => {
     const res = await post(`${dp.url}/funccall/acme/endpoints/${NAME}/v1/chat/completions`, {
-      model: `meta/${NAME}`, messages, max_tokens: '5', stream: 'true', temperature: '0.7',
+      model: `meta/${NAME}`,
+      messages,
+      max_tokens: '5',
+      stream: 'true',
+      temperature: '0.7',
     });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toContain('text/event-stream');

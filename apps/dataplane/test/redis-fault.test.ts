@@ -36,9 +36,13 @@ afterAll(async () => {
 });
 
 async function node(): Promise<LimitedNode> {
-  const n = await startLimitedNode(sim.url, (s) => {
-    s.keys.find((k) => k.id === 'k-b')!.rpmLimit = RPM_B;
-  }, { redisUrl, redisPrefix: PREFIX, replicaBaseConcurrency: 2, queueTimeoutMs: 3000 });
+  const n = await startLimitedNode(
+    sim.url,
+    (s) => {
+      s.keys.find((k) => k.id === 'k-b')!.rpmLimit = RPM_B;
+    },
+    { redisUrl, redisPrefix: PREFIX, replicaBaseConcurrency: 2, queueTimeoutMs: 3000 },
+  );
   nodes.push(n);
   return n;
 }
@@ -112,8 +116,10 @@ describe('a frozen Redis (SIGSTOP, then SIGCONT)', () => {
     expect(refusedAt).toBeGreaterThanOrEqual(0);
     expect(refusedAt).toBeLessThan(RPM_B);
 
-    console.log(`[redis-fault] median latency: healthy ${median(healthy).toFixed(1)} ms; first requests after SIGSTOP ${first.map((r) => r.ms.toFixed(0)).join('/')} ms; `
-      + `breaker open ${median(frozen).toFixed(1)} ms (max ${Math.max(...frozen).toFixed(1)} ms); after SIGCONT ${median(after.map((r) => r.ms)).toFixed(1)} ms`);
+    console.log(
+      `[redis-fault] median latency: healthy ${median(healthy).toFixed(1)} ms; first requests after SIGSTOP ${first.map((r) => r.ms.toFixed(0)).join('/')} ms; ` +
+        `breaker open ${median(frozen).toFixed(1)} ms (max ${Math.max(...frozen).toFixed(1)} ms); after SIGCONT ${median(after.map((r) => r.ms)).toFixed(1)} ms`,
+    );
   }, 60_000);
 });
 

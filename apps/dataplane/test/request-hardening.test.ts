@@ -47,7 +47,10 @@ const gauge = async (): Promise<number> => {
   return Number(line.split(' ')[1]);
 };
 
-const PATHS = [{ label: 'raw fast path', chunked: false }, { label: 'Fastify route (chunked)', chunked: true }] as const;
+const PATHS = [
+  { label: 'raw fast path', chunked: false },
+  { label: 'Fastify route (chunked)', chunked: true },
+] as const;
 
 describe.each(PATHS)('finding 10, deeply nested JSON, on the $label', ({ chunked }) => {
   it('0.8 MB of nested arrays is a 400 and leaves nothing counted in flight', async () => {
@@ -80,7 +83,13 @@ describe.each(PATHS)('finding 10, deeply nested JSON, on the $label', ({ chunked
 
 describe.each(PATHS)('finding 12, message roles, on the $label', ({ chunked }) => {
   it('an unknown role ("wizard") is a 400 naming messages[i].role', async () => {
-    const body = chatBody({ model: NAME, messages: [{ role: 'user', content: 'hi' }, { role: 'wizard', content: 'abracadabra' }] });
+    const body = chatBody({
+      model: NAME,
+      messages: [
+        { role: 'user', content: 'hi' },
+        { role: 'wizard', content: 'abracadabra' },
+      ],
+    });
     for (const path of [SHARED, DEDICATED]) {
       const a = await send(path, JSON.stringify(body), chunked);
       expect(a.status).toBe(400);

@@ -14,11 +14,22 @@ const SERVER = fileURLToPath(new URL('../src/server.ts', import.meta.url));
 describe('env', () => {
   it('applies defaults and freezes', () => {
     const env = parseEnv({ CONFIG_FILE: '/tmp/x.json' });
-    expect(env).toMatchObject({ PORT: 8080, HOST: '127.0.0.1', USAGE_FLUSH_MS: 1000, BODY_LIMIT_BYTES: 1048576, CONNECT_TIMEOUT_MS: 5000, FIRST_BYTE_TIMEOUT_MS: 120000, IDLE_TIMEOUT_MS: 60000, LOG_LEVEL: 'warn' });
+    expect(env).toMatchObject({
+      PORT: 8080,
+      HOST: '127.0.0.1',
+      USAGE_FLUSH_MS: 1000,
+      BODY_LIMIT_BYTES: 1048576,
+      CONNECT_TIMEOUT_MS: 5000,
+      FIRST_BYTE_TIMEOUT_MS: 120000,
+      IDLE_TIMEOUT_MS: 60000,
+      LOG_LEVEL: 'warn',
+    });
     expect(Object.isFrozen(env)).toBe(true);
   });
   it('names every bad value', () => {
-    expect(() => parseEnv({ PORT: 'eighty', CONTROL_PLANE_URL: 'not a url', LOG_LEVEL: 'loud' })).toThrow(/PORT: must be a number[\s\S]*CONTROL_PLANE_URL[\s\S]*LOG_LEVEL/);
+    expect(() => parseEnv({ PORT: 'eighty', CONTROL_PLANE_URL: 'not a url', LOG_LEVEL: 'loud' })).toThrow(
+      /PORT: must be a number[\s\S]*CONTROL_PLANE_URL[\s\S]*LOG_LEVEL/,
+    );
   });
   it('requires CONTROL_PLANE_URL + NODE_TOKEN or CONFIG_FILE', () => {
     expect(() => parseEnv({})).toThrow(/CONFIG_FILE/);
@@ -59,8 +70,12 @@ describe('server.ts', () => {
   it('serves from CONFIG_FILE and flushes usage on SIGTERM', async () => {
     const child = spawn(process.execPath, [SERVER], {
       env: {
-        PATH: process.env['PATH'] ?? '', PORT: '0', CONFIG_FILE: configFile,
-        CONTROL_PLANE_URL: usage.url, NODE_TOKEN: 'node-token', USAGE_FLUSH_MS: '600000',
+        PATH: process.env['PATH'] ?? '',
+        PORT: '0',
+        CONFIG_FILE: configFile,
+        CONTROL_PLANE_URL: usage.url,
+        NODE_TOKEN: 'node-token',
+        USAGE_FLUSH_MS: '600000',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -31,11 +31,16 @@ async function startOrigin(handler: 'internal' | { redirectTo: string }): Promis
         res.writeHead(302, { location: handler.redirectTo }).end();
         return;
       }
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({
-        id: 'x', object: 'chat.completion', created: 0, model: 'served',
-        choices: [{ index: 0, message: { role: 'assistant', content: INTERNAL_MARK }, finish_reason: 'stop' }],
-        usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-      }));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          id: 'x',
+          object: 'chat.completion',
+          created: 0,
+          model: 'served',
+          choices: [{ index: 0, message: { role: 'assistant', content: INTERNAL_MARK }, finish_reason: 'stop' }],
+          usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+        }),
+      );
     });
   });
   server.listen(0, '127.0.0.1');
@@ -43,29 +48,52 @@ async function startOrigin(handler: 'internal' | { redirectTo: string }): Promis
   return {
     port: (server.address() as AddressInfo).port,
     hits: () => hits,
-    close: () => new Promise<void>((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    }),
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
 function snapshot(sharedUrl: string, tenantUrls: Record<string, string>): ConfigSnapshot {
   const upstream = (id: string, url: string, tenant: boolean) => ({
-    id, url, kind: 'openai' as const, servedModel: 'served', apiKey: null, ...(tenant ? { addressPolicy: 'public' as const } : {}),
+    id,
+    url,
+    kind: 'openai' as const,
+    servedModel: 'served',
+    apiKey: null,
+    ...(tenant ? { addressPolicy: 'public' as const } : {}),
   });
   return configSnapshotSchema.parse({
     version: 1,
     tenants: [{ id: 't-a', slug: 'acme', rpmLimit: null, tpmLimit: null }],
     keys: [{ id: 'k-a', tenantId: 't-a', hash: hashSecret(SECRET), prefix: SECRET.slice(0, 12), expiresAt: null, rpmLimit: null, tpmLimit: null }],
-    endpoints: [{
-      id: 'e-1', name: 'shared-model', provider: 'p', contextLength: 8192, concurrency: 1, coldStartSeconds: null,
-      offeredShared: true, offeredDedicated: true, published: true, priceInputPerM: 1, priceOutputPerM: 1,
-      upstreams: [upstream('u-1', sharedUrl, false)],
-    }],
+    endpoints: [
+      {
+        id: 'e-1',
+        name: 'shared-model',
+        provider: 'p',
+        contextLength: 8192,
+        concurrency: 1,
+        coldStartSeconds: null,
+        offeredShared: true,
+        offeredDedicated: true,
+        published: true,
+        priceInputPerM: 1,
+        priceOutputPerM: 1,
+        upstreams: [upstream('u-1', sharedUrl, false)],
+      },
+    ],
     deployments: Object.entries(tenantUrls).map(([name, url], i) => ({
-      id: `d-${i}`, tenantId: 't-a', tenantSlug: 'acme', endpointId: 'e-1', endpointName: name, provider: 'p',
-      state: 'running', replicas: [upstream(`r-${i}`, url, true)],
+      id: `d-${i}`,
+      tenantId: 't-a',
+      tenantSlug: 'acme',
+      endpointId: 'e-1',
+      endpointName: name,
+      provider: 'p',
+      state: 'running',
+      replicas: [upstream(`r-${i}`, url, true)],
     })),
   });
 }
@@ -74,7 +102,11 @@ const chat = (node: StartedApp, path: string): Promise<Response> =>
   fetch(`${node.url}${path}`, {
     method: 'POST',
     headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: path.includes('/funccall/') ? path.split('/')[4] : 'shared-model', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }),
+    body: JSON.stringify({
+      model: path.includes('/funccall/') ? path.split('/')[4] : 'shared-model',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 4,
+    }),
   });
 const dedicated = (name: string): string => `/funccall/acme/endpoints/${name}/v1/chat/completions`;
 
@@ -91,7 +123,7 @@ describe('tenant-given runtime addresses on the data plane', () => {
       'by-name': `http://localhost:${internal.port}`,
       'by-mapped-v6': `http://[::ffff:127.0.0.1]:${internal.port}`,
       'by-v6-loopback': `http://[::1]:${internal.port}`,
-      'redirecting': `http://localhost:${redirector.port}`,
+      redirecting: `http://localhost:${redirector.port}`,
     });
     strict = await startDataplane(snap, memorySink());
     allowing = await startDataplane(snap, memorySink(), { allowedPrivateCidrs: ['127.0.0.0/8', '::1/128'] });

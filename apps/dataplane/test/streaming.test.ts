@@ -15,7 +15,11 @@ afterAll(async () => {
   await sim.sim.close();
 });
 
-const dataLines = (text: string) => text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6));
+const dataLines = (text: string) =>
+  text
+    .split('\n')
+    .filter((l) => l.startsWith('data: '))
+    .map((l) => l.slice(6));
 
 describe('streams', () => {
   it('forwards chunks as they arrive (first chunk before the stream ends)', async () => {
@@ -38,7 +42,9 @@ describe('streams', () => {
     sim.sim.setFaults({ cutAfterTokens: 3 });
     let text: string;
     try {
-      const res = await post(`${dp.url}/endpoints/v1/chat/completions`, chatBody({ model: NAME, stream: true, max_tokens: 20 }), SECRET_A, { 'x-request-id': 'cut-1' });
+      const res = await post(`${dp.url}/endpoints/v1/chat/completions`, chatBody({ model: NAME, stream: true, max_tokens: 20 }), SECRET_A, {
+        'x-request-id': 'cut-1',
+      });
       expect(res.status).toBe(200);
       text = await res.text();
     } finally {
@@ -57,7 +63,9 @@ describe('streams', () => {
 
   it('aborts the upstream request when the client goes away mid-stream', async () => {
     const ac = new AbortController();
-    const res = await post(`${dp.url}/endpoints/v1/chat/completions`, chatBody({ model: NAME, stream: true, max_tokens: 500 }), SECRET_A, { 'x-request-id': 'abort-1' });
+    const res = await post(`${dp.url}/endpoints/v1/chat/completions`, chatBody({ model: NAME, stream: true, max_tokens: 500 }), SECRET_A, {
+      'x-request-id': 'abort-1',
+    });
     const reader = res.body!.getReader();
     await reader.read();
     await reader.cancel();

@@ -16,10 +16,18 @@ const sink = memorySink();
 function withOrphanKey(s: ConfigSnapshot): ConfigSnapshot {
   return {
     ...s,
-    keys: [...s.keys, {
-      id: 'k-orphan', tenantId: 't-gone', hash: hashSecret(SECRET_ORPHAN), prefix: SECRET_ORPHAN.slice(0, 12),
-      expiresAt: null, rpmLimit: null, tpmLimit: null,
-    }],
+    keys: [
+      ...s.keys,
+      {
+        id: 'k-orphan',
+        tenantId: 't-gone',
+        hash: hashSecret(SECRET_ORPHAN),
+        prefix: SECRET_ORPHAN.slice(0, 12),
+        expiresAt: null,
+        rpmLimit: null,
+        tpmLimit: null,
+      },
+    ],
   };
 }
 

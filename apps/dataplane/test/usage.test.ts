@@ -32,21 +32,38 @@ describe('usage records', () => {
     await waitFor(() => recordFor('usage-json-1') !== undefined);
     const r = recordFor('usage-json-1')!;
     expect(r).toMatchObject({
-      tenantId: 't-a', keyId: 'k-a', endpointId: 'e-llama', deploymentId: null, mode: 'shared', model: NAME, status: 200, estimated: false,
-      promptTokens: body.usage.prompt_tokens, completionTokens: body.usage.completion_tokens,
+      tenantId: 't-a',
+      keyId: 'k-a',
+      endpointId: 'e-llama',
+      deploymentId: null,
+      mode: 'shared',
+      model: NAME,
+      status: 200,
+      estimated: false,
+      promptTokens: body.usage.prompt_tokens,
+      completionTokens: body.usage.completion_tokens,
     });
     expect(r.latencyMs).toBeGreaterThanOrEqual(0);
     expect(sink.authHeaders[0]).toBe('Bearer node-secret');
   });
 
   it('reports the usage chunk of a stream even when the client did not ask for it', async () => {
-    const res = await post(`${dp.url}/funccall/acme/endpoints/${NAME}/v1/chat/completions`, chatBody({ stream: true, max_tokens: 6 }), undefined, { 'x-request-id': 'usage-sse-1' });
+    const res = await post(`${dp.url}/funccall/acme/endpoints/${NAME}/v1/chat/completions`, chatBody({ stream: true, max_tokens: 6 }), undefined, {
+      'x-request-id': 'usage-sse-1',
+    });
     const text = await res.text();
     expect(text).not.toContain('"usage":{');
     await waitFor(() => recordFor('usage-sse-1') !== undefined);
     const r = recordFor('usage-sse-1')!;
     const entry = sim.sim.stats().requests.find((e) => e.id === 'chatcmpl-usage-sse-1')!;
-    expect(r).toMatchObject({ mode: 'dedicated', deploymentId: 'd-a', status: 200, estimated: false, completionTokens: entry.completionTokens, promptTokens: entry.promptTokens });
+    expect(r).toMatchObject({
+      mode: 'dedicated',
+      deploymentId: 'd-a',
+      status: 200,
+      estimated: false,
+      completionTokens: entry.completionTokens,
+      promptTokens: entry.promptTokens,
+    });
     expect(r.ttftMs).not.toBeNull();
   });
 
@@ -105,7 +122,19 @@ describe('usage reporter', () => {
 
 function fakeRecord(requestId: string) {
   return {
-    requestId, tenantId: 't', keyId: 'k', endpointId: 'e', deploymentId: null, mode: 'shared' as const, model: 'm',
-    promptTokens: 1, completionTokens: 2, estimated: false, status: 200, ttftMs: 1, latencyMs: 2, startedAt: new Date().toISOString(),
+    requestId,
+    tenantId: 't',
+    keyId: 'k',
+    endpointId: 'e',
+    deploymentId: null,
+    mode: 'shared' as const,
+    model: 'm',
+    promptTokens: 1,
+    completionTokens: 2,
+    estimated: false,
+    status: 200,
+    ttftMs: 1,
+    latencyMs: 2,
+    startedAt: new Date().toISOString(),
   };
 }

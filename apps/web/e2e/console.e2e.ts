@@ -97,7 +97,17 @@ describe('web console', () => {
     const entryName = (await first.textContent()) ?? '';
     await first.click();
     await page.getByRole('heading', { level: 1, name: entryName }).waitFor();
-    for (const label of ['Provider', 'Parameter Size', 'GPU Count', 'Context Length', 'Concurrency', 'Cold Start TTFT', 'Token Price', 'Recommended Use Cases', 'Tags']) {
+    for (const label of [
+      'Provider',
+      'Parameter Size',
+      'GPU Count',
+      'Context Length',
+      'Concurrency',
+      'Cold Start TTFT',
+      'Token Price',
+      'Recommended Use Cases',
+      'Tags',
+    ]) {
       await page.locator('.field-table dt', { hasText: label }).first().waitFor();
     }
     expect(await page.getByTestId('shared-api-key').textContent()).toBe('<INFERENCE_API_KEY>');
@@ -353,12 +363,17 @@ describe('web console', () => {
       ['admin-audit', '/admin?section=audit'],
     ];
     const failures: string[] = [];
-    for (const [label, width, height] of [['desktop', 1366, 900], ['phone', 390, 844]] as const) {
+    for (const [label, width, height] of [
+      ['desktop', 1366, 900],
+      ['phone', 390, 844],
+    ] as const) {
       const ctx = await browser.newContext({ viewport: { width, height }, deviceScaleFactor: 1, isMobile: label === 'phone', hasTouch: label === 'phone' });
       const p = await ctx.newPage();
       p.setDefaultTimeout(15_000);
       const consoleErrors: string[] = [];
-      p.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+      p.on('console', (m) => {
+        if (m.type() === 'error') consoleErrors.push(m.text());
+      });
       await p.goto(new URL('/login', platform.consoleUrl).href);
       await settle(p);
       await check(p, `${label}-login`, failures);
@@ -384,10 +399,12 @@ describe('web console', () => {
         expect(await p.locator('button[data-facet="tag"]').first().isVisible()).toBe(true);
         await check(p, 'phone-catalog-filters-open', failures);
       }
-      expect(consoleErrors.filter((e) => /pattern/i.test(e)), 'no invalid pattern attribute').toEqual([]);
+      expect(
+        consoleErrors.filter((e) => /pattern/i.test(e)),
+        'no invalid pattern attribute',
+      ).toEqual([]);
       await ctx.close();
     }
     expect(failures).toEqual([]);
   });
 });
-

@@ -45,8 +45,7 @@ export const api = {
   },
   keys: {
     list: (tenantId: string) => trpc.keys.list.query({ tenantId }),
-    create: (tenantId: string, name: string, expiresAt: string | null) =>
-      trpc.keys.create.mutate({ tenantId, name, ...(expiresAt ? { expiresAt } : {}) }),
+    create: (tenantId: string, name: string, expiresAt: string | null) => trpc.keys.create.mutate({ tenantId, name, ...(expiresAt ? { expiresAt } : {}) }),
     revoke: (tenantId: string, keyId: string) => trpc.keys.revoke.mutate({ tenantId, keyId }),
   },
   adminTokens: {
@@ -76,8 +75,7 @@ export const api = {
   },
   tenants: {
     all: () => trpc.tenants.all.query(),
-    create: (slug: string, name: string, ownerEmail?: string) =>
-      trpc.tenants.create.mutate({ slug, name, ...(ownerEmail ? { ownerEmail } : {}) }),
+    create: (slug: string, name: string, ownerEmail?: string) => trpc.tenants.create.mutate({ slug, name, ...(ownerEmail ? { ownerEmail } : {}) }),
     members: (tenantId: string) => trpc.tenants.members.list.query({ tenantId }),
     /** Sends an invitation: the person joins when they accept it (the reply is the same whether or not they have an account). */
     addMember: (tenantId: string, email: string, role: 'owner' | 'member') => trpc.tenants.members.add.mutate({ tenantId, email, role }),

@@ -46,15 +46,12 @@ function Header() {
   return (
     <header className="site-header">
       <div className="brand">
-        <Link to="/">Inference Platform</Link> <span className="beta" title="This service is in beta">beta</span>
+        <Link to="/">Inference Platform</Link>{' '}
+        <span className="beta" title="This service is in beta">
+          beta
+        </span>
       </div>
-      <button
-        type="button"
-        className="menu-button"
-        aria-expanded={menuOpen}
-        aria-controls="site-menu"
-        onClick={() => setMenuOpen(!menuOpen)}
-      >
+      <button type="button" className="menu-button" aria-expanded={menuOpen} aria-controls="site-menu" onClick={() => setMenuOpen(!menuOpen)}>
         <span aria-hidden="true" className="menu-icon" /> Menu
       </button>
       <div id="site-menu" className={`site-menu${menuOpen ? ' open' : ''}`}>
@@ -109,8 +106,16 @@ function RequireLogin({ children, admin = false, tenantOptional = false }: { chi
   }, [missing, navigate, location]);
   if (session.loading) return <Loading what="Checking your session" />;
   if (!session.me) return null;
-  if (admin && !session.me.isPlatformAdmin) return <p className="state error" role="alert">This page is for platform admins.</p>;
-  if (!admin && !session.tenant && !(tenantOptional && session.me.isPlatformAdmin)) return <p className="state empty">Your account does not belong to a tenant yet. Ask a tenant owner to invite you: invitations to your email appear above.</p>;
+  if (admin && !session.me.isPlatformAdmin)
+    return (
+      <p className="state error" role="alert">
+        This page is for platform admins.
+      </p>
+    );
+  if (!admin && !session.tenant && !(tenantOptional && session.me.isPlatformAdmin))
+    return (
+      <p className="state empty">Your account does not belong to a tenant yet. Ask a tenant owner to invite you: invitations to your email appear above.</p>
+    );
   return <>{children}</>;
 }
 
@@ -121,14 +126,49 @@ function Routes() {
   if (path === '/' || path === '/catalog') return <CatalogPage />;
   if (endpoint?.[1]) return <EndpointPage name={decodeURIComponent(endpoint[1])} />;
   if (path === '/login') return <LoginPage />;
-  if (path === '/keys') return <RequireLogin><KeysPage /></RequireLogin>;
-  if (path === '/deployments') return <RequireLogin><DeploymentsPage /></RequireLogin>;
+  if (path === '/keys')
+    return (
+      <RequireLogin>
+        <KeysPage />
+      </RequireLogin>
+    );
+  if (path === '/deployments')
+    return (
+      <RequireLogin>
+        <DeploymentsPage />
+      </RequireLogin>
+    );
   const deployment = /^\/deployments\/([^/]+)$/.exec(path);
-  if (deployment?.[1]) return <RequireLogin><DeploymentPage id={decodeURIComponent(deployment[1])} /></RequireLogin>;
-  if (path === '/usage') return <RequireLogin><UsagePage /></RequireLogin>;
-  if (path === '/playground') return <RequireLogin><PlaygroundPage /></RequireLogin>;
-  if (path === '/admin-tokens') return <RequireLogin tenantOptional><AdminTokensPage /></RequireLogin>;
-  if (path === '/admin' || path.startsWith('/admin/')) return <RequireLogin admin><AdminPage /></RequireLogin>;
+  if (deployment?.[1])
+    return (
+      <RequireLogin>
+        <DeploymentPage id={decodeURIComponent(deployment[1])} />
+      </RequireLogin>
+    );
+  if (path === '/usage')
+    return (
+      <RequireLogin>
+        <UsagePage />
+      </RequireLogin>
+    );
+  if (path === '/playground')
+    return (
+      <RequireLogin>
+        <PlaygroundPage />
+      </RequireLogin>
+    );
+  if (path === '/admin-tokens')
+    return (
+      <RequireLogin tenantOptional>
+        <AdminTokensPage />
+      </RequireLogin>
+    );
+  if (path === '/admin' || path.startsWith('/admin/'))
+    return (
+      <RequireLogin admin>
+        <AdminPage />
+      </RequireLogin>
+    );
   return (
     <section>
       <h1>Page not found</h1>
@@ -150,9 +190,7 @@ export function App() {
         <PendingInvitations />
         <Routes />
       </main>
-      <footer className="site-footer">
-        Beta service. Without a GPU, endpoints answer from a runtime simulator: the text is generated, not a model's.
-      </footer>
+      <footer className="site-footer">Beta service. Without a GPU, endpoints answer from a runtime simulator: the text is generated, not a model's.</footer>
     </>
   );
 }

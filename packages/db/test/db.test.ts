@@ -15,7 +15,11 @@ describe.each(testBackends())('db on %s', (kind) => {
   });
 
   async function seedTenant(slug = `t-${Math.random().toString(36).slice(2, 10)}`) {
-    return db().insertInto('tenants').values({ slug, name: `Tenant ${slug}` }).returningAll().executeTakeFirstOrThrow();
+    return db()
+      .insertInto('tenants')
+      .values({ slug, name: `Tenant ${slug}` })
+      .returningAll()
+      .executeTakeFirstOrThrow();
   }
   async function seedUser(email = `u${Math.random().toString(36).slice(2, 10)}@example.com`) {
     return db().insertInto('users').values({ email, passwordHash: 'scrypt$x' }).returningAll().executeTakeFirstOrThrow();
@@ -50,7 +54,10 @@ describe.each(testBackends())('db on %s', (kind) => {
 
     await db().insertInto('memberships').values({ tenantId: tenant.id, userId: user.id, role: 'owner' }).execute();
     const expiresAt = new Date(Date.now() + 86_400_000);
-    await db().insertInto('sessions').values({ id: 'a'.repeat(64), userId: user.id, expiresAt }).execute();
+    await db()
+      .insertInto('sessions')
+      .values({ id: 'a'.repeat(64), userId: user.id, expiresAt })
+      .execute();
 
     const row = await db()
       .selectFrom('sessions')
@@ -63,7 +70,10 @@ describe.each(testBackends())('db on %s', (kind) => {
     expect(row).toMatchObject({ role: 'owner', tenantId: tenant.id });
 
     await expect(
-      db().insertInto('memberships').values({ tenantId: tenant.id, userId: user.id, role: 'admin' as 'owner' }).execute(),
+      db()
+        .insertInto('memberships')
+        .values({ tenantId: tenant.id, userId: user.id, role: 'admin' as 'owner' })
+        .execute(),
     ).rejects.toThrow();
     await expect(db().insertInto('users').values({ email: 'Bob@Example.com', passwordHash: 'x' }).execute()).rejects.toThrow();
   });
@@ -82,11 +92,7 @@ describe.each(testBackends())('db on %s', (kind) => {
     const revoked = await db().selectFrom('apiKeys').select('revokedAt').where('id', '=', key.id).executeTakeFirstOrThrow();
     expect(revoked.revokedAt).toEqual(revokedAt);
 
-    const token = await db()
-      .insertInto('adminTokens')
-      .values({ name: 'infra', hash: 'th1', userId: user.id })
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    const token = await db().insertInto('adminTokens').values({ name: 'infra', hash: 'th1', userId: user.id }).returningAll().executeTakeFirstOrThrow();
     expect(token).toMatchObject({ tenantId: null, prefix: null, lastUsedAt: null });
 
     // created_by is set null when the user goes; the admin token goes with its user.
@@ -169,9 +175,7 @@ describe.each(testBackends())('db on %s', (kind) => {
       .returningAll()
       .executeTakeFirstOrThrow();
     expect(deployment).toMatchObject({ minReplicas: 0, maxReplicas: 1, provisioner: 'local', externalUrl: null });
-    await expect(
-      db().insertInto('deployments').values({ tenantId: tenant.id, entryId: entry.id, state: 'pending' }).execute(),
-    ).rejects.toThrow();
+    await expect(db().insertInto('deployments').values({ tenantId: tenant.id, entryId: entry.id, state: 'pending' }).execute()).rejects.toThrow();
 
     await db()
       .insertInto('deploymentReplicas')
@@ -216,7 +220,9 @@ describe.each(testBackends())('db on %s', (kind) => {
     expect(typeof audit.id).toBe('number');
     expect(audit.detail).toEqual({ by: 'test' });
 
-    const { n } = await db().selectNoFrom(sql<number>`1.25::numeric`.as('n')).executeTakeFirstOrThrow();
+    const { n } = await db()
+      .selectNoFrom(sql<number>`1.25::numeric`.as('n'))
+      .executeTakeFirstOrThrow();
     expect(n).toBe(1.25);
   });
 
@@ -236,7 +242,12 @@ describe.each(testBackends())('db on %s', (kind) => {
       costUsd: 0.000_012_5,
       startedAt,
     };
-    const insert = () => db().insertInto('usageRecords').values(record).onConflict((oc) => oc.column('requestId').doNothing()).executeTakeFirst();
+    const insert = () =>
+      db()
+        .insertInto('usageRecords')
+        .values(record)
+        .onConflict((oc) => oc.column('requestId').doNothing())
+        .executeTakeFirst();
     expect((await insert()).numInsertedOrUpdatedRows).toBe(1n);
     expect((await insert()).numInsertedOrUpdatedRows).toBe(0n);
     const rows = await db().selectFrom('usageRecords').selectAll().where('tenantId', '=', tenant.id).execute();
@@ -259,9 +270,9 @@ describe.each(testBackends())('db on %s', (kind) => {
     await expect(seedTenant('dup-slug')).rejects.toMatchObject({ code: '23505' });
     await expect(seedTenant('Not Url Safe')).rejects.toMatchObject({ code: '23514' });
     await db().insertInto('apiKeys').values({ tenantId: tenant.id, name: 'a', prefix: 'p', hash: 'dup-hash' }).execute();
-    await expect(
-      db().insertInto('apiKeys').values({ tenantId: tenant.id, name: 'b', prefix: 'p', hash: 'dup-hash' }).execute(),
-    ).rejects.toMatchObject({ code: '23505' });
+    await expect(db().insertInto('apiKeys').values({ tenantId: tenant.id, name: 'b', prefix: 'p', hash: 'dup-hash' }).execute()).rejects.toMatchObject({
+      code: '23505',
+    });
   });
 
   it('cascades a tenant delete to memberships, keys, tokens and deployments', async () => {
@@ -269,8 +280,14 @@ describe.each(testBackends())('db on %s', (kind) => {
     const user = await seedUser();
     const entry = await seedEntry();
     await db().insertInto('memberships').values({ tenantId: tenant.id, userId: user.id, role: 'member' }).execute();
-    await db().insertInto('apiKeys').values({ tenantId: tenant.id, name: 'k', prefix: 'p', hash: `h-${tenant.id}` }).execute();
-    await db().insertInto('adminTokens').values({ name: 't', hash: `t-${tenant.id}`, tenantId: tenant.id }).execute();
+    await db()
+      .insertInto('apiKeys')
+      .values({ tenantId: tenant.id, name: 'k', prefix: 'p', hash: `h-${tenant.id}` })
+      .execute();
+    await db()
+      .insertInto('adminTokens')
+      .values({ name: 't', hash: `t-${tenant.id}`, tenantId: tenant.id })
+      .execute();
     await db().insertInto('deployments').values({ tenantId: tenant.id, entryId: entry.id, state: 'running' }).execute();
 
     await db().deleteFrom('tenants').where('id', '=', tenant.id).execute();
@@ -280,7 +297,10 @@ describe.each(testBackends())('db on %s', (kind) => {
     }
     expect(await db().selectFrom('users').select('id').where('id', '=', user.id).execute()).toHaveLength(1);
 
-    await db().insertInto('sessions').values({ id: `s-${user.id}`, userId: user.id, expiresAt: new Date() }).execute();
+    await db()
+      .insertInto('sessions')
+      .values({ id: `s-${user.id}`, userId: user.id, expiresAt: new Date() })
+      .execute();
     await db().deleteFrom('users').where('id', '=', user.id).execute();
     expect(await db().selectFrom('sessions').select('id').where('userId', '=', user.id).execute()).toEqual([]);
   });
@@ -327,7 +347,10 @@ describe.each(testBackends())('db on %s', (kind) => {
         db()
           .transaction()
           .execute(async (trx) => {
-            await trx.insertInto('tenants').values({ slug: `conc-${i}`, name: 'c' }).execute();
+            await trx
+              .insertInto('tenants')
+              .values({ slug: `conc-${i}`, name: 'c' })
+              .execute();
             await new Promise((resolve) => setTimeout(resolve, 5));
             if (i % 2 === 1) throw new Error(`fail ${i}`);
           }),

@@ -19,7 +19,10 @@ describe('file-backed PGlite', () => {
     expect(first.kind).toBe('pglite');
     expect(await migrateToLatest(first.db)).toEqual(migrationNames);
     await first.db.insertInto('tenants').values({ slug: 'persisted', name: 'P' }).execute();
-    await first.db.insertInto('configOutbox').values({ kind: 'tenant', entityId: 'persisted', op: 'upsert', payload: { a: 1 } }).execute();
+    await first.db
+      .insertInto('configOutbox')
+      .values({ kind: 'tenant', entityId: 'persisted', op: 'upsert', payload: { a: 1 } })
+      .execute();
     await first.close();
     await first.close(); // idempotent
 

@@ -41,4 +41,7 @@ export const parseParameterSize = (s: string) => parseForm(s, /^(\d+(?:\.\d+)?)\
 export const parseConcurrency = (s: string) => parseForm(s, /^(\d+(?:\.\d+)?)\s*x$/i, 'Concurrency');
 export const parseColdStart = (s: string) => parseForm(s, /^(\d+(?:\.\d+)?)\s*sec$/i, 'Cold Start TTFT');
 export const parseUseCases = (s: string): string[] =>
-  s.split(',').map((x) => x.trim()).filter((x) => x.length > 0);
+  s
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x.length > 0);

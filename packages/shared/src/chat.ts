@@ -4,16 +4,21 @@ import { z } from 'zod';
 // unambiguous string forms and reject everything else with an error that names the field.
 const intLike = z.union([
   z.number().int(),
-  z.string().trim().regex(/^-?\d+$/, 'must be an integer').transform(Number),
+  z
+    .string()
+    .trim()
+    .regex(/^-?\d+$/, 'must be an integer')
+    .transform(Number),
 ]);
 const numberLike = z.union([
   z.number(),
-  z.string().trim().regex(/^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/, 'must be a number').transform(Number),
+  z
+    .string()
+    .trim()
+    .regex(/^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/, 'must be a number')
+    .transform(Number),
 ]);
-const boolLike = z.union([
-  z.boolean(),
-  z.enum(['true', 'false']).transform((v) => v === 'true'),
-]);
+const boolLike = z.union([z.boolean(), z.enum(['true', 'false']).transform((v) => v === 'true')]);
 
 /** Roles OpenAI-compatible runtimes understand; anything else is the caller's mistake (a 400, not a runtime 500). */
 export const CHAT_ROLES = ['system', 'user', 'assistant', 'tool', 'developer', 'function'] as const;
@@ -36,7 +41,10 @@ export const chatRequestSchema = z.looseObject({
   top_p: numberLike.pipe(z.number().min(0).max(1)).optional(),
   n: intLike.pipe(z.number().int().min(1).max(16)).optional(),
   seed: intLike.optional(),
-  stop: z.union([z.string(), z.array(z.string()).max(4)]).nullable().optional(),
+  stop: z
+    .union([z.string(), z.array(z.string()).max(4)])
+    .nullable()
+    .optional(),
   stream_options: z.looseObject({ include_usage: boolLike.optional() }).nullable().optional(),
 });
 export type ChatRequest = z.infer<typeof chatRequestSchema>;

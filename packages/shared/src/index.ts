@@ -3,23 +3,57 @@ export type { ErrorCode, OpenAIErrorBody } from './errors.ts';
 export { CHAT_ROLES, chatRequestSchema, chatMessageSchema } from './chat.ts';
 export type { ChatRequest, ChatMessage, ChatRole, ChatUsage } from './chat.ts';
 export {
-  runtimeKinds, deploymentStates, upstreamSchema, snapshotTenantSchema, snapshotKeySchema,
-  snapshotEndpointSchema, snapshotDeploymentSchema, configSnapshotSchema, configDeltaSchema, applyDeltas, routingSchema,
+  runtimeKinds,
+  deploymentStates,
+  upstreamSchema,
+  snapshotTenantSchema,
+  snapshotKeySchema,
+  snapshotEndpointSchema,
+  snapshotDeploymentSchema,
+  configSnapshotSchema,
+  configDeltaSchema,
+  applyDeltas,
+  routingSchema,
 } from './snapshot.ts';
 export type {
-  RuntimeKind, DeploymentState, SnapshotUpstream, SnapshotTenant, SnapshotKey, SnapshotEndpoint,
-  SnapshotDeployment, ConfigSnapshot, ConfigDelta, ConfigEntityKind, SnapshotRouting,
+  RuntimeKind,
+  DeploymentState,
+  SnapshotUpstream,
+  SnapshotTenant,
+  SnapshotKey,
+  SnapshotEndpoint,
+  SnapshotDeployment,
+  ConfigSnapshot,
+  ConfigDelta,
+  ConfigEntityKind,
+  SnapshotRouting,
 } from './snapshot.ts';
 export {
-  LOAD_REPORT_PATH, WAKE_PATH, deploymentLoadSchema, coldStartSampleSchema, loadReportSchema, wakeRequestSchema,
+  LOAD_REPORT_PATH,
+  WAKE_PATH,
+  deploymentLoadSchema,
+  coldStartSampleSchema,
+  loadReportSchema,
+  wakeRequestSchema,
   wakeResponseSchema,
 } from './node-channel.ts';
 export type { DeploymentLoad, ColdStartSample, LoadReport, WakeRequest, WakeResponse } from './node-channel.ts';
 export { usageRecordSchema, usageBatchSchema } from './usage.ts';
 export type { UsageRecord, UsageBatch } from './usage.ts';
 export {
-  DEFAULT_SUMMARY, formatParameterSize, formatConcurrency, formatColdStart, formatUseCases, formatSummary,
-  formatTokenPrice, parseParameterSize, parseConcurrency, parseColdStart, parseUseCases, formatGpuHourPrice, parseGpuHourPrice,
+  DEFAULT_SUMMARY,
+  formatParameterSize,
+  formatConcurrency,
+  formatColdStart,
+  formatUseCases,
+  formatSummary,
+  formatTokenPrice,
+  parseParameterSize,
+  parseConcurrency,
+  parseColdStart,
+  parseUseCases,
+  formatGpuHourPrice,
+  parseGpuHourPrice,
 } from './catalog-format.ts';
 export { SECRET_PREFIX, generateSecret, hasValidChecksum, secretDisplayPrefix, hashSecret } from './secrets.ts';
 export { isSealed, sealedKeyId, sealSecret, openSecret, deriveSecretKey } from './secret-box.ts';

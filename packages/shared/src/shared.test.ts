@@ -1,7 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import {
-  applyDeltas, chatRequestSchema, formatColdStart, formatConcurrency, formatParameterSize, formatSummary,
-  generateSecret, hasValidChecksum, parseColdStart, parseConcurrency, parseParameterSize, DEFAULT_SUMMARY,
+  applyDeltas,
+  chatRequestSchema,
+  formatColdStart,
+  formatConcurrency,
+  formatParameterSize,
+  formatSummary,
+  generateSecret,
+  hasValidChecksum,
+  parseColdStart,
+  parseConcurrency,
+  parseParameterSize,
+  DEFAULT_SUMMARY,
   type ConfigSnapshot,
 } from './index.ts';
 
@@ -11,7 +21,11 @@ describe('chat request coercion', () => {
     expect(r).toMatchObject({ max_tokens: 256, stream: true, temperature: 0.7 });
   });
   it('rejects other strings and names the field', () => {
-    for (const [field, value] of [['max_tokens', '12abc'], ['stream', 'yes'], ['temperature', 'hot']] as const) {
+    for (const [field, value] of [
+      ['max_tokens', '12abc'],
+      ['stream', 'yes'],
+      ['temperature', 'hot'],
+    ] as const) {
       const res = chatRequestSchema.safeParse({ messages: [{ role: 'user', content: 'x' }], [field]: value });
       expect(res.success).toBe(false);
       expect(res.error?.issues[0]?.path[0]).toBe(field);

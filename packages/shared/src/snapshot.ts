@@ -116,8 +116,20 @@ export type ConfigSnapshot = z.infer<typeof configSnapshotSchema>;
 export const configDeltaSchema = z.discriminatedUnion('kind', [
   z.object({ version: z.number().int(), kind: z.literal('tenant'), id: z.string(), op: z.enum(['upsert', 'delete']), value: snapshotTenantSchema.nullable() }),
   z.object({ version: z.number().int(), kind: z.literal('key'), id: z.string(), op: z.enum(['upsert', 'delete']), value: snapshotKeySchema.nullable() }),
-  z.object({ version: z.number().int(), kind: z.literal('endpoint'), id: z.string(), op: z.enum(['upsert', 'delete']), value: snapshotEndpointSchema.nullable() }),
-  z.object({ version: z.number().int(), kind: z.literal('deployment'), id: z.string(), op: z.enum(['upsert', 'delete']), value: snapshotDeploymentSchema.nullable() }),
+  z.object({
+    version: z.number().int(),
+    kind: z.literal('endpoint'),
+    id: z.string(),
+    op: z.enum(['upsert', 'delete']),
+    value: snapshotEndpointSchema.nullable(),
+  }),
+  z.object({
+    version: z.number().int(),
+    kind: z.literal('deployment'),
+    id: z.string(),
+    op: z.enum(['upsert', 'delete']),
+    value: snapshotDeploymentSchema.nullable(),
+  }),
 ]);
 export type ConfigDelta = z.infer<typeof configDeltaSchema>;
 export type ConfigEntityKind = ConfigDelta['kind'];
@@ -133,7 +145,9 @@ export function applyDeltas(snapshot: ConfigSnapshot, deltas: readonly ConfigDel
   };
   for (const d of deltas) {
     if (d.version <= next.version) continue;
-    const list = (d.kind === 'tenant' ? next.tenants : d.kind === 'key' ? next.keys : d.kind === 'endpoint' ? next.endpoints : next.deployments) as { id: string }[];
+    const list = (d.kind === 'tenant' ? next.tenants : d.kind === 'key' ? next.keys : d.kind === 'endpoint' ? next.endpoints : next.deployments) as {
+      id: string;
+    }[];
     const i = list.findIndex((e) => e.id === d.id);
     if (d.op === 'delete' || d.value === null) {
       if (i >= 0) list.splice(i, 1);

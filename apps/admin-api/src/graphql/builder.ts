@@ -21,7 +21,10 @@ export const builder = new SchemaBuilder<{
       kind === 'Depth'
         ? new ServiceError('invalid', `Query is too deep: depth ${r.depth} exceeds the maximum of ${r.maxDepth}.`)
         : kind === 'Complexity'
-          ? new ServiceError('invalid', `Query is too costly: cost ${r.complexity} exceeds the budget of ${r.maxComplexity}. Ask for fewer items (first) or fewer fields.`)
+          ? new ServiceError(
+              'invalid',
+              `Query is too costly: cost ${r.complexity} exceeds the budget of ${r.maxComplexity}. Ask for fewer items (first) or fewer fields.`,
+            )
           : new ServiceError('invalid', `Query is too broad: breadth ${r.breadth} exceeds the maximum of ${r.maxBreadth}.`),
   },
 });

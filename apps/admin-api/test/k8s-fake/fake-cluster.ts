@@ -3,7 +3,7 @@ import { FakeApiServer, type FakeApiServerOptions } from './fake-apiserver.ts';
 import { FakeKubelet, type FakeKubeletOptions } from './fake-kubelet.ts';
 
 /** JSON as tests read it: any property chain, checked by the assertions rather than the compiler. */
- 
+
 export type Tree = any;
 
 /** The runtime container of a stored Deployment. */

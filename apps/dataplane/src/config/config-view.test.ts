@@ -3,29 +3,53 @@ import type { ConfigSnapshot } from '@infer/shared';
 import { describe, expect, it } from 'vitest';
 import { buildConfigView, deploymentKey } from './config-view.ts';
 
-const snapshot = (): ConfigSnapshot => ({
-  version: 3,
-  tenants: [
-    { id: 't-a', slug: 'acme', rpmLimit: 50, tpmLimit: null },
-    { id: 't-b', slug: 'beta', rpmLimit: null, tpmLimit: 0 },
-  ],
-  keys: [
-    { id: 'k-own', tenantId: 't-a', hash: hashSecret('own'), prefix: 'own', expiresAt: null, rpmLimit: 5, tpmLimit: 900 },
-    { id: 'k-tenant', tenantId: 't-a', hash: hashSecret('tenant'), prefix: 'tenant', expiresAt: null, rpmLimit: null, tpmLimit: null },
-    { id: 'k-none', tenantId: 't-b', hash: hashSecret('none'), prefix: 'none', expiresAt: null, rpmLimit: 0, tpmLimit: null },
-  ],
-  endpoints: [{
-    id: 'e-1', name: 'm', provider: 'meta', contextLength: 4096, concurrency: 2, coldStartSeconds: null,
-    offeredShared: true, offeredDedicated: true, published: true, priceInputPerM: 0, priceOutputPerM: 0, upstreams: [],
-  }, {
-    id: 'e-2', name: 'hidden', provider: null, contextLength: null, concurrency: null, coldStartSeconds: null,
-    offeredShared: false, offeredDedicated: true, published: false, priceInputPerM: 0, priceOutputPerM: 0, upstreams: [],
-  }],
-  deployments: [
-    { id: 'd-1', tenantId: 't-a', tenantSlug: 'acme', endpointId: 'e-1', endpointName: 'm', provider: 'meta', state: 'running', replicas: [] },
-    { id: 'd-2', tenantId: 't-a', tenantSlug: 'acme', endpointId: 'e-2', endpointName: 'hidden', provider: null, state: 'running', replicas: [] },
-  ],
-} as unknown as ConfigSnapshot);
+const snapshot = (): ConfigSnapshot =>
+  ({
+    version: 3,
+    tenants: [
+      { id: 't-a', slug: 'acme', rpmLimit: 50, tpmLimit: null },
+      { id: 't-b', slug: 'beta', rpmLimit: null, tpmLimit: 0 },
+    ],
+    keys: [
+      { id: 'k-own', tenantId: 't-a', hash: hashSecret('own'), prefix: 'own', expiresAt: null, rpmLimit: 5, tpmLimit: 900 },
+      { id: 'k-tenant', tenantId: 't-a', hash: hashSecret('tenant'), prefix: 'tenant', expiresAt: null, rpmLimit: null, tpmLimit: null },
+      { id: 'k-none', tenantId: 't-b', hash: hashSecret('none'), prefix: 'none', expiresAt: null, rpmLimit: 0, tpmLimit: null },
+    ],
+    endpoints: [
+      {
+        id: 'e-1',
+        name: 'm',
+        provider: 'meta',
+        contextLength: 4096,
+        concurrency: 2,
+        coldStartSeconds: null,
+        offeredShared: true,
+        offeredDedicated: true,
+        published: true,
+        priceInputPerM: 0,
+        priceOutputPerM: 0,
+        upstreams: [],
+      },
+      {
+        id: 'e-2',
+        name: 'hidden',
+        provider: null,
+        contextLength: null,
+        concurrency: null,
+        coldStartSeconds: null,
+        offeredShared: false,
+        offeredDedicated: true,
+        published: false,
+        priceInputPerM: 0,
+        priceOutputPerM: 0,
+        upstreams: [],
+      },
+    ],
+    deployments: [
+      { id: 'd-1', tenantId: 't-a', tenantSlug: 'acme', endpointId: 'e-1', endpointName: 'm', provider: 'meta', state: 'running', replicas: [] },
+      { id: 'd-2', tenantId: 't-a', tenantSlug: 'acme', endpointId: 'e-2', endpointName: 'hidden', provider: null, state: 'running', replicas: [] },
+    ],
+  }) as unknown as ConfigSnapshot;
 
 describe('ConfigView: the effective limits of keys and targets', () => {
   it("a key's own limit, else its tenant's, else none (0 and null mean unset)", () => {

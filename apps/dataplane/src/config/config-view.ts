@@ -101,15 +101,13 @@ function resolveUpstream(u: SnapshotUpstream): ResolvedUpstream | null {
   });
 }
 
-const resolveAll = (list: readonly SnapshotUpstream[]): ResolvedUpstream[] =>
-  list.map(resolveUpstream).filter((u): u is ResolvedUpstream => u !== null);
+const resolveAll = (list: readonly SnapshotUpstream[]): ResolvedUpstream[] => list.map(resolveUpstream).filter((u): u is ResolvedUpstream => u !== null);
 
 const positive = (n: number | null | undefined): number | null => (typeof n === 'number' && n > 0 ? n : null);
 
 const NO_TARGET_LIMITS: TargetLimits = Object.freeze({ contextLength: null, concurrency: null });
 
-const targetLimits = (e: SnapshotEndpoint): TargetLimits =>
-  Object.freeze({ contextLength: positive(e.contextLength), concurrency: positive(e.concurrency) });
+const targetLimits = (e: SnapshotEndpoint): TargetLimits => Object.freeze({ contextLength: positive(e.contextLength), concurrency: positive(e.concurrency) });
 
 const prefixedModel = (name: string, provider: string | null): string | null => {
   const prefixed = dedicatedModelName(name, provider);
@@ -125,9 +123,17 @@ const unixSeconds = (iso: string | undefined): number => {
 function sharedTarget(e: SnapshotEndpoint, limits: TargetLimits): RouteTarget {
   const upstreams = resolveAll(e.upstreams);
   return Object.freeze({
-    name: e.name, endpointId: e.id, deploymentId: null, tenantId: null, provider: e.provider,
-    prefixedModel: prefixedModel(e.name, e.provider), created: unixSeconds(e.createdAt),
-    ready: upstreams.length > 0, upstreams: Object.freeze(upstreams), limits, routing: e.routing ?? null,
+    name: e.name,
+    endpointId: e.id,
+    deploymentId: null,
+    tenantId: null,
+    provider: e.provider,
+    prefixedModel: prefixedModel(e.name, e.provider),
+    created: unixSeconds(e.createdAt),
+    ready: upstreams.length > 0,
+    upstreams: Object.freeze(upstreams),
+    limits,
+    routing: e.routing ?? null,
   });
 }
 
@@ -135,9 +141,16 @@ function deploymentTarget(d: SnapshotDeployment, limits: TargetLimits, entryRout
   const usable = d.state !== 'stopped' && d.state !== 'failed';
   const upstreams = usable ? resolveAll(d.replicas) : [];
   return Object.freeze({
-    name: d.endpointName, endpointId: d.endpointId, deploymentId: d.id, tenantId: d.tenantId, provider: d.provider,
-    prefixedModel: prefixedModel(d.endpointName, d.provider), created,
-    ready: upstreams.length > 0, upstreams: Object.freeze(upstreams), limits,
+    name: d.endpointName,
+    endpointId: d.endpointId,
+    deploymentId: d.id,
+    tenantId: d.tenantId,
+    provider: d.provider,
+    prefixedModel: prefixedModel(d.endpointName, d.provider),
+    created,
+    ready: upstreams.length > 0,
+    upstreams: Object.freeze(upstreams),
+    limits,
     routing: d.routing !== undefined ? { ...entryRouting, ...d.routing } : entryRouting,
     replicaConcurrency: positive(d.targetConcurrency),
   });
@@ -145,7 +158,10 @@ function deploymentTarget(d: SnapshotDeployment, limits: TargetLimits, entryRout
 
 /** Model object of the OpenAI list shape. */
 export const modelObject = (name: string, provider: string | null, created = 0): Record<string, unknown> => ({
-  id: name, object: 'model', created, owned_by: provider || 'infer',
+  id: name,
+  object: 'model',
+  created,
+  owned_by: provider || 'infer',
 });
 
 /**
@@ -161,15 +177,20 @@ export function buildConfigView(s: ConfigSnapshot): ConfigView {
     const tenant = tenants.get(k.tenantId);
     if (tenant === undefined) continue;
     const expires = k.expiresAt === null ? Number.POSITIVE_INFINITY : Date.parse(k.expiresAt);
-    keyByHash.set(k.hash, Object.freeze({
-      id: k.id, tenantId: k.tenantId, tenantSlug: tenant.slug,
-      // An unparsable expiry fails closed.
-      expiresAtMs: Number.isNaN(expires) ? 0 : expires,
-      limits: Object.freeze({
-        rpm: positive(k.rpmLimit) ?? positive(tenant.rpmLimit),
-        tpm: positive(k.tpmLimit) ?? positive(tenant.tpmLimit),
+    keyByHash.set(
+      k.hash,
+      Object.freeze({
+        id: k.id,
+        tenantId: k.tenantId,
+        tenantSlug: tenant.slug,
+        // An unparsable expiry fails closed.
+        expiresAtMs: Number.isNaN(expires) ? 0 : expires,
+        limits: Object.freeze({
+          rpm: positive(k.rpmLimit) ?? positive(tenant.rpmLimit),
+          tpm: positive(k.tpmLimit) ?? positive(tenant.tpmLimit),
+        }),
       }),
-    }));
+    );
   }
   // Every entry's limits, published or not: a deployment takes its endpoint's.
   const limitsByEndpoint = new Map(s.endpoints.map((e) => [e.id, targetLimits(e)] as const));
@@ -188,16 +209,31 @@ export function buildConfigView(s: ConfigSnapshot): ConfigView {
   const deploymentByTenantAndName = new Map<string, RouteTarget>();
   const tenantOrigins = new Set<string>();
   for (const d of s.deployments) {
-    const target = deploymentTarget(d, limitsByEndpoint.get(d.endpointId) ?? NO_TARGET_LIMITS, routingByEndpoint.get(d.endpointId) ?? null, createdByEndpoint.get(d.endpointId) ?? 0);
+    const target = deploymentTarget(
+      d,
+      limitsByEndpoint.get(d.endpointId) ?? NO_TARGET_LIMITS,
+      routingByEndpoint.get(d.endpointId) ?? null,
+      createdByEndpoint.get(d.endpointId) ?? 0,
+    );
     deploymentByTenantAndName.set(deploymentKey(d.tenantSlug, d.endpointName), target);
     for (const u of target.upstreams) origins.add(u.origin);
     for (const u of d.replicas) if (u.addressPolicy === 'public' && URL.canParse(u.url)) tenantOrigins.add(new URL(u.url).origin);
   }
   return Object.freeze({
-    version: s.version, keyByHash, endpointByName, deploymentByTenantAndName, tenants,
-    suggestSharedModel: createModelSuggester([...endpointByName.values()].map((t) => ({
-      name: t.name, provider: t.provider, servedModels: t.upstreams.map((u) => u.servedModel),
-    }))),
-    sharedModelsJson: JSON.stringify({ object: 'list', data: listed }), origins, tenantOrigins,
+    version: s.version,
+    keyByHash,
+    endpointByName,
+    deploymentByTenantAndName,
+    tenants,
+    suggestSharedModel: createModelSuggester(
+      [...endpointByName.values()].map((t) => ({
+        name: t.name,
+        provider: t.provider,
+        servedModels: t.upstreams.map((u) => u.servedModel),
+      })),
+    ),
+    sharedModelsJson: JSON.stringify({ object: 'list', data: listed }),
+    origins,
+    tenantOrigins,
   });
 }

@@ -33,7 +33,11 @@ export interface ConcurrencyGate {
    * Takes one of `capacity` slots of `gateId`: null when one was free (no allocation), else a promise
    * that resolves in FIFO order when one frees, or rejects with a QueueRejection.
    */
-  acquire(gateId: string, capacity: number, abort: { once(ev: 'close', fn: () => void): unknown; off(ev: 'close', fn: () => void): unknown } | null): Promise<void> | null;
+  acquire(
+    gateId: string,
+    capacity: number,
+    abort: { once(ev: 'close', fn: () => void): unknown; off(ev: 'close', fn: () => void): unknown } | null,
+  ): Promise<void> | null;
   /**
    * Gives a slot back: to the next waiter when the gate's current capacity allows (not the capacity of the
    * moment the slot was taken: after a replica left, handing it on would overfill the ones that remain).
@@ -145,14 +149,20 @@ export function createConcurrencyGate(opts: ConcurrencyGateOptions): Concurrency
 /** The caller's error for a request the queue gave up on. */
 export function queueError(outcome: QueueOutcome, capacity: number, queueMax: number, timeoutMs: number): ApiError | null {
   if (outcome === 'full') {
-    return new ApiError('concurrency_limit_exceeded',
+    return new ApiError(
+      'concurrency_limit_exceeded',
       `This model is at its concurrency limit (${capacity} requests in flight) and its queue is full (${queueMax} waiting). Retry shortly.`,
-      null, { 'retry-after': '1' });
+      null,
+      { 'retry-after': '1' },
+    );
   }
   if (outcome === 'timeout') {
-    return new ApiError('service_unavailable',
+    return new ApiError(
+      'service_unavailable',
       `This model is at its concurrency limit (${capacity} requests in flight); the request waited ${Math.round(timeoutMs / 100) / 10} s in the queue without getting a slot. Retry shortly.`,
-      null, { 'retry-after': '1' });
+      null,
+      { 'retry-after': '1' },
+    );
   }
   return null;
 }

@@ -99,13 +99,17 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
   const queueTimeoutMs = opts.queueTimeoutMs ?? 10_000;
   const gate = createConcurrencyGate({ queueMax, queueTimeoutMs });
   const memory = createMemoryRateLimiter();
-  const redis = opts.redisUrl
-    ? createRedisRateLimiter({ url: opts.redisUrl, prefix: opts.redisPrefix ?? 'infer:rl', fallback: memory, onWarn: warn })
-    : null;
+  const redis = opts.redisUrl ? createRedisRateLimiter({ url: opts.redisUrl, prefix: opts.redisPrefix ?? 'infer:rl', fallback: memory, onWarn: warn }) : null;
   const limiter: RateLimiter = redis ?? memory;
   // Replica concurrency: this node's gate (FIFO queue, deadline), then, with Redis, a fleet-wide slot.
   const slots = redis
-    ? createSharedReplicaSlots({ redis: redis.client, breaker: redis.breaker, prefix: opts.redisPrefix ?? 'infer:rl', leaseMs: opts.sharedSlotLeaseMs, onWarn: warn })
+    ? createSharedReplicaSlots({
+        redis: redis.client,
+        breaker: redis.breaker,
+        prefix: opts.redisPrefix ?? 'infer:rl',
+        leaseMs: opts.sharedSlotLeaseMs,
+        onWarn: warn,
+      })
     : null;
   /** Reservations waiting for their usage record, by request id. */
   const pending = new Map<string, ReservedAdmission>();
@@ -131,12 +135,23 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
   const rateLimited = (d: RateDecision): ApiError => {
     const requestsFull = d.rpmLimit !== null && d.requestsUsed >= d.rpmLimit;
     const which = requestsFull ? `requests per minute (limit ${d.rpmLimit})` : `tokens per minute (limit ${d.tpmLimit})`;
-    return new ApiError('rate_limit_exceeded',
+    return new ApiError(
+      'rate_limit_exceeded',
       `Rate limit reached for this API key on ${which}. Please try again in ${retryAfterSeconds(d.retryAfterMs)}s.`,
-      null, { ...rateLimitHeaders(d), 'retry-after': retryAfterSeconds(d.retryAfterMs) });
+      null,
+      { ...rateLimitHeaders(d), 'retry-after': retryAfterSeconds(d.retryAfterMs) },
+    );
   };
 
-  const afterRate = (requestId: string, keyId: string, d: RateDecision | null, reserved: number, target: RouteTarget, multiplier: number | null, res: ServerResponse): Admission | Promise<Admission> => {
+  const afterRate = (
+    requestId: string,
+    keyId: string,
+    d: RateDecision | null,
+    reserved: number,
+    target: RouteTarget,
+    multiplier: number | null,
+    res: ServerResponse,
+  ): Admission | Promise<Admission> => {
     if (d !== null) {
       if (!d.admitted) throw rateLimited(d);
       const headers = rateLimitHeaders(d);
@@ -155,15 +170,21 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
         limiter.settle(keyId, d, true, -reserved);
       }
       const outcome = err instanceof QueueRejection ? err.outcome : 'aborted';
-      throw queueError(outcome, capacity, queueMax, queueTimeoutMs) ?? new ApiError('service_unavailable', 'The client went away while the request was queued.');
+      throw (
+        queueError(outcome, capacity, queueMax, queueTimeoutMs) ?? new ApiError('service_unavailable', 'The client went away while the request was queued.')
+      );
     };
     const wait = gate.acquire(gateId, capacity, res);
     if (slots === null) return wait === null ? admission : wait.then(() => admission, refused);
     const deadline = Date.now() + queueTimeoutMs;
-    const shared = (): Promise<Admission> => takeSharedSlot(gateId, capacity, requestId, res, deadline).then(() => admission, (err: unknown) => {
-      gate.release(gateId);
-      return refused(err);
-    });
+    const shared = (): Promise<Admission> =>
+      takeSharedSlot(gateId, capacity, requestId, res, deadline).then(
+        () => admission,
+        (err: unknown) => {
+          gate.release(gateId);
+          return refused(err);
+        },
+      );
     return wait === null ? shared() : wait.then(shared, refused);
   };
 
@@ -202,9 +223,12 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
       let tokens = reservationTokens(body, prompt, maxTokens, contextLength, defaultCompletion);
       if (kl.tpm !== null && tokens > kl.tpm) {
         if (maxTokens !== null) {
-          throw new ApiError('rate_limit_exceeded',
+          throw new ApiError(
+            'rate_limit_exceeded',
             `Request too large for this API key's tokens per minute: limit ${kl.tpm}, requested about ${tokens} (messages plus max_tokens). Lower max_tokens or shorten the messages.`,
-            null, { 'x-ratelimit-limit-tokens': String(kl.tpm), 'retry-after': '60' });
+            null,
+            { 'x-ratelimit-limit-tokens': String(kl.tpm), 'retry-after': '60' },
+          );
         }
         tokens = kl.tpm; // no max_tokens: reserve the whole minute; real usage settles it
       }
@@ -231,7 +255,8 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
     replicaCap: (target) => replicaConcurrency(base, target),
     follow(view) {
       const resize = (t: RouteTarget): void => {
-        if (t.upstreams.length > 0) gate.resize(t.deploymentId ?? t.endpointId, targetCapacity(base, t.limits.concurrency, t.upstreams.length, t.replicaConcurrency ?? null));
+        if (t.upstreams.length > 0)
+          gate.resize(t.deploymentId ?? t.endpointId, targetCapacity(base, t.limits.concurrency, t.upstreams.length, t.replicaConcurrency ?? null));
       };
       for (const t of view.endpointByName.values()) resize(t);
       for (const t of view.deploymentByTenantAndName.values()) resize(t);

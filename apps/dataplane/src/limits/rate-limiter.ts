@@ -72,12 +72,16 @@ export function createMemoryRateLimiter(now: () => number = monotonicNow): RateL
         if (tpm !== null && tokens > 0) charge(w.tokens, cur, tokens);
       }
       return {
-        admitted, rpmLimit: rpm, tpmLimit: tpm,
-        requestsUsed: w.requests.total, tokensUsed: w.tokens.total,
+        admitted,
+        rpmLimit: rpm,
+        tpmLimit: tpm,
+        requestsUsed: w.requests.total,
+        tokensUsed: w.tokens.total,
         resetRequestsMs: waitR > 0 ? waitR : msUntilOldestExpires(w.requests, nowMs, cur),
         resetTokensMs: waitT > 0 ? waitT : msUntilOldestExpires(w.tokens, nowMs, cur),
         retryAfterMs: Math.max(waitR, waitT),
-        slot: cur, store: 'memory',
+        slot: cur,
+        store: 'memory',
       };
     },
     settle(keyId, d, refundRequest, tokenDelta) {

@@ -200,17 +200,26 @@ export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RedisRate
       // Unreachable, or known to be slow (breaker open): this node's own counts, with no wait at all.
       if (redis.status !== 'ready' || breaker.state === 'open') return opts.fallback.reserve(keyId, rpm, tpm, tokens);
       const [kr, kt] = keysOf(keyId);
-      return breaker.run(() => cmd.inferRateReserve(kr, kt, rpm ?? -1, tpm ?? -1, tokens)).then(
-        (r): RateDecision => ({
-          admitted: r[0] === 1, rpmLimit: rpm, tpmLimit: tpm, requestsUsed: r[1], tokensUsed: r[2],
-          resetRequestsMs: r[3], resetTokensMs: r[4], retryAfterMs: Math.max(r[3], r[4]) * (r[0] === 1 ? 0 : 1),
-          slot: r[5], store: 'redis',
-        }),
-        (err: unknown) => {
-          if (!(err instanceof BreakerOpenError)) warn('redis rate-limit check failed; limiting per node in memory', err);
-          return opts.fallback.reserve(keyId, rpm, tpm, tokens);
-        },
-      );
+      return breaker
+        .run(() => cmd.inferRateReserve(kr, kt, rpm ?? -1, tpm ?? -1, tokens))
+        .then(
+          (r): RateDecision => ({
+            admitted: r[0] === 1,
+            rpmLimit: rpm,
+            tpmLimit: tpm,
+            requestsUsed: r[1],
+            tokensUsed: r[2],
+            resetRequestsMs: r[3],
+            resetTokensMs: r[4],
+            retryAfterMs: Math.max(r[3], r[4]) * (r[0] === 1 ? 0 : 1),
+            slot: r[5],
+            store: 'redis',
+          }),
+          (err: unknown) => {
+            if (!(err instanceof BreakerOpenError)) warn('redis rate-limit check failed; limiting per node in memory', err);
+            return opts.fallback.reserve(keyId, rpm, tpm, tokens);
+          },
+        );
     },
     settle(keyId, d, refundRequest, tokenDelta) {
       if (d.store === 'memory') {
@@ -221,7 +230,8 @@ export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RedisRate
       // The reservation simply stands until its window passes.
       if (redis.status !== 'ready' || breaker.state === 'open') return;
       const [kr, kt] = keysOf(keyId);
-      breaker.run(() => cmd.inferRateSettle(kr, kt, d.slot, refundRequest && d.rpmLimit !== null ? 1 : 0, d.tpmLimit === null ? 0 : tokenDelta))
+      breaker
+        .run(() => cmd.inferRateSettle(kr, kt, d.slot, refundRequest && d.rpmLimit !== null ? 1 : 0, d.tpmLimit === null ? 0 : tokenDelta))
         .catch((err: unknown) => {
           if (!(err instanceof BreakerOpenError)) warn('redis rate-limit settlement failed', err);
         });

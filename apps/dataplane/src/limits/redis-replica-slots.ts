@@ -131,38 +131,45 @@ export function createSharedReplicaSlots(opts: SharedReplicaSlotsOptions): Share
   redis.on('ready', flushDeferred);
 
   // Long requests (streams run for minutes) keep their leases: renewed at a third of their life.
-  const renew = setInterval(() => {
-    flushDeferred();
-    if (!usable()) return;
-    for (const [gateId, ids] of leases) {
-      if (ids.size === 0) continue;
-      breaker.run(() => cmd.inferSlotRenew(keyOf(gateId), leaseMs, ...ids)).catch((err: unknown) => {
-        if (!(err instanceof BreakerOpenError)) warn('redis replica-slot renewal failed', err);
-      });
-    }
-  }, Math.max(100, Math.floor(leaseMs / 3)));
+  const renew = setInterval(
+    () => {
+      flushDeferred();
+      if (!usable()) return;
+      for (const [gateId, ids] of leases) {
+        if (ids.size === 0) continue;
+        breaker
+          .run(() => cmd.inferSlotRenew(keyOf(gateId), leaseMs, ...ids))
+          .catch((err: unknown) => {
+            if (!(err instanceof BreakerOpenError)) warn('redis replica-slot renewal failed', err);
+          });
+      }
+    },
+    Math.max(100, Math.floor(leaseMs / 3)),
+  );
   renew.unref();
 
   return {
     take(gateId, capacity, leaseId) {
       if (!usable()) return Promise.resolve(true);
-      return breaker.run(() => cmd.inferSlotTake(keyOf(gateId), tombstonesOf(gateId), capacity, leaseId, leaseMs)).then(
-        (ok) => {
-          if (ok !== 1) return false;
-          add(leases, gateId, leaseId);
-          return true;
-        },
-        (err: unknown) => {
-          // Sent but unanswered (a timeout): Redis may still run it later, so the lease is remembered and
-          // released with its request like a taken one. Refused by the open breaker: never sent, nothing to remember.
-          if (!(err instanceof BreakerOpenError)) {
+      return breaker
+        .run(() => cmd.inferSlotTake(keyOf(gateId), tombstonesOf(gateId), capacity, leaseId, leaseMs))
+        .then(
+          (ok) => {
+            if (ok !== 1) return false;
             add(leases, gateId, leaseId);
-            uncertain.add(leaseId);
-            warn('redis replica-slot check failed; bounding replica concurrency per node', err);
-          }
-          return true;
-        },
-      );
+            return true;
+          },
+          (err: unknown) => {
+            // Sent but unanswered (a timeout): Redis may still run it later, so the lease is remembered and
+            // released with its request like a taken one. Refused by the open breaker: never sent, nothing to remember.
+            if (!(err instanceof BreakerOpenError)) {
+              add(leases, gateId, leaseId);
+              uncertain.add(leaseId);
+              warn('redis replica-slot check failed; bounding replica concurrency per node', err);
+            }
+            return true;
+          },
+        );
     },
     give(gateId, leaseId) {
       const ids = leases.get(gateId);

@@ -32,17 +32,28 @@ export function checkContextLength(contextLength: number | null, prompt: number,
   if (contextLength === null) return;
   const completion = maxTokens ?? 0;
   if (completion < contextLength && Math.floor(prompt * PROMPT_LOWER_BOUND) + completion <= contextLength) return;
-  const asked = maxTokens === null ? `about ${prompt} tokens in the messages` : `about ${prompt + completion} tokens (about ${prompt} in the messages, ${completion} in the completion)`;
-  throw new ApiError('context_length_exceeded',
+  const asked =
+    maxTokens === null
+      ? `about ${prompt} tokens in the messages`
+      : `about ${prompt + completion} tokens (about ${prompt} in the messages, ${completion} in the completion)`;
+  throw new ApiError(
+    'context_length_exceeded',
     `This model's maximum context length is ${contextLength} tokens. However, you requested ${asked}. Please reduce the length of the messages or the completion.`,
-    'messages');
+    'messages',
+  );
 }
 
 /**
  * Tokens to reserve: the prompt plus the completion cap (x `n` choices); without `max_tokens`,
  * `defaultCompletion` bounded by the room the context leaves.
  */
-export function reservationTokens(body: Record<string, unknown>, prompt: number, maxTokens: number | null, contextLength: number | null, defaultCompletion: number): number {
+export function reservationTokens(
+  body: Record<string, unknown>,
+  prompt: number,
+  maxTokens: number | null,
+  contextLength: number | null,
+  defaultCompletion: number,
+): number {
   const n = body['n'];
   const choices = typeof n === 'number' && Number.isInteger(n) && n > 1 ? n : 1;
   const room = contextLength === null ? defaultCompletion : Math.max(1, Math.min(defaultCompletion, contextLength - prompt));

@@ -38,8 +38,6 @@ export function fastChatBody(raw: unknown): Record<string, unknown> | null {
   return b;
 }
 
-const intIn = (v: unknown, min: number, max: number): boolean =>
-  v === undefined || (typeof v === 'number' && Number.isSafeInteger(v) && v >= min && v <= max);
+const intIn = (v: unknown, min: number, max: number): boolean => v === undefined || (typeof v === 'number' && Number.isSafeInteger(v) && v >= min && v <= max);
 
-const numIn = (v: unknown, min: number, max: number): boolean =>
-  v === undefined || (typeof v === 'number' && Number.isFinite(v) && v >= min && v <= max);
+const numIn = (v: unknown, min: number, max: number): boolean => v === undefined || (typeof v === 'number' && Number.isFinite(v) && v >= min && v <= max);

@@ -177,8 +177,12 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
         return;
       }
       if (outcome === 'shed') {
-        const e = new ApiError('concurrency_limit_exceeded',
-          'Every replica of this model is saturated (requests waiting or KV cache full). Retry shortly.', null, { 'retry-after': '1' });
+        const e = new ApiError(
+          'concurrency_limit_exceeded',
+          'Every replica of this model is saturated (requests waiting or KV cache full). Retry shortly.',
+          null,
+          { 'retry-after': '1' },
+        );
         record(e.status, null, 0);
         throw e;
       }
@@ -212,8 +216,15 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       let outcome: AttemptOutcome;
       try {
         const run = createUpstreamAttempt({
-          pool: state.pool, upstream, payload: JSON.stringify(body), requestId: call.requestId, timeouts: deps.timeouts,
-          stream, wantsUsage, clientModel: call.clientModel, res,
+          pool: state.pool,
+          upstream,
+          payload: JSON.stringify(body),
+          requestId: call.requestId,
+          timeouts: deps.timeouts,
+          stream,
+          wantsUsage,
+          clientModel: call.clientModel,
+          res,
           onFirstByte: () => {
             ttftMs = performance.now() - call.startPerf;
             prefilled();
@@ -272,9 +283,10 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       }
     }
     // Every replica was tried (or none was left to try).
-    const e = lastError !== null && lastError.code !== 'no_healthy_upstream'
-      ? lastError
-      : new ApiError('no_healthy_upstream', 'No replica of this model could be reached. Try again shortly.');
+    const e =
+      lastError !== null && lastError.code !== 'no_healthy_upstream'
+        ? lastError
+        : new ApiError('no_healthy_upstream', 'No replica of this model could be reached. Try again shortly.');
     record(e.status, null, 0);
     throw e;
   } finally {

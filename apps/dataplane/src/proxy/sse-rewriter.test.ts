@@ -17,12 +17,20 @@ const usageLine = 'data: {"model":"served","choices":[],"usage":{"prompt_tokens"
 
 describe('sse rewriter', () => {
   it('rewrites compact and spaced model fields, never content', () => {
-    const { out } = run(['data: {"model":"served","choices":[{"delta":{"content":"\\"model\\":\\"served\\""}}]}\n\n', 'data: {"model": "served"}\n\n'], { from: 'served', to: 'a/b', dropUsageChunk: false });
+    const { out } = run(['data: {"model":"served","choices":[{"delta":{"content":"\\"model\\":\\"served\\""}}]}\n\n', 'data: {"model": "served"}\n\n'], {
+      from: 'served',
+      to: 'a/b',
+      dropUsageChunk: false,
+    });
     expect(out).toBe('data: {"model":"a/b","choices":[{"delta":{"content":"\\"model\\":\\"served\\""}}]}\n\ndata: {"model": "a/b"}\n\n');
   });
 
   it('reads usage and drops the usage-only event when unwanted', () => {
-    const { out, rw } = run(['data: {"model":"served","choices":[{"delta":{}}]}\n\n', usageLine, 'data: [DONE]\n\n'], { from: 'served', to: 'n', dropUsageChunk: true });
+    const { out, rw } = run(['data: {"model":"served","choices":[{"delta":{}}]}\n\n', usageLine, 'data: [DONE]\n\n'], {
+      from: 'served',
+      to: 'n',
+      dropUsageChunk: true,
+    });
     expect(rw.usage).toEqual({ prompt_tokens: 4, completion_tokens: 2, total_tokens: 6 });
     expect(out).toBe('data: {"model":"n","choices":[{"delta":{}}]}\n\ndata: [DONE]\n\n');
     expect(rw.sawDone).toBe(true);
@@ -43,7 +51,9 @@ describe('sse rewriter', () => {
   });
 
   it('passes multi-byte text through byte for byte, however the bytes are split', () => {
-    const whole = Buffer.from('data: {"model":"served","choices":[{"delta":{"content":"héllo 🌍 ✓"}}]}\n\ndata: {"model":"served","choices":[{"delta":{"content":""}}]}\n\ndata: [DONE]\n\n');
+    const whole = Buffer.from(
+      'data: {"model":"served","choices":[{"delta":{"content":"héllo 🌍 ✓"}}]}\n\ndata: {"model":"served","choices":[{"delta":{"content":""}}]}\n\ndata: [DONE]\n\n',
+    );
     const expected = whole.toString().replaceAll('"model":"served"', '"model":"ñame"');
     for (let cut = 1; cut < whole.length; cut++) {
       const rw = createSseRewriter({ from: 'served', to: 'ñame', dropUsageChunk: true });
@@ -55,7 +65,11 @@ describe('sse rewriter', () => {
   });
 
   it('drops the usage event together with the model inside it, keeping the events around it', () => {
-    const { out, rw } = run([`data: {"model":"served","choices":[{"delta":{"content":"a"}}]}\n\n${usageLine}data: {"model": "served","choices":[]}\n\n`], { from: 'served', to: 'x', dropUsageChunk: true });
+    const { out, rw } = run([`data: {"model":"served","choices":[{"delta":{"content":"a"}}]}\n\n${usageLine}data: {"model": "served","choices":[]}\n\n`], {
+      from: 'served',
+      to: 'x',
+      dropUsageChunk: true,
+    });
     expect(out).toBe('data: {"model":"x","choices":[{"delta":{"content":"a"}}]}\n\ndata: {"model": "x","choices":[]}\n\n');
     expect(rw.usage?.prompt_tokens).toBe(4);
   });

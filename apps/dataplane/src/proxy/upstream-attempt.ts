@@ -21,7 +21,14 @@ export type AttemptOutcome =
    * sends them. The caller writes the usage record first, so a node killed between the two cannot have sent a
    * whole answer it never recorded.
    */
-  | { readonly kind: 'streamed'; readonly status: number; readonly usage: ChatUsage | null; readonly contentChunks: number; readonly failure: RuntimeFailure | null; readonly end: () => void }
+  | {
+      readonly kind: 'streamed';
+      readonly status: number;
+      readonly usage: ChatUsage | null;
+      readonly contentChunks: number;
+      readonly failure: RuntimeFailure | null;
+      readonly end: () => void;
+    }
   /** No first byte within the first-byte timeout; nothing was sent to the client. */
   | { readonly kind: 'timeout' }
   /** Transport failure before anything reached the client; `answered` when response headers had come. */

@@ -2,8 +2,14 @@ import { ApiError } from '@infer/shared';
 import type { RuntimeAdapter } from '../runtimes/runtime-adapter.ts';
 
 const CONNECT_CODES = new Set([
-  'ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT',
-  'UND_ERR_CLOSED', 'UND_ERR_DESTROYED',
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_CLOSED',
+  'UND_ERR_DESTROYED',
 ]);
 
 const errCode = (err: unknown): string | undefined =>
@@ -65,7 +71,14 @@ function readError(text: string): { message: string; code: string | null } {
  * Maps a runtime's error answer: the caller's faults (context length, bad parameters, too large, rate)
  * keep their 4xx with the runtime's message; everything else is the runtime's fault and becomes a generic 502.
  */
-export function runtimeError(adapter: RuntimeAdapter, status: number, text: string, served: string, clientModel: string, retryAfter: string | undefined): ApiError {
+export function runtimeError(
+  adapter: RuntimeAdapter,
+  status: number,
+  text: string,
+  served: string,
+  clientModel: string,
+  retryAfter: string | undefined,
+): ApiError {
   if (status >= 400 && status < 500) {
     const { message: raw, code } = readError(text);
     const message = (raw || `The model runtime rejected the request (HTTP ${status}).`).replaceAll(served, clientModel).slice(0, 2000);
@@ -75,7 +88,12 @@ export function runtimeError(adapter: RuntimeAdapter, status: number, text: stri
     if (status === 429) return new ApiError('rate_limit_exceeded', message, null, retryAfter ? { 'retry-after': retryAfter } : {});
   }
   if (status === 503) {
-    return new ApiError('no_healthy_upstream', 'The model runtime is overloaded or not ready. Try again shortly.', null, retryAfter ? { 'retry-after': retryAfter } : {});
+    return new ApiError(
+      'no_healthy_upstream',
+      'The model runtime is overloaded or not ready. Try again shortly.',
+      null,
+      retryAfter ? { 'retry-after': retryAfter } : {},
+    );
   }
   return new ApiError('upstream_error', 'The model runtime failed to answer.');
 }

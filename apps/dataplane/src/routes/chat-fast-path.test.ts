@@ -57,7 +57,11 @@ describe('chat fast path', () => {
   }
 
   it('leaves other content types and methods to Fastify', async () => {
-    const res = await fetch(`${dp.url}${shared}`, { method: 'POST', headers: { 'content-type': 'text/plain', authorization: `Bearer ${SECRET_A}` }, body: 'hi' });
+    const res = await fetch(`${dp.url}${shared}`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain', authorization: `Bearer ${SECRET_A}` },
+      body: 'hi',
+    });
     expect(res.status).toBe(415);
     const get = await fetch(`${dp.url}${shared}`);
     expect(get.status).toBe(405);

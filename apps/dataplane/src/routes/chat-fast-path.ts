@@ -73,7 +73,15 @@ export function createChatFastPath(opts: ChatFastPathOptions): FastPath {
     const requestId = genReqId(req);
     res.setHeader('x-request-id', requestId);
     if (headers.origin !== undefined) setRawCorsHeaders(res);
-    const x: ChatExchange = { requestId, callerId: headers['x-request-id'] === requestId, res, startedAt, startPerf, mode: dedicated === null ? 'shared' : 'dedicated', log };
+    const x: ChatExchange = {
+      requestId,
+      callerId: headers['x-request-id'] === requestId,
+      res,
+      startedAt,
+      startPerf,
+      mode: dedicated === null ? 'shared' : 'dedicated',
+      log,
+    };
     const key = authenticate(store.view, headers.authorization, startedAt);
     if (key instanceof ApiError) {
       chat.fail(x, key);

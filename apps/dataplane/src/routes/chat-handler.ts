@@ -149,9 +149,23 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
       else if (waited) target = deps.scale?.current(target) ?? target;
       forwarding = true;
       // The forwarder ends the admission once its runtime requests have really ended (not merely answered).
-      await forwardChat(deps, {
-        requestId: x.requestId, usageId, startedAt: x.startedAt, startPerf: x.startPerf, key, target, mode: x.mode, clientModel, body, admission,
-      }, x.res, x.log);
+      await forwardChat(
+        deps,
+        {
+          requestId: x.requestId,
+          usageId,
+          startedAt: x.startedAt,
+          startPerf: x.startPerf,
+          key,
+          target,
+          mode: x.mode,
+          clientModel,
+          body,
+          admission,
+        },
+        x.res,
+        x.log,
+      );
     } catch (err) {
       held?.admitted();
       // The forwarder counted (and logged) its own failures with their real outcome.

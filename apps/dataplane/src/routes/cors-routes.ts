@@ -4,8 +4,9 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 // The console's playground calls the data plane from the browser with a bearer key (no cookies), so any
 // origin may call; the key is the credential.
 const ALLOW_HEADERS = 'authorization, content-type, x-request-id';
-const EXPOSE_HEADERS = 'x-request-id, x-ratelimit-limit-requests, x-ratelimit-remaining-requests, x-ratelimit-reset-requests, '
-  + 'x-ratelimit-limit-tokens, x-ratelimit-remaining-tokens, x-ratelimit-reset-tokens, retry-after';
+const EXPOSE_HEADERS =
+  'x-request-id, x-ratelimit-limit-requests, x-ratelimit-remaining-requests, x-ratelimit-reset-requests, ' +
+  'x-ratelimit-limit-tokens, x-ratelimit-remaining-tokens, x-ratelimit-reset-tokens, retry-after';
 
 /** CORS headers of an actual (non-preflight) cross-origin response. */
 export function setCorsHeaders(reply: FastifyReply): void {
@@ -37,12 +38,16 @@ export async function corsRoutes(app: FastifyInstance): Promise<void> {
     '/funccall/:tenant/endpoints/:name/v1/models',
   ]) {
     // Answered in onRequest, before body parsing: a preflight sent with a JSON content type and no body is still a 204.
-    app.options(url, {
-      config: { metricRoute: 'preflight', metricMode: 'none' },
-      onRequest: (req, reply, done) => {
-        preflight(req, reply);
-        done();
+    app.options(
+      url,
+      {
+        config: { metricRoute: 'preflight', metricMode: 'none' },
+        onRequest: (req, reply, done) => {
+          preflight(req, reply);
+          done();
+        },
       },
-    }, preflight);
+      preflight,
+    );
   }
 }

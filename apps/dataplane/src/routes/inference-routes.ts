@@ -42,8 +42,18 @@ export async function inferenceRoutes(app: FastifyInstance, opts: InferenceRoute
     req.metricEndpoint = null; // the chat handler counts and logs it
     const elapsed = reply.elapsedTime;
     return chat.serve(
-      { requestId: req.id, callerId: req.headers['x-request-id'] === req.id, res, startedAt: Date.now() - elapsed, startPerf: performance.now() - elapsed, mode, log: req.log },
-      req.apiKey!, dedicated, req.body,
+      {
+        requestId: req.id,
+        callerId: req.headers['x-request-id'] === req.id,
+        res,
+        startedAt: Date.now() - elapsed,
+        startPerf: performance.now() - elapsed,
+        mode,
+        log: req.log,
+      },
+      req.apiKey!,
+      dedicated,
+      req.body,
     );
   };
 
@@ -53,13 +63,20 @@ export async function inferenceRoutes(app: FastifyInstance, opts: InferenceRoute
     reply.type('application/json').send(store.view!.sharedModelsJson);
   });
 
-  app.post<{ Params: DedicatedParams }>('/funccall/:tenant/endpoints/:name/v1/chat/completions', { config: { metricRoute: 'chat', metricMode: 'dedicated' } }, (req, reply) =>
-    serveChat(req, reply, 'dedicated', req.params));
+  app.post<{ Params: DedicatedParams }>(
+    '/funccall/:tenant/endpoints/:name/v1/chat/completions',
+    { config: { metricRoute: 'chat', metricMode: 'dedicated' } },
+    (req, reply) => serveChat(req, reply, 'dedicated', req.params),
+  );
 
-  app.get<{ Params: DedicatedParams }>('/funccall/:tenant/endpoints/:name/v1/models', { config: { metricRoute: 'models', metricMode: 'dedicated' } }, (req, reply) => {
-    const target = findDeployment(store.view!, req.apiKey!, req.params);
-    reply.send({ object: 'list', data: [modelObject(target.name, target.provider, target.created)] });
-  });
+  app.get<{ Params: DedicatedParams }>(
+    '/funccall/:tenant/endpoints/:name/v1/models',
+    { config: { metricRoute: 'models', metricMode: 'dedicated' } },
+    (req, reply) => {
+      const target = findDeployment(store.view!, req.apiKey!, req.params);
+      reply.send({ object: 'list', data: [modelObject(target.name, target.provider, target.created)] });
+    },
+  );
 }
 
 /** Wrong methods on the chat paths answer 405 (no auth needed to learn that). */
@@ -70,7 +87,10 @@ export async function methodNotAllowedRoutes(app: FastifyInstance): Promise<void
   for (const url of ['/endpoints/v1/chat/completions', '/funccall/:tenant/endpoints/:name/v1/chat/completions']) {
     // Answered in onRequest, before any body is read: a PUT with an empty or non-JSON body is a 405, not a 400/415/413.
     app.route({
-      method: ['GET', 'PUT', 'PATCH', 'DELETE'], url, config: { metricRoute: 'chat', metricMode: 'none' }, handler,
+      method: ['GET', 'PUT', 'PATCH', 'DELETE'],
+      url,
+      config: { metricRoute: 'chat', metricMode: 'none' },
+      handler,
       onRequest: (req, reply, done) => {
         handler(req, reply);
         done();

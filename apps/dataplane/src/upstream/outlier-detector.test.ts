@@ -5,7 +5,12 @@ import { createUpstreamPools, defaultTimeouts } from './upstream-pools.ts';
 
 const policy = { ...defaultOutlierPolicy, failures: 3, cooldownMs: 100, maxEjectionMs: 1000 };
 const upstream = (n: number): ResolvedUpstream => ({
-  id: `r-${n}`, kind: 'sim', origin: `http://10.255.0.${n}:8000`, chatPath: '/v1/chat/completions', servedModel: 'm', authorization: null,
+  id: `r-${n}`,
+  kind: 'sim',
+  origin: `http://10.255.0.${n}:8000`,
+  chatPath: '/v1/chat/completions',
+  servedModel: 'm',
+  authorization: null,
 });
 
 describe('outlier detection', () => {

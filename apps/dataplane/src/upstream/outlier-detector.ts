@@ -22,7 +22,13 @@ export interface OutlierPolicy {
 }
 
 export const defaultOutlierPolicy: OutlierPolicy = Object.freeze({
-  failures: 3, cooldownMs: 10_000, maxEjectionMs: 300_000, errorRatePercent: 50, minRequests: 10, windowSize: 20, maxEjectionPercent: 50,
+  failures: 3,
+  cooldownMs: 10_000,
+  maxEjectionMs: 300_000,
+  errorRatePercent: 50,
+  minRequests: 10,
+  windowSize: 20,
+  maxEjectionPercent: 50,
 });
 
 /** One replica's recent outcomes and ejection history. */
@@ -42,7 +48,14 @@ export interface OutlierState {
 }
 
 export const newOutlierState = (p: OutlierPolicy): OutlierState => ({
-  consecutive: 0, ring: new Uint8Array(p.windowSize), pos: 0, count: 0, failuresInWindow: 0, ejections: 0, successStreak: 0, probation: false,
+  consecutive: 0,
+  ring: new Uint8Array(p.windowSize),
+  pos: 0,
+  count: 0,
+  failuresInWindow: 0,
+  ejections: 0,
+  successStreak: 0,
+  probation: false,
 });
 
 function push(st: OutlierState, failed: 0 | 1): void {

@@ -12,7 +12,11 @@ const HEADROOM = 4;
  */
 export function poolSizes(view: ConfigView, baseConcurrency: number): Map<string, number> {
   const sizes = new Map<string, number>();
-  const add = (t: { readonly limits: { readonly concurrency: number | null }; readonly upstreams: readonly { readonly origin: string }[]; readonly replicaConcurrency?: number | null }): void => {
+  const add = (t: {
+    readonly limits: { readonly concurrency: number | null };
+    readonly upstreams: readonly { readonly origin: string }[];
+    readonly replicaConcurrency?: number | null;
+  }): void => {
     const cap = targetCapacity(baseConcurrency, t.limits.concurrency, t.upstreams.length, t.replicaConcurrency ?? null);
     for (const origin of new Set(t.upstreams.map((u) => u.origin))) sizes.set(origin, (sizes.get(origin) ?? HEADROOM) + cap);
   };

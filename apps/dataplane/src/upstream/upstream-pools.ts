@@ -168,7 +168,19 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
     }
     if (s === undefined) {
       const pool = newPool(origin, connections, guarded);
-      s = { origin, pool, connections, guarded, inFlight: 0, retired: false, pendingPrefillBlocks: 0, outlier: newOutlierState(policy), ejected: false, probeTimer: null, healthPath: '/health' };
+      s = {
+        origin,
+        pool,
+        connections,
+        guarded,
+        inFlight: 0,
+        retired: false,
+        pendingPrefillBlocks: 0,
+        outlier: newOutlierState(policy),
+        ejected: false,
+        probeTimer: null,
+        healthPath: '/health',
+      };
       states.set(origin, s);
     }
     return s;

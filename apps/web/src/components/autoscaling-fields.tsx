@@ -29,16 +29,25 @@ export function AutoscalingFields(props: {
         aria-describedby={`${id}-${k}-note`}
         onChange={(e) => props.onChange({ ...draft, [k]: e.target.value })}
       />
-      <p className={errors[k] ? 'field-error' : 'hint'} id={`${id}-${k}-note`}>{errors[k] ?? hint}</p>
+      <p className={errors[k] ? 'field-error' : 'hint'} id={`${id}-${k}-note`}>
+        {errors[k] ?? hint}
+      </p>
     </div>
   );
   return (
     <div className="form-grid">
       {field('min', 'Min replicas', '0 scales to zero when idle', { min: 0, max: MAX_REPLICAS })}
       {field('max', 'Max replicas', `Up to ${MAX_REPLICAS}`, { min: 1, max: MAX_REPLICAS })}
-      {field('target', 'Target concurrency', props.defaultTarget ? `Requests per replica; empty: default (${props.defaultTarget})` : 'Requests per replica; empty: the entry default', {
-        min: 1, max: 10_000, placeholder: props.defaultTarget ? String(props.defaultTarget) : 'default',
-      })}
+      {field(
+        'target',
+        'Target concurrency',
+        props.defaultTarget ? `Requests per replica; empty: default (${props.defaultTarget})` : 'Requests per replica; empty: the entry default',
+        {
+          min: 1,
+          max: 10_000,
+          placeholder: props.defaultTarget ? String(props.defaultTarget) : 'default',
+        },
+      )}
       {field('toZero', 'Scale to zero after (s)', 'Idle time before the last replica stops; at least 10', { min: 10, max: 7 * 86_400 })}
       {field('downDelay', 'Scale-down delay (s)', 'Wait before removing replicas', { min: 0, max: 86_400 })}
     </div>

@@ -19,7 +19,15 @@ export function ConfirmDialog(props: {
     if (!props.open && d.open) d.close();
   }, [props.open]);
   return (
-    <dialog ref={ref} className="dialog" onCancel={(e) => { e.preventDefault(); props.onCancel(); }} aria-labelledby="confirm-title">
+    <dialog
+      ref={ref}
+      className="dialog"
+      onCancel={(e) => {
+        e.preventDefault();
+        props.onCancel();
+      }}
+      aria-labelledby="confirm-title"
+    >
       <h2 id="confirm-title">{props.title}</h2>
       <div>{props.children}</div>
       <div className="actions">

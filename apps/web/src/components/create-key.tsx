@@ -58,8 +58,7 @@ export function NewKeyNotice({ created, onDismiss }: { created: CreatedKey; onDi
   return (
     <div className="new-key" role="status" aria-live="polite">
       <p className="warning">
-        <strong>Copy this key now.</strong> This is the only time it is shown: the platform stores only its hash. If you lose it,
-        revoke it and create another.
+        <strong>Copy this key now.</strong> This is the only time it is shown: the platform stores only its hash. If you lose it, revoke it and create another.
       </p>
       <p className="secret-line">
         <code data-testid="new-key-secret">{created.secret}</code> <CopyButton text={created.secret} label="Copy key" />

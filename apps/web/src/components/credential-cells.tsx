@@ -25,7 +25,9 @@ export function CredentialCells({ credential, onRevoke }: { credential: Credenti
       <td data-label="Created">{formatDate(credential.createdAt)}</td>
       <td data-label="Last used">{credential.lastUsedAt ? formatDate(credential.lastUsedAt) : 'Never'}</td>
       <td data-label="Expires">{credential.expiresAt ? formatDate(credential.expiresAt) : 'Never'}</td>
-      <td data-label="Status"><span className={`state-badge s-${status}`}>{status}</span></td>
+      <td data-label="Status">
+        <span className={`state-badge s-${status}`}>{status}</span>
+      </td>
       <td>
         {status !== 'revoked' && (
           <button type="button" className="danger" onClick={onRevoke} aria-label={`Revoke ${credential.name}`}>

@@ -21,20 +21,31 @@ export function IntegrationView(props: { mode: 'shared' | 'dedicated'; baseUrl: 
       <dl className="client-values">
         <div>
           <dt>API Base URL</dt>
-          <dd><code data-testid={`${props.mode}-base-url`}>{props.baseUrl}</code> <CopyButton text={props.baseUrl} label="Copy API Base URL" /></dd>
+          <dd>
+            <code data-testid={`${props.mode}-base-url`}>{props.baseUrl}</code> <CopyButton text={props.baseUrl} label="Copy API Base URL" />
+          </dd>
         </div>
         <div>
           <dt>Model Name</dt>
-          <dd><code data-testid={`${props.mode}-model`}>{props.model}</code> <CopyButton text={props.model} label="Copy Model Name" /></dd>
+          <dd>
+            <code data-testid={`${props.mode}-model`}>{props.model}</code> <CopyButton text={props.model} label="Copy Model Name" />
+          </dd>
         </div>
         <div>
           <dt>API Key</dt>
-          <dd><code data-testid={`${props.mode}-api-key`} className="secret">{key}</code> <CopyButton text={key} label="Copy API Key" /></dd>
+          <dd>
+            <code data-testid={`${props.mode}-api-key`} className="secret">
+              {key}
+            </code>{' '}
+            <CopyButton text={key} label="Copy API Key" />
+          </dd>
         </div>
       </dl>
       <Tabs label={`${props.mode} snippets`} tabs={LANGS} value={lang} onChange={setLang}>
         <div className="snippet">
-          <pre><code data-testid={`${props.mode}-snippet-${lang}`}>{snippet}</code></pre>
+          <pre>
+            <code data-testid={`${props.mode}-snippet-${lang}`}>{snippet}</code>
+          </pre>
           <CopyButton text={snippet} label={`Copy ${lang} snippet`} />
         </div>
       </Tabs>

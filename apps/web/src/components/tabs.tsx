@@ -26,7 +26,9 @@ export function Tabs<K extends string>(props: {
         {props.tabs.map((t, i) => (
           <button
             key={t.key}
-            ref={(el) => { refs.current[i] = el; }}
+            ref={(el) => {
+              refs.current[i] = el;
+            }}
             type="button"
             role="tab"
             id={`${id}-tab-${t.key}`}

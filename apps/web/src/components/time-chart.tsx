@@ -77,22 +77,41 @@ export function TimeChart(props: {
           scale: s.right ? 'r' : 'y',
           paths: p.kind === 'bars' ? barsFor(k) : steps,
           points: { show: false },
-          value: (_u: uPlot, v: number | null) => (v == null ? '—' : (s.right ? (latest.current.formatRight ?? latest.current.format) : latest.current.format)(v)),
+          value: (_u: uPlot, v: number | null) =>
+            v == null ? '—' : (s.right ? (latest.current.formatRight ?? latest.current.format) : latest.current.format)(v),
         })),
       ],
       axes: [
         { stroke: '#5b6470', grid: { stroke: '#eef0f3' }, ticks: { stroke: '#d9dde3' }, font: '12px system-ui, sans-serif' },
         {
-          stroke: '#5b6470', grid: { stroke: '#eef0f3' }, ticks: { stroke: '#d9dde3' }, font: '12px system-ui, sans-serif', size: 64,
+          stroke: '#5b6470',
+          grid: { stroke: '#eef0f3' },
+          ticks: { stroke: '#d9dde3' },
+          font: '12px system-ui, sans-serif',
+          size: 64,
           ...(p.integer ? { incrs: [1, 2, 5, 10, 20, 50, 100] } : {}),
           values: (_u: uPlot, ticks: number[]) => ticks.map((t) => latest.current.format(t)),
         },
         ...(p.series.some((s) => s.right)
-          ? [{ scale: 'r', side: 1 as const, stroke: '#5b6470', grid: { show: false }, font: '12px system-ui, sans-serif', size: 64, values: (_u: uPlot, ticks: number[]) => ticks.map((t) => (latest.current.formatRight ?? latest.current.format)(t)) }]
+          ? [
+              {
+                scale: 'r',
+                side: 1 as const,
+                stroke: '#5b6470',
+                grid: { show: false },
+                font: '12px system-ui, sans-serif',
+                size: 64,
+                values: (_u: uPlot, ticks: number[]) => ticks.map((t) => (latest.current.formatRight ?? latest.current.format)(t)),
+              },
+            ]
           : []),
       ],
       hooks: {
-        init: [(u) => { u.over.append(tooltip); }],
+        init: [
+          (u) => {
+            u.over.append(tooltip);
+          },
+        ],
         setCursor: [
           (u) => {
             const i = u.cursor.idx;

@@ -16,7 +16,8 @@ function upstreamErrors(d: { url: string; servedModel: string; weight: string })
   }
   if (!d.servedModel.trim()) errors.servedModel = 'The model name the runtime serves';
   else if (d.servedModel.length > 300) errors.servedModel = 'At most 300 characters';
-  if (d.weight.trim() !== '' && !(/^\d+$/.test(d.weight.trim()) && Number(d.weight) >= 1 && Number(d.weight) <= 1000)) errors.weight = 'A whole number from 1 to 1000';
+  if (d.weight.trim() !== '' && !(/^\d+$/.test(d.weight.trim()) && Number(d.weight) >= 1 && Number(d.weight) <= 1000))
+    errors.weight = 'A whole number from 1 to 1000';
   return errors;
 }
 
@@ -34,11 +35,20 @@ export function UpstreamsEditor({ entry }: { entry: CatalogEntry }) {
   const errors = upstreamErrors(d);
   const done = () => void qc.invalidateQueries({ queryKey: ['catalog.upstreams', entry.id] });
   const add = useMutation({
-    mutationFn: () => api.catalog.addUpstream({
-      entryId: entry.id, url: d.url.trim(), kind: d.kind, servedModel: d.servedModel.trim(),
-      ...(d.apiKey ? { apiKey: d.apiKey } : {}), ...(d.weight.trim() ? { weight: Number(d.weight) } : {}),
-    }),
-    onSuccess: () => { setD({ ...d, url: '', apiKey: '', weight: '' }); setTouched(false); done(); },
+    mutationFn: () =>
+      api.catalog.addUpstream({
+        entryId: entry.id,
+        url: d.url.trim(),
+        kind: d.kind,
+        servedModel: d.servedModel.trim(),
+        ...(d.apiKey ? { apiKey: d.apiKey } : {}),
+        ...(d.weight.trim() ? { weight: Number(d.weight) } : {}),
+      }),
+    onSuccess: () => {
+      setD({ ...d, url: '', apiKey: '', weight: '' });
+      setTouched(false);
+      done();
+    },
   });
   const remove = useMutation({ mutationFn: (upstreamId: string) => api.catalog.removeUpstream(upstreamId), onSuccess: done });
   const submit = (e: FormEvent) => {
@@ -52,44 +62,91 @@ export function UpstreamsEditor({ entry }: { entry: CatalogEntry }) {
       <h3 id={`${id}-h`}>Upstreams (shared surface)</h3>
       <p className="muted small">OpenAI-compatible runtimes that serve this entry's shared endpoint. Keys are write-only: never shown back.</p>
       <QueryView query={list} what="upstreams">
-        {(ups) => ups.length === 0 ? <Empty>No upstreams: the shared endpoint has nowhere to send requests.</Empty> : (
-          <div className="table-wrap">
-            <table className="stack-table">
-              <thead><tr><th scope="col">URL</th><th scope="col">Kind</th><th scope="col">Served model</th><th scope="col" className="num">Weight</th><th scope="col">Key</th><th scope="col"><span className="visually-hidden">Actions</span></th></tr></thead>
-              <tbody>
-                {ups.map((u) => (
-                  <tr key={u.id} data-upstream={u.url}>
-                    <td data-label="URL" className="name-cell"><code className="wrap">{u.url}</code></td>
-                    <td data-label="Kind">{u.kind}</td>
-                    <td data-label="Served model" className="name-cell">{u.servedModel}</td>
-                    <td data-label="Weight" className="num">{u.weight}</td>
-                    <td data-label="Key">{u.hasApiKey ? 'set (hidden)' : 'none'}</td>
-                    <td>
-                      <button type="button" className="danger" disabled={remove.isPending} onClick={() => remove.mutate(u.id)} aria-label={`Remove upstream ${u.url}`}>Remove</button>
-                    </td>
+        {(ups) =>
+          ups.length === 0 ? (
+            <Empty>No upstreams: the shared endpoint has nowhere to send requests.</Empty>
+          ) : (
+            <div className="table-wrap">
+              <table className="stack-table">
+                <thead>
+                  <tr>
+                    <th scope="col">URL</th>
+                    <th scope="col">Kind</th>
+                    <th scope="col">Served model</th>
+                    <th scope="col" className="num">
+                      Weight
+                    </th>
+                    <th scope="col">Key</th>
+                    <th scope="col">
+                      <span className="visually-hidden">Actions</span>
+                    </th>
                   </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
+                </thead>
+                <tbody>
+                  {ups.map((u) => (
+                    <tr key={u.id} data-upstream={u.url}>
+                      <td data-label="URL" className="name-cell">
+                        <code className="wrap">{u.url}</code>
+                      </td>
+                      <td data-label="Kind">{u.kind}</td>
+                      <td data-label="Served model" className="name-cell">
+                        {u.servedModel}
+                      </td>
+                      <td data-label="Weight" className="num">
+                        {u.weight}
+                      </td>
+                      <td data-label="Key">{u.hasApiKey ? 'set (hidden)' : 'none'}</td>
+                      <td>
+                        <button
+                          type="button"
+                          className="danger"
+                          disabled={remove.isPending}
+                          onClick={() => remove.mutate(u.id)}
+                          aria-label={`Remove upstream ${u.url}`}
+                        >
+                          Remove
+                        </button>
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )
+        }
       </QueryView>
       {remove.isError && <ErrorBox error={remove.error} />}
       <form className="form-grid upstream-form" onSubmit={submit} noValidate aria-label="Add an upstream">
         <div className="field span-2">
           <label htmlFor={`${id}-url`}>Runtime URL</label>
-          <input id={`${id}-url`} type="url" value={d.url} placeholder="http://10.0.0.5:8000/v1" aria-invalid={err('url') ? true : undefined} onChange={(e) => setD({ ...d, url: e.target.value })} />
+          <input
+            id={`${id}-url`}
+            type="url"
+            value={d.url}
+            placeholder="http://10.0.0.5:8000/v1"
+            aria-invalid={err('url') ? true : undefined}
+            onChange={(e) => setD({ ...d, url: e.target.value })}
+          />
           {err('url') && <p className="field-error">{err('url')}</p>}
         </div>
         <div className="field">
           <label htmlFor={`${id}-kind`}>Kind</label>
           <select id={`${id}-kind`} value={d.kind} onChange={(e) => setD({ ...d, kind: e.target.value as UpstreamInput['kind'] })}>
-            {KINDS.map((k) => <option key={k} value={k}>{k}</option>)}
+            {KINDS.map((k) => (
+              <option key={k} value={k}>
+                {k}
+              </option>
+            ))}
           </select>
         </div>
         <div className="field">
           <label htmlFor={`${id}-served`}>Served model</label>
-          <input id={`${id}-served`} value={d.servedModel} aria-invalid={err('servedModel') ? true : undefined} onChange={(e) => setD({ ...d, servedModel: e.target.value })} />
+          <input
+            id={`${id}-served`}
+            value={d.servedModel}
+            aria-invalid={err('servedModel') ? true : undefined}
+            onChange={(e) => setD({ ...d, servedModel: e.target.value })}
+          />
           {err('servedModel') && <p className="field-error">{err('servedModel')}</p>}
         </div>
         <div className="field">
@@ -98,11 +155,20 @@ export function UpstreamsEditor({ entry }: { entry: CatalogEntry }) {
         </div>
         <div className="field">
           <label htmlFor={`${id}-weight`}>Weight (optional)</label>
-          <input id={`${id}-weight`} inputMode="numeric" value={d.weight} placeholder="1" aria-invalid={err('weight') ? true : undefined} onChange={(e) => setD({ ...d, weight: e.target.value })} />
+          <input
+            id={`${id}-weight`}
+            inputMode="numeric"
+            value={d.weight}
+            placeholder="1"
+            aria-invalid={err('weight') ? true : undefined}
+            onChange={(e) => setD({ ...d, weight: e.target.value })}
+          />
           {err('weight') && <p className="field-error">{err('weight')}</p>}
         </div>
         <div className="row span-all">
-          <button type="submit" disabled={add.isPending}>{add.isPending ? 'Adding…' : 'Add upstream'}</button>
+          <button type="submit" disabled={add.isPending}>
+            {add.isPending ? 'Adding…' : 'Add upstream'}
+          </button>
         </div>
       </form>
       {add.isError && <ErrorBox error={add.error} />}

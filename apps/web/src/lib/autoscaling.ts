@@ -48,4 +48,3 @@ export function toAutoscaling(d: ScalingDraft): Autoscaling {
 }
 
 export const DEFAULT_SCALING: ScalingDraft = { min: '0', max: '1', target: '', toZero: '900', downDelay: '60' };
-

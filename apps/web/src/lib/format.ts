@@ -29,9 +29,22 @@ export function formatContext(n: number | null | undefined): string {
 }
 
 const PROVIDER_LABELS: Readonly<Record<string, string>> = {
-  meta: 'Meta', 'meta-llama': 'Meta', 'deepseek-ai': 'DeepSeek', deepseek: 'DeepSeek', qwen: 'Qwen', mistralai: 'Mistral AI',
-  mistral: 'Mistral AI', google: 'Google', microsoft: 'Microsoft', openai: 'OpenAI', anthropic: 'Anthropic', nvidia: 'NVIDIA',
-  'moonshotai': 'Moonshot AI', 'zai-org': 'Z.ai', ibm: 'IBM', cohere: 'Cohere',
+  meta: 'Meta',
+  'meta-llama': 'Meta',
+  'deepseek-ai': 'DeepSeek',
+  deepseek: 'DeepSeek',
+  qwen: 'Qwen',
+  mistralai: 'Mistral AI',
+  mistral: 'Mistral AI',
+  google: 'Google',
+  microsoft: 'Microsoft',
+  openai: 'OpenAI',
+  anthropic: 'Anthropic',
+  nvidia: 'NVIDIA',
+  moonshotai: 'Moonshot AI',
+  'zai-org': 'Z.ai',
+  ibm: 'IBM',
+  cohere: 'Cohere',
 };
 
 /**
@@ -66,7 +79,14 @@ export function formatShortDate(d: DateLike): string {
   const date = new Date(d);
   if (Number.isNaN(date.getTime())) return '—';
   const sameYear = date.getFullYear() === new Date().getFullYear();
-  return date.toLocaleString('en-US', { ...(sameYear ? {} : { year: 'numeric' }), month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', hour12: false });
+  return date.toLocaleString('en-US', {
+    ...(sameYear ? {} : { year: 'numeric' }),
+    month: 'short',
+    day: 'numeric',
+    hour: '2-digit',
+    minute: '2-digit',
+    hour12: false,
+  });
 }
 
 /** RFC 4180 CSV. */

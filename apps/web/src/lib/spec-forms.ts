@@ -34,7 +34,10 @@ export function parsePrice(s: string, label: string): ParsedForm {
 
 /** "a, b ,c" -> ["a", "b", "c"]. */
 export const parseList = (s: string): string[] =>
-  s.split(',').map((x) => x.trim()).filter((x) => x.length > 0);
+  s
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x.length > 0);
 
 const trimNum = (n: number): string => (Number.isInteger(n) ? String(n) : String(Number(n.toFixed(4))));
 export const formatParameterSize = (n: number | null): string => (n == null ? '' : `${trimNum(n)}B`);

@@ -44,7 +44,11 @@ describe('snippets', () => {
 
 describe('SSE reader', () => {
   it('yields JSON events split across chunks and stops at [DONE]', async () => {
-    const parts = ['data: {"choices":[{"delta":{"content":"Hel"}}]}\n', '\ndata: {"choices":[{"delta":{"content":"lo"}}]}\r\n\r\n', 'data: [DONE]\n\ndata: {"x":1}\n\n'];
+    const parts = [
+      'data: {"choices":[{"delta":{"content":"Hel"}}]}\n',
+      '\ndata: {"choices":[{"delta":{"content":"lo"}}]}\r\n\r\n',
+      'data: [DONE]\n\ndata: {"x":1}\n\n',
+    ];
     const body = new ReadableStream<Uint8Array>({
       start(c) {
         for (const p of parts) c.enqueue(new TextEncoder().encode(p));
@@ -78,7 +82,13 @@ describe('console display rules', () => {
   });
   it('writes RFC 4180 CSV', async () => {
     const { toCsv } = await import('./format.ts');
-    expect(toCsv([['a', 'b'], ['x,y', 'say "hi"'], [1, null]])).toBe('a,b\r\n"x,y","say ""hi"""\r\n1,\r\n');
+    expect(
+      toCsv([
+        ['a', 'b'],
+        ['x,y', 'say "hi"'],
+        [1, null],
+      ]),
+    ).toBe('a,b\r\n"x,y","say ""hi"""\r\n1,\r\n');
   });
   it('checks the autoscaling knobs with the service bounds', async () => {
     const { scalingErrors, toAutoscaling, DEFAULT_SCALING } = await import('./autoscaling.ts');

@@ -7,22 +7,44 @@ import { formatShortDate, providerLabel } from '../lib/format.ts';
 import { parseColdStart, parseConcurrency, parseCount, parseList, parseParameterSize, parsePrice } from '../lib/spec-forms.ts';
 
 interface Draft {
-  name: string; provider: string; parameterSize: string; gpuCount: string; contextLength: string; concurrency: string;
-  coldStartTtft: string; priceIn: string; priceOut: string; priceGpuHour: string; useCases: string; summary: string; detailedIntro: string; tags: string;
-  offeredShared: boolean; offeredDedicated: boolean;
+  name: string;
+  provider: string;
+  parameterSize: string;
+  gpuCount: string;
+  contextLength: string;
+  concurrency: string;
+  coldStartTtft: string;
+  priceIn: string;
+  priceOut: string;
+  priceGpuHour: string;
+  useCases: string;
+  summary: string;
+  detailedIntro: string;
+  tags: string;
+  offeredShared: boolean;
+  offeredDedicated: boolean;
 }
 
 const DEFAULT_SUMMARY = 'No summary has been added for this endpoint yet.';
 
 function toDraft(e: CatalogEntry | null): Draft {
   return {
-    name: e?.name ?? '', provider: e?.provider ?? '', parameterSize: e?.parameterSize ?? '',
-    gpuCount: e?.gpuCount == null ? '' : String(e.gpuCount), contextLength: e?.contextLength == null ? '' : String(e.contextLength),
-    concurrency: e?.concurrency ?? '', coldStartTtft: e?.coldStartTtft ?? '',
-    priceIn: e?.priceInputPerM == null ? '' : String(e.priceInputPerM), priceOut: e?.priceOutputPerM == null ? '' : String(e.priceOutputPerM),
+    name: e?.name ?? '',
+    provider: e?.provider ?? '',
+    parameterSize: e?.parameterSize ?? '',
+    gpuCount: e?.gpuCount == null ? '' : String(e.gpuCount),
+    contextLength: e?.contextLength == null ? '' : String(e.contextLength),
+    concurrency: e?.concurrency ?? '',
+    coldStartTtft: e?.coldStartTtft ?? '',
+    priceIn: e?.priceInputPerM == null ? '' : String(e.priceInputPerM),
+    priceOut: e?.priceOutputPerM == null ? '' : String(e.priceOutputPerM),
     priceGpuHour: e?.dedicatedPricePerGpuHour == null ? '' : String(e.dedicatedPricePerGpuHour),
-    useCases: e?.recommendedUseCases ?? '', summary: e && e.summary !== DEFAULT_SUMMARY ? e.summary : '', detailedIntro: e?.detailedIntro ?? '',
-    tags: e?.tags.join(', ') ?? '', offeredShared: e?.offeredShared ?? true, offeredDedicated: e?.offeredDedicated ?? false,
+    useCases: e?.recommendedUseCases ?? '',
+    summary: e && e.summary !== DEFAULT_SUMMARY ? e.summary : '',
+    detailedIntro: e?.detailedIntro ?? '',
+    tags: e?.tags.join(', ') ?? '',
+    offeredShared: e?.offeredShared ?? true,
+    offeredDedicated: e?.offeredDedicated ?? false,
   };
 }
 
@@ -103,8 +125,16 @@ function EntryForm({ entry, onDone }: { entry: CatalogEntry | null; onDone(): vo
       <div className="field">
         <label htmlFor={`${id}-${k}`}>{label}</label>
         {opts.area ? <textarea {...common} /> : <input type={opts.type ?? 'text'} {...common} />}
-        {opts.hint && !err && <p className="hint" id={`${id}-${k}-hint`}>{opts.hint}</p>}
-        {err && <p className="field-error" id={`${id}-${k}-err`}>{err}</p>}
+        {opts.hint && !err && (
+          <p className="hint" id={`${id}-${k}-hint`}>
+            {opts.hint}
+          </p>
+        )}
+        {err && (
+          <p className="field-error" id={`${id}-${k}-err`}>
+            {err}
+          </p>
+        )}
       </div>
     );
   };
@@ -132,14 +162,26 @@ function EntryForm({ entry, onDone }: { entry: CatalogEntry | null; onDone(): vo
       {field('detailedIntro', 'Detailed Intro', { area: true })}
       <fieldset>
         <legend>Offered as</legend>
-        <label className="checkbox"><input type="checkbox" checked={d.offeredShared} onChange={(e) => setD({ ...d, offeredShared: e.target.checked })} /> Shared (token-billed)</label>
-        <label className="checkbox"><input type="checkbox" checked={d.offeredDedicated} onChange={(e) => setD({ ...d, offeredDedicated: e.target.checked })} /> Dedicated</label>
+        <label className="checkbox">
+          <input type="checkbox" checked={d.offeredShared} onChange={(e) => setD({ ...d, offeredShared: e.target.checked })} /> Shared (token-billed)
+        </label>
+        <label className="checkbox">
+          <input type="checkbox" checked={d.offeredDedicated} onChange={(e) => setD({ ...d, offeredDedicated: e.target.checked })} /> Dedicated
+        </label>
       </fieldset>
       <div className="row">
-        <button type="submit" className="primary" disabled={save.isPending}>{save.isPending ? 'Saving…' : entry ? 'Save changes' : 'Create entry'}</button>
-        <button type="button" onClick={onDone}>Cancel</button>
+        <button type="submit" className="primary" disabled={save.isPending}>
+          {save.isPending ? 'Saving…' : entry ? 'Save changes' : 'Create entry'}
+        </button>
+        <button type="button" onClick={onDone}>
+          Cancel
+        </button>
       </div>
-      {touched && Object.keys(errors).length > 0 && <p className="field-error" role="alert">Fix the fields marked above.</p>}
+      {touched && Object.keys(errors).length > 0 && (
+        <p className="field-error" role="alert">
+          Fix the fields marked above.
+        </p>
+      )}
       {save.isError && <ErrorBox error={save.error} />}
     </form>
   );
@@ -168,7 +210,11 @@ export function AdminCatalog() {
   }
   return (
     <>
-      <div className="row"><button type="button" className="primary" onClick={() => setEditing('new')}>New entry</button></div>
+      <div className="row">
+        <button type="button" className="primary" onClick={() => setEditing('new')}>
+          New entry
+        </button>
+      </div>
       {toggle.isError && <ErrorBox error={toggle.error} />}
       <QueryView query={list} what="catalog entries">
         {(entries) =>
@@ -178,19 +224,41 @@ export function AdminCatalog() {
             <div className="table-wrap">
               <table className="stack-table">
                 <thead>
-                  <tr><th scope="col">Name</th><th scope="col">Provider</th><th scope="col">Modes</th><th scope="col">Status</th><th scope="col">Updated</th><th scope="col"><span className="visually-hidden">Actions</span></th></tr>
+                  <tr>
+                    <th scope="col">Name</th>
+                    <th scope="col">Provider</th>
+                    <th scope="col">Modes</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Updated</th>
+                    <th scope="col">
+                      <span className="visually-hidden">Actions</span>
+                    </th>
+                  </tr>
                 </thead>
                 <tbody>
                   {entries.map((e) => (
                     <tr key={e.id}>
-                      <td data-label="Name" className="name-cell">{e.name}</td>
+                      <td data-label="Name" className="name-cell">
+                        {e.name}
+                      </td>
                       <td data-label="Provider">{providerLabel(e.provider) || '—'}</td>
                       <td data-label="Modes">{[e.offeredShared && 'shared', e.offeredDedicated && 'dedicated'].filter(Boolean).join(', ') || '—'}</td>
-                      <td data-label="Status"><span className={`state-badge ${e.published ? 's-active' : ''}`}>{e.published ? 'published' : 'draft'}</span></td>
-                      <td data-label="Updated" className="nowrap">{formatShortDate(e.updatedAt)}</td>
+                      <td data-label="Status">
+                        <span className={`state-badge ${e.published ? 's-active' : ''}`}>{e.published ? 'published' : 'draft'}</span>
+                      </td>
+                      <td data-label="Updated" className="nowrap">
+                        {formatShortDate(e.updatedAt)}
+                      </td>
                       <td className="row actions-cell">
-                        <button type="button" onClick={() => setEditing(e)} aria-label={`Edit ${e.name}`}>Edit</button>
-                        <button type="button" onClick={() => toggle.mutate(e)} disabled={toggle.isPending} aria-label={`${e.published ? 'Unpublish' : 'Publish'} ${e.name}`}>
+                        <button type="button" onClick={() => setEditing(e)} aria-label={`Edit ${e.name}`}>
+                          Edit
+                        </button>
+                        <button
+                          type="button"
+                          onClick={() => toggle.mutate(e)}
+                          disabled={toggle.isPending}
+                          aria-label={`${e.published ? 'Unpublish' : 'Publish'} ${e.name}`}
+                        >
                           {e.published ? 'Unpublish' : 'Publish'}
                         </button>
                       </td>

@@ -59,21 +59,32 @@ function CreateTokenForm(props: {
         <fieldset>
           <legend>Scope</legend>
           <label className="checkbox">
-            <input type="radio" name={`${id}-scope`} value="tenant" checked={scope === 'tenant'} onChange={() => setScope('tenant')} /> This tenant ({tenantLabel}): acts as its owner
+            <input type="radio" name={`${id}-scope`} value="tenant" checked={scope === 'tenant'} onChange={() => setScope('tenant')} /> This tenant (
+            {tenantLabel}): acts as its owner
           </label>
           <label className="checkbox">
-            <input type="radio" name={`${id}-scope`} value="platform" checked={scope === 'platform'} onChange={() => setScope('platform')} /> Platform-wide: acts as a platform admin
+            <input type="radio" name={`${id}-scope`} value="platform" checked={scope === 'platform'} onChange={() => setScope('platform')} /> Platform-wide:
+            acts as a platform admin
           </label>
         </fieldset>
       ) : (
         <p className="muted" data-testid="admin-token-scope">
-          Scope: {props.canTenant ? <>this tenant (<strong>{tenantLabel}</strong>); the token acts as its owner.</> : <>platform-wide; the token acts as a platform admin.</>}
+          Scope:{' '}
+          {props.canTenant ? (
+            <>
+              this tenant (<strong>{tenantLabel}</strong>); the token acts as its owner.
+            </>
+          ) : (
+            <>platform-wide; the token acts as a platform admin.</>
+          )}
         </p>
       )}
       <div className="field">
         <label htmlFor={`${id}-exp`}>Expires (optional)</label>
         <input id={`${id}-exp`} type="date" min={today} value={expiry} onChange={(e) => setExpiry(e.target.value)} aria-describedby={`${id}-exp-hint`} />
-        <p className="hint" id={`${id}-exp-hint`}>Valid through the end of that day. Leave empty for a token that does not expire.</p>
+        <p className="hint" id={`${id}-exp-hint`}>
+          Valid through the end of that day. Leave empty for a token that does not expire.
+        </p>
       </div>
       <div className="row">
         <button type="submit" className="primary" disabled={create.isPending || !name.trim()}>
@@ -91,16 +102,18 @@ function NewTokenNotice({ created, onDismiss }: { created: CreatedAdminToken; on
   return (
     <div className="new-key" role="status" aria-live="polite">
       <p className="warning">
-        <strong>Copy this token now.</strong> This is the only time it is shown: the platform stores only its hash. Anyone holding it can
-        manage {created.token.tenantId === null ? 'the whole platform' : 'this tenant'} through GraphQL and tRPC; keep it in a secret store.
-        If you lose it, revoke it and create another.
+        <strong>Copy this token now.</strong> This is the only time it is shown: the platform stores only its hash. Anyone holding it can manage{' '}
+        {created.token.tenantId === null ? 'the whole platform' : 'this tenant'} through GraphQL and tRPC; keep it in a secret store. If you lose it, revoke it
+        and create another.
       </p>
       <p className="secret-line">
         <code data-testid="new-admin-token-secret">{created.secret}</code> <CopyButton text={created.secret} label="Copy token" />
       </p>
       <div className="snippet">
         <p className="muted">Try it against the GraphQL API:</p>
-        <pre><code data-testid="admin-token-curl">{curl}</code></pre>
+        <pre>
+          <code data-testid="admin-token-curl">{curl}</code>
+        </pre>
         <CopyButton text={curl} label="Copy curl command" />
       </div>
       <p>
@@ -155,7 +168,9 @@ export function AdminTokensPage() {
     return (
       <section>
         <h1>Admin tokens</h1>
-        <p className="state error" role="alert">Admin tokens are managed by tenant owners and platform admins.</p>
+        <p className="state error" role="alert">
+          Admin tokens are managed by tenant owners and platform admins.
+        </p>
       </section>
     );
   }
@@ -171,7 +186,12 @@ export function AdminTokensPage() {
         {created ? (
           <NewTokenNotice created={created} onDismiss={() => setCreated(null)} />
         ) : (
-          <CreateTokenForm tenant={tenant ? { id: tenant.id, name: tenant.name || tenant.slug } : null} canTenant={canTenant} canPlatform={isAdmin} onCreated={setCreated} />
+          <CreateTokenForm
+            tenant={tenant ? { id: tenant.id, name: tenant.name || tenant.slug } : null}
+            canTenant={canTenant}
+            canPlatform={isAdmin}
+            onCreated={setCreated}
+          />
         )}
       </div>
       <div className="list-heading">
@@ -202,7 +222,9 @@ export function AdminTokensPage() {
                     <th scope="col">Last used</th>
                     <th scope="col">Expires</th>
                     <th scope="col">Status</th>
-                    <th scope="col"><span className="visually-hidden">Actions</span></th>
+                    <th scope="col">
+                      <span className="visually-hidden">Actions</span>
+                    </th>
                   </tr>
                 </thead>
                 <tbody>
@@ -229,11 +251,20 @@ export function AdminTokensPage() {
         danger
         busy={revoke.isPending}
         onConfirm={() => revoking && revoke.mutate(revoking)}
-        onCancel={() => { setRevoking(null); revoke.reset(); }}
+        onCancel={() => {
+          setRevoking(null);
+          revoke.reset();
+        }}
       >
         <p>
           Automation using <strong>{revoking?.name}</strong>
-          {revoking?.prefix ? <> (<code>{revoking.prefix}…</code>)</> : null} will be refused from its next request. This cannot be undone.
+          {revoking?.prefix ? (
+            <>
+              {' '}
+              (<code>{revoking.prefix}…</code>)
+            </>
+          ) : null}{' '}
+          will be refused from its next request. This cannot be undone.
         </p>
         {revoke.isError && <ErrorBox error={revoke.error} />}
       </ConfirmDialog>

@@ -8,7 +8,11 @@ import { Link, useRouter } from '../router.tsx';
 /** Context length as users read it (128K), the exact number on hover. */
 export function ContextLength({ n }: { n: number | null }) {
   if (n == null) return <>—</>;
-  return <abbr className="ctx" title={`${formatInt(n)} tokens`} data-exact={n}>{formatContext(n)}</abbr>;
+  return (
+    <abbr className="ctx" title={`${formatInt(n)} tokens`} data-exact={n}>
+      {formatContext(n)}
+    </abbr>
+  );
 }
 
 type FacetKey = 'provider' | 'tag' | 'useCase';
@@ -38,10 +42,24 @@ export function EntryCard({ entry }: { entry: CatalogEntry }) {
         <Link to={`/endpoints/${encodeURIComponent(entry.name)}`}>{entry.name}</Link>
       </h3>
       <dl className="facts">
-        <div><dt>Provider</dt><dd>{providerLabel(entry.provider) || '—'}</dd></div>
-        <div><dt>Parameter Size</dt><dd>{entry.parameterSize || '—'}</dd></div>
-        <div><dt>Context Length</dt><dd><ContextLength n={entry.contextLength} /></dd></div>
-        <div><dt>{entry.offeredShared ? 'Token Price' : 'GPU-hour price'}</dt><dd>{(entry.offeredShared ? entry.tokenPrice : entry.dedicatedPrice) || '—'}</dd></div>
+        <div>
+          <dt>Provider</dt>
+          <dd>{providerLabel(entry.provider) || '—'}</dd>
+        </div>
+        <div>
+          <dt>Parameter Size</dt>
+          <dd>{entry.parameterSize || '—'}</dd>
+        </div>
+        <div>
+          <dt>Context Length</dt>
+          <dd>
+            <ContextLength n={entry.contextLength} />
+          </dd>
+        </div>
+        <div>
+          <dt>{entry.offeredShared ? 'Token Price' : 'GPU-hour price'}</dt>
+          <dd>{(entry.offeredShared ? entry.tokenPrice : entry.dedicatedPrice) || '—'}</dd>
+        </div>
       </dl>
       <p className="modes">
         {entry.offeredShared && <span className="pill">Shared</span>}
@@ -49,7 +67,11 @@ export function EntryCard({ entry }: { entry: CatalogEntry }) {
       </p>
       {entry.tags.length > 0 && (
         <ul className="tags" aria-label="Tags">
-          {entry.tags.map((t) => <li key={t} className="tag">{t}</li>)}
+          {entry.tags.map((t) => (
+            <li key={t} className="tag">
+              {t}
+            </li>
+          ))}
         </ul>
       )}
     </li>
@@ -101,51 +123,69 @@ export function CatalogPage() {
       </div>
       <div className="catalog-layout">
         <aside className="filters" aria-label="Filters">
-          <form role="search" onSubmit={(e) => { e.preventDefault(); setParam('q', search.trim() || null); }}>
+          <form
+            role="search"
+            onSubmit={(e) => {
+              e.preventDefault();
+              setParam('q', search.trim() || null);
+            }}
+          >
             <label htmlFor="catalog-search">Search by name</label>
             <input id="catalog-search" type="search" value={search} placeholder="e.g. llama" onChange={(e) => setSearch(e.target.value)} />
           </form>
-          <button type="button" className="filters-toggle" aria-expanded={filtersOpen} aria-controls="catalog-facets" onClick={() => setFiltersOpen(!filtersOpen)}>
+          <button
+            type="button"
+            className="filters-toggle"
+            aria-expanded={filtersOpen}
+            aria-controls="catalog-facets"
+            onClick={() => setFiltersOpen(!filtersOpen)}
+          >
             Filters{activeCount > 0 ? ` (${activeCount})` : ''}
           </button>
           <div id="catalog-facets" className={`facets${filtersOpen ? ' open' : ''}`}>
-          {facets.isPending || all.isPending ? (
-            <Loading what="Loading filters" />
-          ) : facets.isError || all.isError ? (
-            <ErrorBox error={facets.error ?? all.error} retry={() => { void facets.refetch(); void all.refetch(); }} />
-          ) : (
-            FACETS.map((f) => {
-              const values = f.key === 'provider' ? facets.data.providers : f.key === 'tag' ? facets.data.tags : facets.data.useCases;
-              const counts = facetCounts(all.data, filters, f.key, urlSearch);
-              return (
-                <fieldset key={f.key} className="facet">
-                  <legend>{f.label}</legend>
-                  {values.length === 0 ? (
-                    <p className="muted small">None yet.</p>
-                  ) : (
-                    <ul>
-                      {values.map((v) => {
-                        const selected = filters[f.key] === v;
-                        return (
-                          <li key={v}>
-                            <button
-                              type="button"
-                              className={`facet-value${selected ? ' selected' : ''}`}
-                              aria-pressed={selected}
-                              data-facet={f.key}
-                              onClick={() => setParam(f.key, selected ? null : v)}
-                            >
-                              <span>{f.key === 'provider' ? providerLabel(v) : v}</span> <span className="count">{counts.get(v) ?? 0}</span>
-                            </button>
-                          </li>
-                        );
-                      })}
-                    </ul>
-                  )}
-                </fieldset>
-              );
-            })
-          )}
+            {facets.isPending || all.isPending ? (
+              <Loading what="Loading filters" />
+            ) : facets.isError || all.isError ? (
+              <ErrorBox
+                error={facets.error ?? all.error}
+                retry={() => {
+                  void facets.refetch();
+                  void all.refetch();
+                }}
+              />
+            ) : (
+              FACETS.map((f) => {
+                const values = f.key === 'provider' ? facets.data.providers : f.key === 'tag' ? facets.data.tags : facets.data.useCases;
+                const counts = facetCounts(all.data, filters, f.key, urlSearch);
+                return (
+                  <fieldset key={f.key} className="facet">
+                    <legend>{f.label}</legend>
+                    {values.length === 0 ? (
+                      <p className="muted small">None yet.</p>
+                    ) : (
+                      <ul>
+                        {values.map((v) => {
+                          const selected = filters[f.key] === v;
+                          return (
+                            <li key={v}>
+                              <button
+                                type="button"
+                                className={`facet-value${selected ? ' selected' : ''}`}
+                                aria-pressed={selected}
+                                data-facet={f.key}
+                                onClick={() => setParam(f.key, selected ? null : v)}
+                              >
+                                <span>{f.key === 'provider' ? providerLabel(v) : v}</span> <span className="count">{counts.get(v) ?? 0}</span>
+                              </button>
+                            </li>
+                          );
+                        })}
+                      </ul>
+                    )}
+                  </fieldset>
+                );
+              })
+            )}
           </div>
           {active && (
             <button type="button" className="link-button" onClick={() => navigate('/', { replace: true })}>
@@ -162,9 +202,13 @@ export function CatalogPage() {
             <Empty>{active ? 'No published endpoint matches these filters.' : 'No endpoints have been published yet.'}</Empty>
           ) : (
             <>
-              <p className="muted small">{results.data.length} endpoint{results.data.length === 1 ? '' : 's'}</p>
+              <p className="muted small">
+                {results.data.length} endpoint{results.data.length === 1 ? '' : 's'}
+              </p>
               <ul className="cards">
-                {results.data.map((e) => <EntryCard key={e.id} entry={e} />)}
+                {results.data.map((e) => (
+                  <EntryCard key={e.id} entry={e} />
+                ))}
               </ul>
             </>
           )}

@@ -55,13 +55,34 @@ function AutoscalingForm({ d, tenantId }: { d: Deployment; tenantId: string }) {
         if (Object.keys(errors).length === 0) scale.mutate();
       }}
     >
-      <AutoscalingFields draft={draft} onChange={(x) => { setDraft(x); setSaved(false); }} errors={errors} defaultTarget={d.autoscaling.targetConcurrencyIsDefault ? d.autoscaling.targetConcurrency : null} />
+      <AutoscalingFields
+        draft={draft}
+        onChange={(x) => {
+          setDraft(x);
+          setSaved(false);
+        }}
+        errors={errors}
+        defaultTarget={d.autoscaling.targetConcurrencyIsDefault ? d.autoscaling.targetConcurrency : null}
+      />
       <div className="row">
         <button type="submit" className="primary" disabled={scale.isPending || !dirty || Object.keys(errors).length > 0}>
           {scale.isPending ? 'Saving…' : 'Save autoscaling'}
         </button>
-        <button type="button" onClick={() => { setDraft(draftOf(d)); setSaved(false); }} disabled={!dirty}>Reset</button>
-        {saved && !dirty && <span role="status" className="muted small">Saved.</span>}
+        <button
+          type="button"
+          onClick={() => {
+            setDraft(draftOf(d));
+            setSaved(false);
+          }}
+          disabled={!dirty}
+        >
+          Reset
+        </button>
+        {saved && !dirty && (
+          <span role="status" className="muted small">
+            Saved.
+          </span>
+        )}
       </div>
       {scale.isError && <ErrorBox error={scale.error} />}
     </form>
@@ -77,10 +98,22 @@ function ColdStarts({ d, tenantId }: { d: Deployment; tenantId: string }) {
   return (
     <>
       <dl className="totals">
-        <div><dt>Stated cold start TTFT</dt><dd>{c.statedSeconds == null ? '—' : `${c.statedSeconds} s`}</dd></div>
-        <div><dt>Observed p50</dt><dd data-testid="cold-p50">{s(c.entry.p50Seconds)}</dd></div>
-        <div><dt>Observed p95</dt><dd>{s(c.entry.p95Seconds)}</dd></div>
-        <div><dt>Samples (this model)</dt><dd>{c.entry.samples}</dd></div>
+        <div>
+          <dt>Stated cold start TTFT</dt>
+          <dd>{c.statedSeconds == null ? '—' : `${c.statedSeconds} s`}</dd>
+        </div>
+        <div>
+          <dt>Observed p50</dt>
+          <dd data-testid="cold-p50">{s(c.entry.p50Seconds)}</dd>
+        </div>
+        <div>
+          <dt>Observed p95</dt>
+          <dd>{s(c.entry.p95Seconds)}</dd>
+        </div>
+        <div>
+          <dt>Samples (this model)</dt>
+          <dd>{c.entry.samples}</dd>
+        </div>
       </dl>
       {c.recent.length === 0 ? (
         <p className="muted">No request has waited for a cold start of this deployment yet.</p>
@@ -88,7 +121,17 @@ function ColdStarts({ d, tenantId }: { d: Deployment; tenantId: string }) {
         <div className="table-wrap">
           <table className="compact-table" data-testid="cold-starts">
             <caption className="visually-hidden">Recent cold starts</caption>
-            <thead><tr><th scope="col">When</th><th scope="col" className="num">Waited for a replica</th><th scope="col" className="num">Time to first token</th></tr></thead>
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col" className="num">
+                  Waited for a replica
+                </th>
+                <th scope="col" className="num">
+                  Time to first token
+                </th>
+              </tr>
+            </thead>
             <tbody>
               {c.recent.map((r, i) => (
                 <tr key={`${String(r.recordedAt)}-${i}`}>
@@ -122,16 +165,43 @@ function GpuTime({ d, tenantId, price }: { d: Deployment; tenantId: string; pric
     <>
       <div className="row" role="group" aria-label="Period">
         {PERIODS.map((p) => (
-          <button key={p.key} type="button" aria-pressed={period === p.key} className={period === p.key ? 'chip on' : 'chip'} onClick={() => setPeriod(p.key)}>{p.label}</button>
+          <button key={p.key} type="button" aria-pressed={period === p.key} className={period === p.key ? 'chip on' : 'chip'} onClick={() => setPeriod(p.key)}>
+            {p.label}
+          </button>
         ))}
       </div>
-      {q.isPending ? <Loading what="Loading GPU time" /> : q.isError ? <ErrorBox error={q.error} retry={() => void q.refetch()} /> : (
+      {q.isPending ? (
+        <Loading what="Loading GPU time" />
+      ) : q.isError ? (
+        <ErrorBox error={q.error} retry={() => void q.refetch()} />
+      ) : (
         <dl className="totals">
-          <div><dt>GPU time</dt><dd data-testid="gpu-hours">{formatGpuHours(q.data.total)}</dd></div>
-          <div><dt>Cost</dt><dd data-testid="gpu-cost">{cost(q.data.total)}</dd></div>
-          <div><dt>Boot</dt><dd className="sub">{formatGpuHours(q.data.boot)} · {cost(q.data.boot)}</dd></div>
-          <div><dt>Serving</dt><dd className="sub">{formatGpuHours(q.data.serving)} · {cost(q.data.serving)}</dd></div>
-          <div><dt>Idle</dt><dd className="sub">{formatGpuHours(q.data.idle)} · {cost(q.data.idle)}</dd></div>
+          <div>
+            <dt>GPU time</dt>
+            <dd data-testid="gpu-hours">{formatGpuHours(q.data.total)}</dd>
+          </div>
+          <div>
+            <dt>Cost</dt>
+            <dd data-testid="gpu-cost">{cost(q.data.total)}</dd>
+          </div>
+          <div>
+            <dt>Boot</dt>
+            <dd className="sub">
+              {formatGpuHours(q.data.boot)} · {cost(q.data.boot)}
+            </dd>
+          </div>
+          <div>
+            <dt>Serving</dt>
+            <dd className="sub">
+              {formatGpuHours(q.data.serving)} · {cost(q.data.serving)}
+            </dd>
+          </div>
+          <div>
+            <dt>Idle</dt>
+            <dd className="sub">
+              {formatGpuHours(q.data.idle)} · {cost(q.data.idle)}
+            </dd>
+          </div>
         </dl>
       )}
     </>
@@ -163,14 +233,20 @@ export function DeploymentPage({ id }: { id: string }) {
   const start = useMutation({ mutationFn: () => api.deployments.start(tenantId, id), onSuccess: refresh });
   const del = useMutation({
     mutationFn: () => api.deployments.delete(tenantId, id),
-    onSuccess: () => { setConfirmDelete(false); refresh(); navigate('/deployments'); },
+    onSuccess: () => {
+      setConfirmDelete(false);
+      refresh();
+      navigate('/deployments');
+    },
   });
 
   if (q.isPending) return <Loading what="Loading the deployment" />;
   if (q.isError) {
     return (
       <section>
-        <p className="crumbs"><Link to="/deployments">Deployments</Link></p>
+        <p className="crumbs">
+          <Link to="/deployments">Deployments</Link>
+        </p>
         <ErrorBox error={q.error} retry={() => void q.refetch()} />
       </section>
     );
@@ -187,46 +263,101 @@ export function DeploymentPage({ id }: { id: string }) {
 
   return (
     <article className="deployment-page" data-deployment={dep.entryName} data-state={dep.state}>
-      <p className="crumbs"><Link to="/deployments">Deployments</Link> / {dep.entryName}</p>
+      <p className="crumbs">
+        <Link to="/deployments">Deployments</Link> / {dep.entryName}
+      </p>
       <div className="page-title">
         <h1>{dep.entryName}</h1>
         <StateBadge state={dep.state} />
       </div>
       <div className="row toolbar">
         {canWake && (
-          <button type="button" className="primary" onClick={() => wake.mutate()} disabled={wake.isPending || (dep.state === 'running' && dep.readyReplicas > 0)} title="Start a replica now, ahead of traffic">
+          <button
+            type="button"
+            className="primary"
+            onClick={() => wake.mutate()}
+            disabled={wake.isPending || (dep.state === 'running' && dep.readyReplicas > 0)}
+            title="Start a replica now, ahead of traffic"
+          >
             {wake.isPending ? 'Waking…' : 'Wake'}
           </button>
         )}
         {dep.state === 'stopped' || dep.state === 'failed' ? (
-          <button type="button" onClick={() => start.mutate()} disabled={start.isPending}>Start</button>
+          <button type="button" onClick={() => start.mutate()} disabled={start.isPending}>
+            Start
+          </button>
         ) : (
-          <button type="button" onClick={() => stop.mutate()} disabled={stop.isPending}>{stop.isPending ? 'Stopping…' : 'Stop'}</button>
+          <button type="button" onClick={() => stop.mutate()} disabled={stop.isPending}>
+            {stop.isPending ? 'Stopping…' : 'Stop'}
+          </button>
         )}
-        <button type="button" className="danger" onClick={() => setConfirmDelete(true)}>Delete</button>
-        <Link to={`/playground?endpoint=${encodeURIComponent(dep.entryName)}&mode=dedicated`} className="button">Open in the playground</Link>
+        <button type="button" className="danger" onClick={() => setConfirmDelete(true)}>
+          Delete
+        </button>
+        <Link to={`/playground?endpoint=${encodeURIComponent(dep.entryName)}&mode=dedicated`} className="button">
+          Open in the playground
+        </Link>
       </div>
       {(wake.isError || stop.isError || start.isError) && <ErrorBox error={wake.error ?? stop.error ?? start.error} />}
-      {wake.isSuccess && dep.readyReplicas === 0 && <p role="status" className="muted small">Waking: a replica is starting (cold start {entry?.coldStartTtft || 'in progress'}).</p>}
+      {wake.isSuccess && dep.readyReplicas === 0 && (
+        <p role="status" className="muted small">
+          Waking: a replica is starting (cold start {entry?.coldStartTtft || 'in progress'}).
+        </p>
+      )}
 
       <dl className="totals">
-        <div><dt>Ready / desired replicas</dt><dd data-testid="replicas">{dep.readyReplicas} / {dep.desiredReplicas}</dd></div>
-        <div><dt>Min / max</dt><dd>{dep.minReplicas} / {dep.maxReplicas}</dd></div>
-        <div><dt>Target concurrency</dt><dd>{dep.autoscaling.targetConcurrency}{dep.autoscaling.targetConcurrencyIsDefault ? <span className="muted small"> (default)</span> : null}</dd></div>
-        <div><dt>Scale to zero after</dt><dd>{formatSeconds(dep.autoscaling.scaleToZeroAfterSeconds)}</dd></div>
+        <div>
+          <dt>Ready / desired replicas</dt>
+          <dd data-testid="replicas">
+            {dep.readyReplicas} / {dep.desiredReplicas}
+          </dd>
+        </div>
+        <div>
+          <dt>Min / max</dt>
+          <dd>
+            {dep.minReplicas} / {dep.maxReplicas}
+          </dd>
+        </div>
+        <div>
+          <dt>Target concurrency</dt>
+          <dd>
+            {dep.autoscaling.targetConcurrency}
+            {dep.autoscaling.targetConcurrencyIsDefault ? <span className="muted small"> (default)</span> : null}
+          </dd>
+        </div>
+        <div>
+          <dt>Scale to zero after</dt>
+          <dd>{formatSeconds(dep.autoscaling.scaleToZeroAfterSeconds)}</dd>
+        </div>
       </dl>
-      <p className="small"><span className="muted">Last scaling decision:</span> <span data-testid="last-scale-reason">{dep.lastScaleReason ?? 'none yet'}</span>
-        {dep.lastScaleAt ? <span className="muted"> ({formatShortDate(dep.lastScaleAt)})</span> : null}</p>
-      {dep.lastError && <p className="state error" role="alert">Last error: {dep.lastError}</p>}
+      <p className="small">
+        <span className="muted">Last scaling decision:</span> <span data-testid="last-scale-reason">{dep.lastScaleReason ?? 'none yet'}</span>
+        {dep.lastScaleAt ? <span className="muted"> ({formatShortDate(dep.lastScaleAt)})</span> : null}
+      </p>
+      {dep.lastError && (
+        <p className="state error" role="alert">
+          Last error: {dep.lastError}
+        </p>
+      )}
 
       <dl className="client-values">
         <div>
           <dt>API Base URL</dt>
-          <dd><code className="wrap" data-testid="deployment-url">{url}</code> {url && <CopyButton text={url} label="Copy API Base URL" />}</dd>
+          <dd>
+            <code className="wrap" data-testid="deployment-url">
+              {url}
+            </code>{' '}
+            {url && <CopyButton text={url} label="Copy API Base URL" />}
+          </dd>
         </div>
         <div>
           <dt>Model Name</dt>
-          <dd><code className="wrap" data-testid="deployment-model">{model}</code> <CopyButton text={model} label="Copy Model Name" /></dd>
+          <dd>
+            <code className="wrap" data-testid="deployment-model">
+              {model}
+            </code>{' '}
+            <CopyButton text={model} label="Copy Model Name" />
+          </dd>
         </div>
       </dl>
 
@@ -250,7 +381,12 @@ export function DeploymentPage({ id }: { id: string }) {
         {dep.replicas.length > 0 && (
           <ul className="replica-list">
             {dep.replicas.map((r) => (
-              <li key={r.id}><span className={`state-badge s-${r.state}`}>{r.state}</span> <span className="muted small">{r.kind} · since {formatShortDate(r.createdAt)}</span></li>
+              <li key={r.id}>
+                <span className={`state-badge s-${r.state}`}>{r.state}</span>{' '}
+                <span className="muted small">
+                  {r.kind} · since {formatShortDate(r.createdAt)}
+                </span>
+              </li>
             ))}
           </ul>
         )}
@@ -263,7 +399,11 @@ export function DeploymentPage({ id }: { id: string }) {
 
       <section aria-labelledby="gpu-h">
         <h2 id="gpu-h">GPU time and cost</h2>
-        {entry && <p className="small"><DedicatedPrice entry={entry} /></p>}
+        {entry && (
+          <p className="small">
+            <DedicatedPrice entry={entry} />
+          </p>
+        )}
         <GpuTime d={dep} tenantId={tenantId} price={entry?.dedicatedPricePerGpuHour ?? null} />
       </section>
 
@@ -279,7 +419,10 @@ export function DeploymentPage({ id }: { id: string }) {
         danger
         busy={del.isPending}
         onConfirm={() => del.mutate()}
-        onCancel={() => { setConfirmDelete(false); del.reset(); }}
+        onCancel={() => {
+          setConfirmDelete(false);
+          del.reset();
+        }}
       >
         <p>Its replicas stop and its URL stops answering. The shared endpoint is not affected.</p>
         {del.isError && <ErrorBox error={del.error} />}

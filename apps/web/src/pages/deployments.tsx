@@ -13,11 +13,21 @@ import { useSession } from '../session.tsx';
 export const SETTLED = new Set(['running', 'stopped', 'failed', 'scaled_to_zero']);
 
 export const STATE_LABELS: Readonly<Record<string, string>> = {
-  pending: 'pending', provisioning: 'provisioning', running: 'running', scaling: 'scaling', scaled_to_zero: 'scaled to zero', stopped: 'stopped', failed: 'failed',
+  pending: 'pending',
+  provisioning: 'provisioning',
+  running: 'running',
+  scaling: 'scaling',
+  scaled_to_zero: 'scaled to zero',
+  stopped: 'stopped',
+  failed: 'failed',
 };
 
 export function StateBadge({ state }: { state: string }) {
-  return <span className={`state-badge s-${state}`} data-testid="deployment-state">{STATE_LABELS[state] ?? state}</span>;
+  return (
+    <span className={`state-badge s-${state}`} data-testid="deployment-state">
+      {STATE_LABELS[state] ?? state}
+    </span>
+  );
 }
 
 /** What one replica of the entry costs per hour: GPU-hour price x GPU Count. */
@@ -27,8 +37,8 @@ export function DedicatedPrice({ entry }: { entry: CatalogEntry }) {
   return (
     <span data-testid="gpu-hour-price">
       <strong>{formatUsd(entry.dedicatedPricePerGpuHour)} per GPU-hour</strong> × {gpus} GPU{gpus === 1 ? '' : 's'} ={' '}
-      <strong>{formatUsd(entry.dedicatedPricePerGpuHour * gpus)}</strong> per replica-hour, billed by the second while a replica runs (boot
-      included); nothing while scaled to zero.
+      <strong>{formatUsd(entry.dedicatedPricePerGpuHour * gpus)}</strong> per replica-hour, billed by the second while a replica runs (boot included); nothing
+      while scaled to zero.
     </span>
   );
 }
@@ -65,7 +75,9 @@ function DeployForm({ tenantId }: { tenantId: string }) {
         <label htmlFor={`${id}-entry`}>Endpoint</label>
         <select id={`${id}-entry`} value={chosen.name} onChange={(e) => setEntryName(e.target.value)}>
           {dedicated.map((e) => (
-            <option key={e.id} value={e.name}>{e.name}</option>
+            <option key={e.id} value={e.name}>
+              {e.name}
+            </option>
           ))}
         </select>
         <p className="hint">
@@ -73,15 +85,23 @@ function DeployForm({ tenantId }: { tenantId: string }) {
           {chosen.coldStartTtft ? ` · cold start ${chosen.coldStartTtft}` : ''}
         </p>
       </div>
-      <p className="price-line"><DedicatedPrice entry={chosen} /></p>
+      <p className="price-line">
+        <DedicatedPrice entry={chosen} />
+      </p>
       <fieldset>
         <legend>Autoscaling</legend>
         <AutoscalingFields draft={draft} onChange={setDraft} errors={touched ? errors : {}} />
       </fieldset>
       <div className="row">
-        <button type="submit" className="primary" disabled={create.isPending}>{create.isPending ? 'Deploying…' : 'Deploy'}</button>
+        <button type="submit" className="primary" disabled={create.isPending}>
+          {create.isPending ? 'Deploying…' : 'Deploy'}
+        </button>
       </div>
-      {touched && Object.keys(errors).length > 0 && <p className="field-error" role="alert">Fix the fields marked above.</p>}
+      {touched && Object.keys(errors).length > 0 && (
+        <p className="field-error" role="alert">
+          Fix the fields marked above.
+        </p>
+      )}
       {create.isError && <ErrorBox error={create.error} />}
     </form>
   );
@@ -90,7 +110,10 @@ function DeployForm({ tenantId }: { tenantId: string }) {
 function DeploymentCard({ d, tenantId, tenantSlug }: { d: Deployment; tenantId: string; tenantSlug: string }) {
   const qc = useQueryClient();
   const urls = useQuery({ queryKey: ['platform.urls'], queryFn: () => api.platform.urls(), staleTime: Infinity });
-  const wake = useMutation({ mutationFn: () => api.deployments.wake(tenantId, d.id), onSuccess: () => void qc.invalidateQueries({ queryKey: ['deployments.list'] }) });
+  const wake = useMutation({
+    mutationFn: () => api.deployments.wake(tenantId, d.id),
+    onSuccess: () => void qc.invalidateQueries({ queryKey: ['deployments.list'] }),
+  });
   const url = urls.data ? dedicatedBaseUrl(urls.data, tenantSlug, d.entryName) : '';
   const model = dedicatedModelName(d.entryName, d.provider);
   return (
@@ -99,23 +122,53 @@ function DeploymentCard({ d, tenantId, tenantSlug }: { d: Deployment; tenantId: 
         <Link to={`/deployments/${d.id}`}>{d.entryName}</Link> <StateBadge state={d.state} />
       </h3>
       <dl className="facts">
-        <div><dt>Ready / desired</dt><dd data-testid="replicas">{d.readyReplicas} / {d.desiredReplicas}</dd></div>
-        <div><dt>Min / max</dt><dd>{d.minReplicas} / {d.maxReplicas}</dd></div>
+        <div>
+          <dt>Ready / desired</dt>
+          <dd data-testid="replicas">
+            {d.readyReplicas} / {d.desiredReplicas}
+          </dd>
+        </div>
+        <div>
+          <dt>Min / max</dt>
+          <dd>
+            {d.minReplicas} / {d.maxReplicas}
+          </dd>
+        </div>
       </dl>
-      {d.lastScaleReason && <p className="small muted" title={d.lastScaleReason}>Last scaling: {d.lastScaleReason}</p>}
-      {d.lastError && <p className="state error small" role="alert">{d.lastError}</p>}
+      {d.lastScaleReason && (
+        <p className="small muted" title={d.lastScaleReason}>
+          Last scaling: {d.lastScaleReason}
+        </p>
+      )}
+      {d.lastError && (
+        <p className="state error small" role="alert">
+          {d.lastError}
+        </p>
+      )}
       <dl className="client-values">
         <div>
           <dt>API Base URL</dt>
-          <dd><code className="wrap" data-testid="deployment-url">{url}</code> {url && <CopyButton text={url} label="Copy URL" />}</dd>
+          <dd>
+            <code className="wrap" data-testid="deployment-url">
+              {url}
+            </code>{' '}
+            {url && <CopyButton text={url} label="Copy URL" />}
+          </dd>
         </div>
         <div>
           <dt>Model Name</dt>
-          <dd><code className="wrap" data-testid="deployment-model">{model}</code> <CopyButton text={model} label="Copy" /></dd>
+          <dd>
+            <code className="wrap" data-testid="deployment-model">
+              {model}
+            </code>{' '}
+            <CopyButton text={model} label="Copy" />
+          </dd>
         </div>
       </dl>
       <div className="row">
-        <Link to={`/deployments/${d.id}`} className="button">Details</Link>
+        <Link to={`/deployments/${d.id}`} className="button">
+          Details
+        </Link>
         {d.state !== 'stopped' && d.state !== 'failed' && (
           <button type="button" onClick={() => wake.mutate()} disabled={wake.isPending || (d.readyReplicas > 0 && d.state === 'running')}>
             {wake.isPending ? 'Waking…' : 'Wake'}
@@ -141,8 +194,8 @@ export function DeploymentsPage() {
     <section>
       <h1>Dedicated deployments</h1>
       <p className="muted">
-        A dedicated deployment serves one catalog endpoint on GPUs reserved for your tenant, at a tenant-scoped URL. It scales on load,
-        to zero when idle (requests wait through the cold start), and is billed by replica GPU time.
+        A dedicated deployment serves one catalog endpoint on GPUs reserved for your tenant, at a tenant-scoped URL. It scales on load, to zero when idle
+        (requests wait through the cold start), and is billed by replica GPU time.
       </p>
       <div className="panel">
         <h2>Deploy</h2>
@@ -155,7 +208,9 @@ export function DeploymentsPage() {
             <Empty>No dedicated deployments yet.</Empty>
           ) : (
             <ul className="deploy-list" aria-live="polite">
-              {ds.map((d) => <DeploymentCard key={d.id} d={d} tenantId={tenantId} tenantSlug={tenantSlug} />)}
+              {ds.map((d) => (
+                <DeploymentCard key={d.id} d={d} tenantId={tenantId} tenantSlug={tenantSlug} />
+              ))}
             </ul>
           )
         }

@@ -12,15 +12,21 @@ import { ContextLength } from './catalog.tsx';
 import { StateBadge } from './deployments.tsx';
 import { useSession } from '../session.tsx';
 
-
 function Fields({ entry }: { entry: CatalogEntry }) {
-  const observed = useQuery({ queryKey: ['catalog.observedColdStart', entry.id], queryFn: () => api.catalog.observedColdStart(entry.id), enabled: entry.offeredDedicated });
+  const observed = useQuery({
+    queryKey: ['catalog.observedColdStart', entry.id],
+    queryFn: () => api.catalog.observedColdStart(entry.id),
+    enabled: entry.offeredDedicated,
+  });
   const o = observed.data;
   const coldStart: ReactNode = (
     <>
       {entry.coldStartTtft || '—'}
       {o && o.samples > 0 && o.p50Seconds != null && (
-        <span className="muted small" data-testid="observed-cold-start"> · observed p50 {o.p50Seconds.toFixed(1)} s, p95 {(o.p95Seconds ?? o.p50Seconds).toFixed(1)} s ({o.samples} cold start{o.samples === 1 ? '' : 's'})</span>
+        <span className="muted small" data-testid="observed-cold-start">
+          {' '}
+          · observed p50 {o.p50Seconds.toFixed(1)} s, p95 {(o.p95Seconds ?? o.p50Seconds).toFixed(1)} s ({o.samples} cold start{o.samples === 1 ? '' : 's'})
+        </span>
       )}
     </>
   );
@@ -63,18 +69,30 @@ export function EndpointPage({ name }: { name: string }) {
   const [created, setCreated] = useState<CreatedKey | null>(null);
 
   if (entry.isPending || urls.isPending) return <Loading what="Loading the endpoint" />;
-  if (entry.isError || urls.isError) return <ErrorBox error={entry.error ?? urls.error} retry={() => { void entry.refetch(); void urls.refetch(); }} />;
+  if (entry.isError || urls.isError)
+    return (
+      <ErrorBox
+        error={entry.error ?? urls.error}
+        retry={() => {
+          void entry.refetch();
+          void urls.refetch();
+        }}
+      />
+    );
   const e = entry.data;
   if (!e) {
     return (
       <section>
         <h1>Endpoint not found</h1>
-        <p>No published endpoint is called <code>{name}</code>. <Link to="/">Browse the catalog</Link>.</p>
+        <p>
+          No published endpoint is called <code>{name}</code>. <Link to="/">Browse the catalog</Link>.
+        </p>
       </section>
     );
   }
-  const deployment = deployments.data?.find((d) => d.entryName === e.name && d.state !== 'stopped' && d.state !== 'failed')
-    ?? deployments.data?.find((d) => d.entryName === e.name);
+  const deployment =
+    deployments.data?.find((d) => d.entryName === e.name && d.state !== 'stopped' && d.state !== 'failed') ??
+    deployments.data?.find((d) => d.entryName === e.name);
   const tenant = session.tenant;
   const modes = [
     ...(e.offeredShared ? [{ key: 'shared' as const, label: 'Shared (token-billed)' }] : []),
@@ -86,12 +104,12 @@ export function EndpointPage({ name }: { name: string }) {
 
   return (
     <article className="endpoint">
-      <p className="crumbs"><Link to="/">Catalog</Link> / {e.name}</p>
+      <p className="crumbs">
+        <Link to="/">Catalog</Link> / {e.name}
+      </p>
       <h1>{e.name}</h1>
       <p className="modes">
-        Offered as:{' '}
-        {e.offeredShared && <span className="pill">Shared, token-billed</span>}{' '}
-        {e.offeredDedicated && <span className="pill">Dedicated GPU</span>}
+        Offered as: {e.offeredShared && <span className="pill">Shared, token-billed</span>} {e.offeredDedicated && <span className="pill">Dedicated GPU</span>}
         {!e.offeredShared && !e.offeredDedicated && <span className="muted">not currently offered</span>}
       </p>
       <section aria-labelledby="summary-h">
@@ -104,19 +122,28 @@ export function EndpointPage({ name }: { name: string }) {
       </section>
       <section aria-labelledby="intro-h">
         <h2 id="intro-h">Detailed Intro</h2>
-        {e.detailedIntro ? <div className="intro">{e.detailedIntro.split(/\n{2,}/).map((p, i) => <p key={i}>{p}</p>)}</div> : <p className="muted">No detailed introduction yet.</p>}
+        {e.detailedIntro ? (
+          <div className="intro">
+            {e.detailedIntro.split(/\n{2,}/).map((p, i) => (
+              <p key={i}>{p}</p>
+            ))}
+          </div>
+        ) : (
+          <p className="muted">No detailed introduction yet.</p>
+        )}
       </section>
       <section aria-labelledby="integrate-h" className="integrate">
         <h2 id="integrate-h">Integrate</h2>
         {!session.me && (
           <p className="muted">
-            <Link to={`/login?next=${encodeURIComponent(`/endpoints/${encodeURIComponent(e.name)}`)}`}>Log in</Link> to get an API key, your
-            tenant-scoped dedicated URL and the playground. The key slot shows a placeholder until then.
+            <Link to={`/login?next=${encodeURIComponent(`/endpoints/${encodeURIComponent(e.name)}`)}`}>Log in</Link> to get an API key, your tenant-scoped
+            dedicated URL and the playground. The key slot shows a placeholder until then.
           </p>
         )}
         {session.me && e.offeredDedicated && !deployment && (
           <p className="muted">
-            Your tenant has no dedicated deployment of this endpoint. <Link to={`/deployments?entry=${encodeURIComponent(e.name)}`}>Deploy it</Link> to get a tenant-scoped URL.
+            Your tenant has no dedicated deployment of this endpoint. <Link to={`/deployments?entry=${encodeURIComponent(e.name)}`}>Deploy it</Link> to get a
+            tenant-scoped URL.
           </p>
         )}
         {session.me && tenant && (
@@ -139,13 +166,25 @@ export function EndpointPage({ name }: { name: string }) {
               <IntegrationView mode="shared" baseUrl={urls.data.sharedBaseUrl} model={e.name} apiKey={apiKey} />
             ) : tenant && deployment ? (
               <>
-                <p className="muted small">Deployment: <StateBadge state={deployment.state} /> {deployment.readyReplicas} / {deployment.desiredReplicas} replicas ready · <Link to={`/deployments/${deployment.id}`}>details</Link></p>
-                <IntegrationView mode="dedicated" baseUrl={dedicatedBaseUrl(urls.data, tenant.slug, e.name)} model={dedicatedModelName(e.name, e.provider)} apiKey={apiKey} />
+                <p className="muted small">
+                  Deployment: <StateBadge state={deployment.state} /> {deployment.readyReplicas} / {deployment.desiredReplicas} replicas ready ·{' '}
+                  <Link to={`/deployments/${deployment.id}`}>details</Link>
+                </p>
+                <IntegrationView
+                  mode="dedicated"
+                  baseUrl={dedicatedBaseUrl(urls.data, tenant.slug, e.name)}
+                  model={dedicatedModelName(e.name, e.provider)}
+                  apiKey={apiKey}
+                />
               </>
             ) : null}
           </Tabs>
         )}
-        {session.me && <p><Link to={`/playground?endpoint=${encodeURIComponent(e.name)}`}>Open in the playground</Link></p>}
+        {session.me && (
+          <p>
+            <Link to={`/playground?endpoint=${encodeURIComponent(e.name)}`}>Open in the playground</Link>
+          </p>
+        )}
       </section>
     </article>
   );

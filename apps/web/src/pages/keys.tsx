@@ -48,7 +48,9 @@ export function KeysPage() {
                     <th scope="col">Last used</th>
                     <th scope="col">Expires</th>
                     <th scope="col">Status</th>
-                    <th scope="col"><span className="visually-hidden">Actions</span></th>
+                    <th scope="col">
+                      <span className="visually-hidden">Actions</span>
+                    </th>
                   </tr>
                 </thead>
                 <tbody>
@@ -56,7 +58,9 @@ export function KeysPage() {
                     return (
                       <tr key={k.id} data-key-id={k.id}>
                         <td data-label="Name">{k.name}</td>
-                        <td data-label="Prefix"><code>{k.prefix}…</code></td>
+                        <td data-label="Prefix">
+                          <code>{k.prefix}…</code>
+                        </td>
                         <CredentialCells credential={k} onRevoke={() => setRevoking(k)} />
                       </tr>
                     );
@@ -74,7 +78,10 @@ export function KeysPage() {
         danger
         busy={revoke.isPending}
         onConfirm={() => revoking && revoke.mutate(revoking)}
-        onCancel={() => { setRevoking(null); revoke.reset(); }}
+        onCancel={() => {
+          setRevoking(null);
+          revoke.reset();
+        }}
       >
         <p>
           Requests with <strong>{revoking?.name}</strong> (<code>{revoking?.prefix}…</code>) will be refused within seconds. This cannot be undone.

@@ -12,7 +12,10 @@ import { Link, useRouter } from '../router.tsx';
 import { useSession } from '../session.tsx';
 import { dedicatedBaseUrl, dedicatedModelName } from '@infer/shared/public-urls';
 
-interface Turn { role: 'user' | 'assistant'; content: string }
+interface Turn {
+  role: 'user' | 'assistant';
+  content: string;
+}
 type View = 'chat' | 'json' | 'curl';
 type KeySource = 'paste' | 'playground' | 'tab';
 
@@ -40,13 +43,30 @@ function StatsView({ stats }: { stats: ReplyStats }) {
   return (
     <div className="reply-stats" data-testid="reply-stats">
       <dl>
-        <div><dt>Prompt tokens</dt><dd data-testid="stat-prompt">{n(stats.promptTokens)}</dd></div>
-        <div><dt>Completion tokens</dt><dd data-testid="stat-completion">{n(stats.completionTokens)}</dd></div>
-        <div><dt>Time to first token</dt><dd data-testid="stat-ttft">{stats.ttftMs == null ? '—' : `${Math.round(stats.ttftMs)} ms`}</dd></div>
-        <div><dt>Tokens/s</dt><dd data-testid="stat-tps">{stats.tokensPerSecond == null ? '—' : stats.tokensPerSecond.toFixed(1)}</dd></div>
-        <div><dt>Cost</dt><dd data-testid="stat-cost">{stats.mode === 'dedicated' ? 'GPU time' : stats.costUsd == null ? '—' : formatUsd(stats.costUsd)}</dd></div>
+        <div>
+          <dt>Prompt tokens</dt>
+          <dd data-testid="stat-prompt">{n(stats.promptTokens)}</dd>
+        </div>
+        <div>
+          <dt>Completion tokens</dt>
+          <dd data-testid="stat-completion">{n(stats.completionTokens)}</dd>
+        </div>
+        <div>
+          <dt>Time to first token</dt>
+          <dd data-testid="stat-ttft">{stats.ttftMs == null ? '—' : `${Math.round(stats.ttftMs)} ms`}</dd>
+        </div>
+        <div>
+          <dt>Tokens/s</dt>
+          <dd data-testid="stat-tps">{stats.tokensPerSecond == null ? '—' : stats.tokensPerSecond.toFixed(1)}</dd>
+        </div>
+        <div>
+          <dt>Cost</dt>
+          <dd data-testid="stat-cost">{stats.mode === 'dedicated' ? 'GPU time' : stats.costUsd == null ? '—' : formatUsd(stats.costUsd)}</dd>
+        </div>
       </dl>
-      <p className={stats.finishReason === 'length' ? 'finish warn' : 'finish'} data-testid="stat-finish">{finishText(stats)}</p>
+      <p className={stats.finishReason === 'length' ? 'finish warn' : 'finish'} data-testid="stat-finish">
+        {finishText(stats)}
+      </p>
     </div>
   );
 }
@@ -114,7 +134,16 @@ export function PlaygroundPage() {
   });
 
   if (entries.isPending || urls.isPending) return <Loading what="Loading the playground" />;
-  if (entries.isError || urls.isError) return <ErrorBox error={entries.error ?? urls.error} retry={() => { void entries.refetch(); void urls.refetch(); }} />;
+  if (entries.isError || urls.isError)
+    return (
+      <ErrorBox
+        error={entries.error ?? urls.error}
+        retry={() => {
+          void entries.refetch();
+          void urls.refetch();
+        }}
+      />
+    );
 
   const entry = entries.data.find((e) => e.name === endpoint) ?? entries.data.find((e) => e.offeredShared) ?? entries.data[0];
   const deployment = deployments.data?.find((d) => d.entryName === entry?.name && d.state !== 'stopped' && d.state !== 'failed');
@@ -134,7 +163,15 @@ export function PlaygroundPage() {
   const maxTokensNum = Number(maxTokens);
   const temperatureNum = Number(temperature);
   const paramsValid = Number.isInteger(maxTokensNum) && maxTokensNum >= 1 && Number.isFinite(temperatureNum) && temperatureNum >= 0 && temperatureNum <= 2;
-  const snippetInput: SnippetInput = { baseUrl, model, apiKey: key?.secret ?? null, messages, maxTokens: maxTokensNum, temperature: temperatureNum, stream: true };
+  const snippetInput: SnippetInput = {
+    baseUrl,
+    model,
+    apiKey: key?.secret ?? null,
+    messages,
+    maxTokens: maxTokensNum,
+    temperature: temperatureNum,
+    stream: true,
+  };
   // Asks for the usage chunk at the end of the stream: the token counts shown after a reply are the platform's own.
   const body = { ...requestBody(snippetInput), stream_options: { include_usage: true } };
 
@@ -179,9 +216,10 @@ export function PlaygroundPage() {
       const completion = seen.usage?.completion_tokens ?? null;
       const prompt = seen.usage?.prompt_tokens ?? null;
       const genSeconds = firstAt === null ? 0 : (ended - firstAt) / 1000;
-      const price = currentMode === 'shared' && entry.priceInputPerM != null && entry.priceOutputPerM != null && prompt != null && completion != null
-        ? (prompt * entry.priceInputPerM + completion * entry.priceOutputPerM) / 1e6
-        : null;
+      const price =
+        currentMode === 'shared' && entry.priceInputPerM != null && entry.priceOutputPerM != null && prompt != null && completion != null
+          ? (prompt * entry.priceInputPerM + completion * entry.priceOutputPerM) / 1e6
+          : null;
       setStats({
         promptTokens: prompt,
         completionTokens: completion,
@@ -214,40 +252,66 @@ export function PlaygroundPage() {
           <div className="field">
             <label htmlFor="pg-endpoint">Endpoint</label>
             <select id="pg-endpoint" value={entry?.name ?? ''} onChange={(e) => setEndpoint(e.target.value)}>
-              {entries.data.map((e) => <option key={e.id} value={e.name}>{e.name}</option>)}
+              {entries.data.map((e) => (
+                <option key={e.id} value={e.name}>
+                  {e.name}
+                </option>
+              ))}
             </select>
           </div>
           <div className="field">
             <label htmlFor="pg-mode">Mode</label>
             <select id="pg-mode" value={currentMode} onChange={(e) => setMode(e.target.value as 'shared' | 'dedicated')} disabled={modes.length < 2}>
-              {modes.map((m) => <option key={m} value={m}>{m === 'shared' ? 'Shared (token-billed)' : 'Dedicated'}</option>)}
+              {modes.map((m) => (
+                <option key={m} value={m}>
+                  {m === 'shared' ? 'Shared (token-billed)' : 'Dedicated'}
+                </option>
+              ))}
             </select>
             {entry?.offeredDedicated && !deployment && (
-              <p className="hint">Dedicated needs a <Link to={`/deployments?entry=${encodeURIComponent(entry.name)}`}>deployment</Link>.</p>
+              <p className="hint">
+                Dedicated needs a <Link to={`/deployments?entry=${encodeURIComponent(entry.name)}`}>deployment</Link>.
+              </p>
             )}
             {modes.length === 0 && <p className="field-error">This endpoint has no mode you can call yet.</p>}
             {entry && modes.length > 0 && (
               <p className="hint" data-testid="pg-price">
                 {currentMode === 'shared'
                   ? entry.tokenPrice || 'No token price set.'
-                  : entry.dedicatedPrice ? `${entry.dedicatedPrice} while replicas run (tokens not billed)` : 'Billed by GPU time; no GPU-hour price set.'}
+                  : entry.dedicatedPrice
+                    ? `${entry.dedicatedPrice} while replicas run (tokens not billed)`
+                    : 'Billed by GPU time; no GPU-hour price set.'}
               </p>
             )}
           </div>
           <fieldset className="key-source">
             <legend>API key</legend>
-            <label className="checkbox"><input type="radio" name="pg-key-source" checked={keySource === 'paste'} onChange={() => setKeySource('paste')} /> Paste a key</label>
+            <label className="checkbox">
+              <input type="radio" name="pg-key-source" checked={keySource === 'paste'} onChange={() => setKeySource('paste')} /> Paste a key
+            </label>
             <label className="checkbox">
               <input type="radio" name="pg-key-source" checked={keySource === 'playground'} onChange={() => setKeySource('playground')} /> Playground key
               {playgroundKey && <span className="muted small"> ({playgroundKey.prefix}…)</span>}
             </label>
             {session.sessionKeys.length > 0 && (
-              <label className="checkbox"><input type="radio" name="pg-key-source" checked={keySource === 'tab'} onChange={() => setKeySource('tab')} /> A key created in this tab</label>
+              <label className="checkbox">
+                <input type="radio" name="pg-key-source" checked={keySource === 'tab'} onChange={() => setKeySource('tab')} /> A key created in this tab
+              </label>
             )}
             {keySource === 'paste' && (
               <div className="field">
-                <label htmlFor="pg-key-paste" className="visually-hidden">Your API key</label>
-                <input id="pg-key-paste" type="password" autoComplete="off" spellCheck={false} placeholder="infk_…" value={pasted} onChange={(e) => setPasted(e.target.value)} />
+                <label htmlFor="pg-key-paste" className="visually-hidden">
+                  Your API key
+                </label>
+                <input
+                  id="pg-key-paste"
+                  type="password"
+                  autoComplete="off"
+                  spellCheck={false}
+                  placeholder="infk_…"
+                  value={pasted}
+                  onChange={(e) => setPasted(e.target.value)}
+                />
                 <p className="hint">Kept in this tab's memory only; never stored or sent anywhere but the API.</p>
               </div>
             )}
@@ -261,9 +325,15 @@ export function PlaygroundPage() {
             )}
             {keySource === 'tab' && (
               <div className="field">
-                <label htmlFor="pg-key" className="visually-hidden">Key created in this tab</label>
+                <label htmlFor="pg-key" className="visually-hidden">
+                  Key created in this tab
+                </label>
                 <select id="pg-key" value={tabKey?.id ?? ''} onChange={(e) => setKeyId(e.target.value)}>
-                  {session.sessionKeys.map((k) => <option key={k.id} value={k.id}>{k.name} ({k.prefix}…)</option>)}
+                  {session.sessionKeys.map((k) => (
+                    <option key={k.id} value={k.id}>
+                      {k.name} ({k.prefix}…)
+                    </option>
+                  ))}
                 </select>
               </div>
             )}
@@ -286,7 +356,16 @@ export function PlaygroundPage() {
           {!paramsValid && <p className="field-error">max_tokens must be a whole number ≥ 1 and temperature between 0 and 2.</p>}
         </form>
         <div>
-          <Tabs label="Playground view" tabs={[{ key: 'chat', label: 'Chat' }, { key: 'json', label: 'Request JSON' }, { key: 'curl', label: 'curl' }]} value={view} onChange={setView}>
+          <Tabs
+            label="Playground view"
+            tabs={[
+              { key: 'chat', label: 'Chat' },
+              { key: 'json', label: 'Request JSON' },
+              { key: 'curl', label: 'curl' },
+            ]}
+            value={view}
+            onChange={setView}
+          >
             {view === 'chat' ? (
               <div className="messages" aria-live="polite">
                 {turns.length === 0 && !streaming && <p className="muted">Write a message and press Send. The reply streams token by token.</p>}
@@ -303,7 +382,11 @@ export function PlaygroundPage() {
                   </div>
                 )}
                 {status && (
-                  <p className={status.kind === 'error' ? 'state error' : 'reply-meta'} role={status.kind === 'error' ? 'alert' : 'status'} data-testid="reply-status">
+                  <p
+                    className={status.kind === 'error' ? 'state error' : 'reply-meta'}
+                    role={status.kind === 'error' ? 'alert' : 'status'}
+                    data-testid="reply-status"
+                  >
                     {status.text}
                   </p>
                 )}
@@ -315,17 +398,33 @@ export function PlaygroundPage() {
                       id="pg-message"
                       value={draft}
                       onChange={(e) => setDraft(e.target.value)}
-                      onKeyDown={(e) => { if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) void send(e); }}
+                      onKeyDown={(e) => {
+                        if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) void send(e);
+                      }}
                       placeholder="Ask something (Ctrl+Enter sends)"
                     />
                   </div>
                   <div className="row">
                     {streaming ? (
-                      <button type="button" className="danger" onClick={stop}>Stop</button>
+                      <button type="button" className="danger" onClick={stop}>
+                        Stop
+                      </button>
                     ) : (
-                      <button type="submit" className="primary" disabled={!key || !pendingUser || !entry || modes.length === 0 || !paramsValid}>Send</button>
+                      <button type="submit" className="primary" disabled={!key || !pendingUser || !entry || modes.length === 0 || !paramsValid}>
+                        Send
+                      </button>
                     )}
-                    <button type="button" onClick={() => { setTurns([]); setStatus(null); setStats(null); }} disabled={streaming || turns.length === 0}>Clear conversation</button>
+                    <button
+                      type="button"
+                      onClick={() => {
+                        setTurns([]);
+                        setStatus(null);
+                        setStats(null);
+                      }}
+                      disabled={streaming || turns.length === 0}
+                    >
+                      Clear conversation
+                    </button>
                     {!key && <span className="muted small">Choose an API key first.</span>}
                   </div>
                 </form>
@@ -333,12 +432,16 @@ export function PlaygroundPage() {
             ) : view === 'json' ? (
               <div className="snippet">
                 <p className="muted small">POST {baseUrl}/chat/completions</p>
-                <pre className="wrap-pre"><code data-testid="request-json">{JSON.stringify(body, null, 2)}</code></pre>
+                <pre className="wrap-pre">
+                  <code data-testid="request-json">{JSON.stringify(body, null, 2)}</code>
+                </pre>
                 <CopyButton text={JSON.stringify(body, null, 2)} label="Copy request JSON" />
               </div>
             ) : (
               <div className="snippet">
-                <pre className="wrap-pre"><code data-testid="request-curl">{curlSnippet(snippetInput)}</code></pre>
+                <pre className="wrap-pre">
+                  <code data-testid="request-curl">{curlSnippet(snippetInput)}</code>
+                </pre>
                 <CopyButton text={curlSnippet(snippetInput)} label="Copy curl" />
                 {!key && <p className="muted small">The key slot shows {KEY_PLACEHOLDER} until you choose a key.</p>}
                 {keySource === 'paste' && key && <p className="muted small">This snippet contains your pasted key: copy it with care.</p>}

@@ -69,8 +69,12 @@ function Breakdown({ s, metric }: { s: UsageSummary; metric: Metric }) {
     <ul className="breakdown" aria-label={`By endpoint: ${METRICS.find((m) => m.key === metric)?.label}`}>
       {rows.map((r) => (
         <li key={`${r.entryId ?? r.name}-${r.mode}`}>
-          <span className="breakdown-name" title={r.name}>{r.name} <span className="pill">{r.mode}</span></span>
-          <span className="breakdown-bar" aria-hidden="true"><span style={{ width: `${(100 * value(r)) / max}%` }} /></span>
+          <span className="breakdown-name" title={r.name}>
+            {r.name} <span className="pill">{r.mode}</span>
+          </span>
+          <span className="breakdown-bar" aria-hidden="true">
+            <span style={{ width: `${(100 * value(r)) / max}%` }} />
+          </span>
           <span className="breakdown-value">{fmt(value(r))}</span>
         </li>
       ))}
@@ -104,13 +108,19 @@ export function UsagePage() {
     <section>
       <h1>Usage</h1>
       <p className="muted">
-        Requests, tokens, GPU time and cost of your tenant by UTC day and by endpoint. Shared endpoints are billed per token; dedicated
-        deployments per GPU-second (their tokens are counted, not billed).
+        Requests, tokens, GPU time and cost of your tenant by UTC day and by endpoint. Shared endpoints are billed per token; dedicated deployments per
+        GPU-second (their tokens are counted, not billed).
       </p>
       <form className="usage-range" onSubmit={(e) => e.preventDefault()} aria-label="Range">
         <div className="row" role="group" aria-label="Range presets">
           {PRESETS.map((p) => (
-            <button key={p.days} type="button" className={activePreset === p.days ? 'chip on' : 'chip'} aria-pressed={activePreset === p.days} onClick={() => preset(p.days)}>
+            <button
+              key={p.days}
+              type="button"
+              className={activePreset === p.days ? 'chip on' : 'chip'}
+              aria-pressed={activePreset === p.days}
+              onClick={() => preset(p.days)}
+            >
               {p.label}
             </button>
           ))}
@@ -127,7 +137,9 @@ export function UsagePage() {
         </div>
       </form>
       {!valid ? (
-        <p className="state error" role="alert">The start of the range must not be after its end.</p>
+        <p className="state error" role="alert">
+          The start of the range must not be after its end.
+        </p>
       ) : (
         <QueryView query={summary} what="usage">
           {(s) => {
@@ -137,15 +149,34 @@ export function UsagePage() {
             return (
               <>
                 <dl className="totals">
-                  <div><dt>Requests</dt><dd data-testid="total-requests">{formatInt(s.totals.requests)}</dd></div>
-                  <div><dt>Prompt tokens</dt><dd>{formatInt(s.totals.promptTokens)}</dd></div>
-                  <div><dt>Completion tokens</dt><dd>{formatInt(s.totals.completionTokens)}</dd></div>
-                  <div><dt>GPU time</dt><dd data-testid="total-gpu">{formatGpuHours(s.totals.gpuSeconds)}</dd></div>
-                  <div><dt>Cost</dt><dd data-testid="total-cost">{formatUsd(s.totals.costUsd)}</dd></div>
+                  <div>
+                    <dt>Requests</dt>
+                    <dd data-testid="total-requests">{formatInt(s.totals.requests)}</dd>
+                  </div>
+                  <div>
+                    <dt>Prompt tokens</dt>
+                    <dd>{formatInt(s.totals.promptTokens)}</dd>
+                  </div>
+                  <div>
+                    <dt>Completion tokens</dt>
+                    <dd>{formatInt(s.totals.completionTokens)}</dd>
+                  </div>
+                  <div>
+                    <dt>GPU time</dt>
+                    <dd data-testid="total-gpu">{formatGpuHours(s.totals.gpuSeconds)}</dd>
+                  </div>
+                  <div>
+                    <dt>Cost</dt>
+                    <dd data-testid="total-cost">{formatUsd(s.totals.costUsd)}</dd>
+                  </div>
                 </dl>
                 <div className="row">
-                  <button type="button" onClick={() => download(`usage-${from}-to-${to}.csv`, usageCsv(s, days))}>Export CSV</button>
-                  <span className="muted small">By day and by endpoint, {from} to {to} (UTC).</span>
+                  <button type="button" onClick={() => download(`usage-${from}-to-${to}.csv`, usageCsv(s, days))}>
+                    Export CSV
+                  </button>
+                  <span className="muted small">
+                    By day and by endpoint, {from} to {to} (UTC).
+                  </span>
                 </div>
                 {s.totals.requests === 0 && s.totals.gpuSeconds === 0 ? (
                   <Empty>No usage in this range.</Empty>
@@ -153,19 +184,34 @@ export function UsagePage() {
                   <>
                     <div className="charts">
                       <TimeChart
-                        title="Tokens per day" testId="chart-tokens" kind="bars" x={x} xLabel={dayLabel} format={compact}
+                        title="Tokens per day"
+                        testId="chart-tokens"
+                        kind="bars"
+                        x={x}
+                        xLabel={dayLabel}
+                        format={compact}
                         series={[
                           { label: 'Prompt', values: days.map((d) => d.promptTokens), color: '#2453d4' },
                           { label: 'Completion', values: days.map((d) => d.completionTokens), color: '#0e9384' },
                         ]}
                       />
                       <TimeChart
-                        title="Requests per day" testId="chart-requests" kind="bars" x={x} xLabel={dayLabel} format={compact}
+                        title="Requests per day"
+                        testId="chart-requests"
+                        kind="bars"
+                        x={x}
+                        xLabel={dayLabel}
+                        format={compact}
                         series={[{ label: 'Requests', values: days.map((d) => d.requests), color: '#6941c6' }]}
                       />
                       <TimeChart
-                        title="GPU time and cost per day" testId="chart-gpu" kind="bars" x={x} xLabel={dayLabel}
-                        format={(n) => `${(n / 3600).toFixed(n >= 36_000 ? 0 : 2)} h`} formatRight={usdAxis}
+                        title="GPU time and cost per day"
+                        testId="chart-gpu"
+                        kind="bars"
+                        x={x}
+                        xLabel={dayLabel}
+                        format={(n) => `${(n / 3600).toFixed(n >= 36_000 ? 0 : 2)} h`}
+                        formatRight={usdAxis}
                         series={[
                           { label: 'GPU-hours', values: days.map((d) => d.gpuSeconds), color: '#dc6803' },
                           { label: 'Cost (all usage)', values: days.map((d) => d.costUsd), color: '#475467', right: true },
@@ -176,7 +222,15 @@ export function UsagePage() {
                       <h2>By endpoint</h2>
                       <div className="row" role="group" aria-label="Breakdown metric">
                         {METRICS.map((m) => (
-                          <button key={m.key} type="button" className={metric === m.key ? 'chip on' : 'chip'} aria-pressed={metric === m.key} onClick={() => setMetric(m.key)}>{m.label}</button>
+                          <button
+                            key={m.key}
+                            type="button"
+                            className={metric === m.key ? 'chip on' : 'chip'}
+                            aria-pressed={metric === m.key}
+                            onClick={() => setMetric(m.key)}
+                          >
+                            {m.label}
+                          </button>
                         ))}
                       </div>
                     </div>
@@ -185,20 +239,47 @@ export function UsagePage() {
                       <table className="stack-table">
                         <thead>
                           <tr>
-                            <th scope="col">Endpoint</th><th scope="col">Mode</th><th scope="col" className="num">Requests</th>
-                            <th scope="col" className="num">Prompt tokens</th><th scope="col" className="num">Completion tokens</th>
-                            <th scope="col" className="num">GPU time</th><th scope="col" className="num">Cost</th>
+                            <th scope="col">Endpoint</th>
+                            <th scope="col">Mode</th>
+                            <th scope="col" className="num">
+                              Requests
+                            </th>
+                            <th scope="col" className="num">
+                              Prompt tokens
+                            </th>
+                            <th scope="col" className="num">
+                              Completion tokens
+                            </th>
+                            <th scope="col" className="num">
+                              GPU time
+                            </th>
+                            <th scope="col" className="num">
+                              Cost
+                            </th>
                           </tr>
                         </thead>
                         <tbody>
                           {s.byEndpoint.map((r) => (
                             <tr key={`${r.entryId ?? r.name}-${r.mode}`}>
-                              <td data-label="Endpoint" className="name-cell">{r.name}</td><td data-label="Mode">{r.mode}</td>
-                              <td data-label="Requests" className="num">{formatInt(r.requests)}</td>
-                              <td data-label="Prompt tokens" className="num">{formatInt(r.promptTokens)}</td>
-                              <td data-label="Completion tokens" className="num">{formatInt(r.completionTokens)}</td>
-                              <td data-label="GPU time" className="num">{r.mode === 'dedicated' ? formatGpuHours(r.gpuSeconds) : '—'}</td>
-                              <td data-label="Cost" className="num">{formatUsd(r.costUsd)}</td>
+                              <td data-label="Endpoint" className="name-cell">
+                                {r.name}
+                              </td>
+                              <td data-label="Mode">{r.mode}</td>
+                              <td data-label="Requests" className="num">
+                                {formatInt(r.requests)}
+                              </td>
+                              <td data-label="Prompt tokens" className="num">
+                                {formatInt(r.promptTokens)}
+                              </td>
+                              <td data-label="Completion tokens" className="num">
+                                {formatInt(r.completionTokens)}
+                              </td>
+                              <td data-label="GPU time" className="num">
+                                {r.mode === 'dedicated' ? formatGpuHours(r.gpuSeconds) : '—'}
+                              </td>
+                              <td data-label="Cost" className="num">
+                                {formatUsd(r.costUsd)}
+                              </td>
                             </tr>
                           ))}
                         </tbody>
@@ -209,21 +290,49 @@ export function UsagePage() {
                       <table className="stack-table">
                         <thead>
                           <tr>
-                            <th scope="col">Day (UTC)</th><th scope="col" className="num">Requests</th><th scope="col" className="num">Prompt tokens</th>
-                            <th scope="col" className="num">Completion tokens</th><th scope="col" className="num">GPU time</th><th scope="col" className="num">Cost</th>
+                            <th scope="col">Day (UTC)</th>
+                            <th scope="col" className="num">
+                              Requests
+                            </th>
+                            <th scope="col" className="num">
+                              Prompt tokens
+                            </th>
+                            <th scope="col" className="num">
+                              Completion tokens
+                            </th>
+                            <th scope="col" className="num">
+                              GPU time
+                            </th>
+                            <th scope="col" className="num">
+                              Cost
+                            </th>
                           </tr>
                         </thead>
                         <tbody>
-                          {days.filter((d) => d.requests > 0 || d.gpuSeconds > 0).map((d) => (
-                            <tr key={d.day}>
-                              <td data-label="Day (UTC)" className="nowrap">{d.day}</td>
-                              <td data-label="Requests" className="num">{formatInt(d.requests)}</td>
-                              <td data-label="Prompt tokens" className="num">{formatInt(d.promptTokens)}</td>
-                              <td data-label="Completion tokens" className="num">{formatInt(d.completionTokens)}</td>
-                              <td data-label="GPU time" className="num">{formatGpuHours(d.gpuSeconds)}</td>
-                              <td data-label="Cost" className="num">{formatUsd(d.costUsd)}</td>
-                            </tr>
-                          ))}
+                          {days
+                            .filter((d) => d.requests > 0 || d.gpuSeconds > 0)
+                            .map((d) => (
+                              <tr key={d.day}>
+                                <td data-label="Day (UTC)" className="nowrap">
+                                  {d.day}
+                                </td>
+                                <td data-label="Requests" className="num">
+                                  {formatInt(d.requests)}
+                                </td>
+                                <td data-label="Prompt tokens" className="num">
+                                  {formatInt(d.promptTokens)}
+                                </td>
+                                <td data-label="Completion tokens" className="num">
+                                  {formatInt(d.completionTokens)}
+                                </td>
+                                <td data-label="GPU time" className="num">
+                                  {formatGpuHours(d.gpuSeconds)}
+                                </td>
+                                <td data-label="Cost" className="num">
+                                  {formatUsd(d.costUsd)}
+                                </td>
+                              </tr>
+                            ))}
                         </tbody>
                       </table>
                     </div>

@@ -111,7 +111,12 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('kind', 'text', (c) => c.notNull().check(sql`kind in ('sim', 'vllm', 'sglang', 'tgi', 'ollama', 'openai')`))
     .addColumn('served_model', 'text', (c) => c.notNull())
     .addColumn('api_key', 'text')
-    .addColumn('weight', 'integer', (c) => c.notNull().defaultTo(1).check(sql`weight >= 0`))
+    .addColumn('weight', 'integer', (c) =>
+      c
+        .notNull()
+        .defaultTo(1)
+        .check(sql`weight >= 0`),
+    )
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .execute();
   await db.schema.createIndex('endpoint_upstreams_entry_id_idx').on('endpoint_upstreams').column('entry_id').execute();
@@ -121,10 +126,13 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('id', 'uuid', (c) => c.primaryKey().defaultTo(uuidPk))
     .addColumn('tenant_id', 'uuid', (c) => c.notNull().references('tenants.id').onDelete('cascade'))
     .addColumn('entry_id', 'uuid', (c) => c.notNull().references('catalog_entries.id').onDelete('restrict'))
-    .addColumn('state', 'text', (c) =>
-      c.notNull().check(sql`state in ('pending', 'provisioning', 'running', 'stopped', 'failed')`),
+    .addColumn('state', 'text', (c) => c.notNull().check(sql`state in ('pending', 'provisioning', 'running', 'stopped', 'failed')`))
+    .addColumn('min_replicas', 'integer', (c) =>
+      c
+        .notNull()
+        .defaultTo(1)
+        .check(sql`min_replicas >= 0`),
     )
-    .addColumn('min_replicas', 'integer', (c) => c.notNull().defaultTo(1).check(sql`min_replicas >= 0`))
     .addColumn('max_replicas', 'integer', (c) => c.notNull().defaultTo(1))
     .addColumn('provisioner', 'text', (c) => c.notNull().defaultTo('local'))
     .addColumn('external_url', 'text')
@@ -148,11 +156,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('port', 'integer')
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .execute();
-  await db.schema
-    .createIndex('deployment_replicas_deployment_id_idx')
-    .on('deployment_replicas')
-    .column('deployment_id')
-    .execute();
+  await db.schema.createIndex('deployment_replicas_deployment_id_idx').on('deployment_replicas').column('deployment_id').execute();
 
   await db.schema
     .createTable('config_outbox')
@@ -183,16 +187,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('started_at', 'timestamptz', (c) => c.notNull())
     .addColumn('received_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .execute();
-  await db.schema
-    .createIndex('usage_records_tenant_started_idx')
-    .on('usage_records')
-    .columns(['tenant_id', 'started_at'])
-    .execute();
-  await db.schema
-    .createIndex('usage_records_entry_started_idx')
-    .on('usage_records')
-    .columns(['entry_id', 'started_at'])
-    .execute();
+  await db.schema.createIndex('usage_records_tenant_started_idx').on('usage_records').columns(['tenant_id', 'started_at']).execute();
+  await db.schema.createIndex('usage_records_entry_started_idx').on('usage_records').columns(['entry_id', 'started_at']).execute();
 
   await db.schema
     .createTable('audit_log')

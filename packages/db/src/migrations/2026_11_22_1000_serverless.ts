@@ -11,9 +11,24 @@ export async function up(db: Kysely<any>): Promise<void> {
   await db.schema
     .alterTable('deployments')
     .addColumn('target_concurrency', 'integer', (c) => c.check(sql`target_concurrency >= 1`))
-    .addColumn('scale_to_zero_after_seconds', 'integer', (c) => c.notNull().defaultTo(900).check(sql`scale_to_zero_after_seconds >= 10`))
-    .addColumn('scale_down_delay_seconds', 'integer', (c) => c.notNull().defaultTo(60).check(sql`scale_down_delay_seconds >= 0`))
-    .addColumn('desired_replicas', 'integer', (c) => c.notNull().defaultTo(0).check(sql`desired_replicas >= 0`))
+    .addColumn('scale_to_zero_after_seconds', 'integer', (c) =>
+      c
+        .notNull()
+        .defaultTo(900)
+        .check(sql`scale_to_zero_after_seconds >= 10`),
+    )
+    .addColumn('scale_down_delay_seconds', 'integer', (c) =>
+      c
+        .notNull()
+        .defaultTo(60)
+        .check(sql`scale_down_delay_seconds >= 0`),
+    )
+    .addColumn('desired_replicas', 'integer', (c) =>
+      c
+        .notNull()
+        .defaultTo(0)
+        .check(sql`desired_replicas >= 0`),
+    )
     .addColumn('last_scale_reason', 'text')
     .addColumn('last_scale_at', 'timestamptz')
     .execute();
@@ -88,8 +103,12 @@ export async function down(db: Kysely<any>): Promise<void> {
     check (state in ('starting', 'ready', 'failed', 'stopped'))`.execute(db);
   await db.schema
     .alterTable('deployments')
-    .dropColumn('target_concurrency').dropColumn('scale_to_zero_after_seconds').dropColumn('scale_down_delay_seconds')
-    .dropColumn('desired_replicas').dropColumn('last_scale_reason').dropColumn('last_scale_at')
+    .dropColumn('target_concurrency')
+    .dropColumn('scale_to_zero_after_seconds')
+    .dropColumn('scale_down_delay_seconds')
+    .dropColumn('desired_replicas')
+    .dropColumn('last_scale_reason')
+    .dropColumn('last_scale_at')
     .execute();
   await sql`update deployments set state = 'running' where state in ('scaling', 'scaled_to_zero')`.execute(db);
   await sql`alter table deployments drop constraint if exists deployments_state_check`.execute(db);

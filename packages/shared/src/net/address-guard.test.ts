@@ -24,21 +24,47 @@ function callLookup(lookup: ReturnType<typeof createAddressGuard>['lookup'], hos
 
 describe('classifyAddress', () => {
   it.each([
-    ['127.0.0.1', 'loopback'], ['127.255.1.2', 'loopback'], ['10.1.2.3', 'private'], ['172.16.0.1', 'private'],
-    ['172.31.255.255', 'private'], ['192.168.1.1', 'private'], ['100.64.0.1', 'shared'], ['169.254.169.254', 'link-local'],
-    ['0.0.0.0', 'unspecified'], ['0.1.2.3', 'unspecified'], ['224.0.0.1', 'multicast'], ['255.255.255.255', 'reserved'],
-    ['192.0.2.10', 'documentation'], ['198.51.100.1', 'documentation'], ['203.0.113.9', 'documentation'], ['198.18.0.1', 'reserved'],
-    ['::1', 'loopback'], ['::', 'unspecified'], ['0:0:0:0:0:0:0:1', 'loopback'], ['fc00::1', 'unique-local'], ['fd12:3456::1', 'unique-local'],
-    ['fe80::1', 'link-local'], ['ff02::1', 'multicast'], ['2001:db8::1', 'documentation'], ['fec0::1', 'reserved'],
+    ['127.0.0.1', 'loopback'],
+    ['127.255.1.2', 'loopback'],
+    ['10.1.2.3', 'private'],
+    ['172.16.0.1', 'private'],
+    ['172.31.255.255', 'private'],
+    ['192.168.1.1', 'private'],
+    ['100.64.0.1', 'shared'],
+    ['169.254.169.254', 'link-local'],
+    ['0.0.0.0', 'unspecified'],
+    ['0.1.2.3', 'unspecified'],
+    ['224.0.0.1', 'multicast'],
+    ['255.255.255.255', 'reserved'],
+    ['192.0.2.10', 'documentation'],
+    ['198.51.100.1', 'documentation'],
+    ['203.0.113.9', 'documentation'],
+    ['198.18.0.1', 'reserved'],
+    ['::1', 'loopback'],
+    ['::', 'unspecified'],
+    ['0:0:0:0:0:0:0:1', 'loopback'],
+    ['fc00::1', 'unique-local'],
+    ['fd12:3456::1', 'unique-local'],
+    ['fe80::1', 'link-local'],
+    ['ff02::1', 'multicast'],
+    ['2001:db8::1', 'documentation'],
+    ['fec0::1', 'reserved'],
     // IPv6 spellings of IPv4 addresses land where the IPv4 address does.
-    ['::ffff:127.0.0.1', 'loopback'], ['::ffff:7f00:1', 'loopback'], ['::ffff:a9fe:a9fe', 'link-local'], ['::127.0.0.1', 'loopback'],
-    ['64:ff9b::7f00:1', 'loopback'], ['64:ff9b::a00:1', 'private'], ['2002:7f00:1::', 'loopback'], ['2002:c0a8:101::1', 'private'],
+    ['::ffff:127.0.0.1', 'loopback'],
+    ['::ffff:7f00:1', 'loopback'],
+    ['::ffff:a9fe:a9fe', 'link-local'],
+    ['::127.0.0.1', 'loopback'],
+    ['64:ff9b::7f00:1', 'loopback'],
+    ['64:ff9b::a00:1', 'private'],
+    ['2002:7f00:1::', 'loopback'],
+    ['2002:c0a8:101::1', 'private'],
   ])('%s is %s', (ip, cls) => {
     expect(classifyAddress(ip)).toBe(cls);
   });
 
   it.each(['8.8.8.8', '1.1.1.1', '93.184.216.34', '172.32.0.1', '100.128.0.1', '2606:4700:4700::1111', '::ffff:8.8.8.8', '64:ff9b::808:808'])(
-    '%s is public', (ip) => {
+    '%s is public',
+    (ip) => {
       expect(classifyAddress(ip)).toBeNull();
     },
   );
@@ -50,9 +76,20 @@ describe('address guard', () => {
   // WHATWG URL parsing (what the control plane does first) turns every numeric spelling into dotted form;
   // whatever survives, the guard sees an address literal and refuses it without resolving.
   it.each([
-    'http://127.0.0.1:8001/', 'http://2130706433/', 'http://0x7f000001/', 'http://0x7f.1/', 'http://017700000001/',
-    'http://127.1/', 'http://0/', 'http://[::ffff:127.0.0.1]/', 'http://[::1]:8001/', 'http://[0:0:0:0:0:0:0:1]/',
-    'http://169.254.169.254/latest/meta-data/', 'http://[fd00::1]/', 'http://10.0.0.5:8000/', 'http://[64:ff9b::7f00:1]/',
+    'http://127.0.0.1:8001/',
+    'http://2130706433/',
+    'http://0x7f000001/',
+    'http://0x7f.1/',
+    'http://017700000001/',
+    'http://127.1/',
+    'http://0/',
+    'http://[::ffff:127.0.0.1]/',
+    'http://[::1]:8001/',
+    'http://[0:0:0:0:0:0:0:1]/',
+    'http://169.254.169.254/latest/meta-data/',
+    'http://[fd00::1]/',
+    'http://10.0.0.5:8000/',
+    'http://[64:ff9b::7f00:1]/',
   ])('refuses the literal %s', async (raw) => {
     await expect(strict.check(new URL(raw).hostname)).rejects.toBeInstanceOf(AddressRefusedError);
   });
@@ -101,7 +138,8 @@ describe('address guard', () => {
 
     const ok = createAddressGuard({ resolve: scriptedResolver({ 'runtime.example': [['93.184.216.34', '2606:4700:4700::1111']] }) });
     await expect(callLookup(ok.lookup, 'runtime.example', true)).resolves.toEqual([
-      { address: '93.184.216.34', family: 4 }, { address: '2606:4700:4700::1111', family: 6 },
+      { address: '93.184.216.34', family: 4 },
+      { address: '2606:4700:4700::1111', family: 6 },
     ]);
     await expect(callLookup(ok.lookup, 'runtime.example', false)).resolves.toBe('93.184.216.34');
   });

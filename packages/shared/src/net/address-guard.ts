@@ -7,9 +7,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
 
 /** Why an address is not public; null from `classifyAddress` means public. */
-export type AddressClass =
-  | 'unspecified' | 'loopback' | 'private' | 'shared' | 'link-local' | 'multicast' | 'documentation'
-  | 'reserved' | 'unique-local';
+export type AddressClass = 'unspecified' | 'loopback' | 'private' | 'shared' | 'link-local' | 'multicast' | 'documentation' | 'reserved' | 'unique-local';
 
 export interface ResolvedAddress {
   readonly address: string;
@@ -26,8 +24,14 @@ export class AddressRefusedError extends Error {
   readonly address: string | null;
   readonly reason: AddressClass | 'unresolvable' | 'invalid';
   constructor(hostname: string, address: string | null, reason: AddressClass | 'unresolvable' | 'invalid') {
-    const what = reason === 'unresolvable' ? 'does not resolve' : reason === 'invalid' ? 'is not a valid host'
-      : address === null || address === hostname ? `is a ${reason} address` : `resolves to a ${reason} address`;
+    const what =
+      reason === 'unresolvable'
+        ? 'does not resolve'
+        : reason === 'invalid'
+          ? 'is not a valid host'
+          : address === null || address === hostname
+            ? `is a ${reason} address`
+            : `resolves to a ${reason} address`;
     super(`${hostname} ${what}; only public addresses are allowed`);
     this.name = 'AddressRefusedError';
     this.hostname = hostname;
@@ -91,21 +95,41 @@ const table = (entries: readonly (readonly [string, AddressClass])[]) => entries
 
 // IANA special-purpose registries (RFC 6890 and successors): nothing here is a tenant's public runtime.
 const v4Special = table([
-  ['0.0.0.0/8', 'unspecified'], ['10.0.0.0/8', 'private'], ['100.64.0.0/10', 'shared'], ['127.0.0.0/8', 'loopback'],
-  ['169.254.0.0/16', 'link-local'], ['172.16.0.0/12', 'private'], ['192.0.0.0/24', 'reserved'],
-  ['192.0.2.0/24', 'documentation'], ['192.88.99.0/24', 'reserved'], ['192.168.0.0/16', 'private'],
-  ['198.18.0.0/15', 'reserved'], ['198.51.100.0/24', 'documentation'], ['203.0.113.0/24', 'documentation'],
-  ['224.0.0.0/4', 'multicast'], ['240.0.0.0/4', 'reserved'],
+  ['0.0.0.0/8', 'unspecified'],
+  ['10.0.0.0/8', 'private'],
+  ['100.64.0.0/10', 'shared'],
+  ['127.0.0.0/8', 'loopback'],
+  ['169.254.0.0/16', 'link-local'],
+  ['172.16.0.0/12', 'private'],
+  ['192.0.0.0/24', 'reserved'],
+  ['192.0.2.0/24', 'documentation'],
+  ['192.88.99.0/24', 'reserved'],
+  ['192.168.0.0/16', 'private'],
+  ['198.18.0.0/15', 'reserved'],
+  ['198.51.100.0/24', 'documentation'],
+  ['203.0.113.0/24', 'documentation'],
+  ['224.0.0.0/4', 'multicast'],
+  ['240.0.0.0/4', 'reserved'],
 ]);
 const v6Special = table([
-  ['::/128', 'unspecified'], ['::1/128', 'loopback'], ['64:ff9b:1::/48', 'private'], ['100::/64', 'reserved'],
-  ['2001::/23', 'reserved'], ['2001:db8::/32', 'documentation'], ['3fff::/20', 'documentation'],
-  ['fc00::/7', 'unique-local'], ['fe80::/10', 'link-local'], ['fec0::/10', 'reserved'], ['ff00::/8', 'multicast'],
+  ['::/128', 'unspecified'],
+  ['::1/128', 'loopback'],
+  ['64:ff9b:1::/48', 'private'],
+  ['100::/64', 'reserved'],
+  ['2001::/23', 'reserved'],
+  ['2001:db8::/32', 'documentation'],
+  ['3fff::/20', 'documentation'],
+  ['fc00::/7', 'unique-local'],
+  ['fe80::/10', 'link-local'],
+  ['fec0::/10', 'reserved'],
+  ['ff00::/8', 'multicast'],
 ]);
 // IPv6 forms that carry an IPv4 address the packet ends up at: mapped, compatible, NAT64, 6to4.
 const embedsV4 = [
-  { range: parseCidr('::ffff:0:0/96'), at: 12 }, { range: parseCidr('::/96'), at: 12 },
-  { range: parseCidr('64:ff9b::/96'), at: 12 }, { range: parseCidr('2002::/16'), at: 2 },
+  { range: parseCidr('::ffff:0:0/96'), at: 12 },
+  { range: parseCidr('::/96'), at: 12 },
+  { range: parseCidr('64:ff9b::/96'), at: 12 },
+  { range: parseCidr('2002::/16'), at: 2 },
 ];
 const globalUnicast = parseCidr('2000::/3');
 
@@ -192,7 +216,11 @@ export function createAddressGuard(opts: AddressGuardOptions = {}): AddressGuard
     return addresses;
   };
 
-  const lookup = ((hostname: string, options: { all?: boolean; family?: number | string } | number | undefined, callback: (...args: unknown[]) => void): void => {
+  const lookup = ((
+    hostname: string,
+    options: { all?: boolean; family?: number | string } | number | undefined,
+    callback: (...args: unknown[]) => void,
+  ): void => {
     const cb = typeof options === 'function' ? (options as (...args: unknown[]) => void) : callback;
     const all = typeof options === 'object' && options !== null && options.all === true;
     const wanted = typeof options === 'object' && options !== null ? Number(options.family ?? 0) : Number(options ?? 0);
@@ -201,7 +229,11 @@ export function createAddressGuard(opts: AddressGuardOptions = {}): AddressGuard
         const usable = wanted === 4 || wanted === 6 ? addresses.filter((a) => a.family === wanted) : addresses;
         if (usable.length === 0) {
           cb(Object.assign(new Error(`${hostname} has no IPv${wanted} address`), { code: 'ENOTFOUND' }));
-        } else if (all) cb(null, usable.map((a) => ({ address: a.address, family: a.family })));
+        } else if (all)
+          cb(
+            null,
+            usable.map((a) => ({ address: a.address, family: a.family })),
+          );
         else cb(null, usable[0]!.address, usable[0]!.family);
       },
       (err: unknown) => cb(err),

@@ -53,17 +53,22 @@ export interface AuditRecord {
  * Audit rows, newest first. `tenantId` string: that tenant's rows only; undefined: every row
  * (platform admins). `before` pages by id.
  */
-export async function listAudit(
-  db: Db,
-  input: { tenantId?: string; limit?: number; before?: number; action?: string },
-): Promise<AuditRecord[]> {
+export async function listAudit(db: Db, input: { tenantId?: string; limit?: number; before?: number; action?: string }): Promise<AuditRecord[]> {
   if (input.tenantId !== undefined && !isUuid(input.tenantId)) return [];
   let q = db
     .selectFrom('auditLog as a')
     .leftJoin('users as u', 'u.id', 'a.actorUserId')
     .select([
-      'a.id', 'a.createdAt', 'a.tenantId', 'a.action', 'a.targetType', 'a.targetId', 'a.actorUserId', 'u.email as actorEmail',
-      'a.actorTokenId', 'a.detail',
+      'a.id',
+      'a.createdAt',
+      'a.tenantId',
+      'a.action',
+      'a.targetType',
+      'a.targetId',
+      'a.actorUserId',
+      'u.email as actorEmail',
+      'a.actorTokenId',
+      'a.detail',
     ])
     .orderBy('a.id', 'desc')
     .limit(Math.min(Math.max(input.limit ?? 50, 1), 500));

@@ -53,7 +53,12 @@ function number(field: string, value: number | null | undefined, opts: { integer
 }
 
 /** Both forms of one field: each validated, and they must agree when both are given. */
-function either(stringField: string, fromString: number | null | undefined, numberField: string, fromNumber: number | null | undefined): number | null | undefined {
+function either(
+  stringField: string,
+  fromString: number | null | undefined,
+  numberField: string,
+  fromNumber: number | null | undefined,
+): number | null | undefined {
   if (fromString !== undefined && fromNumber !== undefined && fromString !== fromNumber) {
     throw invalid(numberField, `disagrees with ${stringField}`);
   }
@@ -93,22 +98,64 @@ export function parseEntryInput(input: CatalogEntryInput): EntryFields {
     if (value !== undefined) out[key] = value;
   };
   set('provider', text('provider', input.provider, 200));
-  set('parameterSizeB', either('parameterSize', fromForm('parameterSize', input.parameterSize, parseParameterSize, '"<number>B", e.g. "70B"'),
-    'parameterSizeBillions', number('parameterSizeBillions', input.parameterSizeBillions, { min: 0, max: 100_000 })));
+  set(
+    'parameterSizeB',
+    either(
+      'parameterSize',
+      fromForm('parameterSize', input.parameterSize, parseParameterSize, '"<number>B", e.g. "70B"'),
+      'parameterSizeBillions',
+      number('parameterSizeBillions', input.parameterSizeBillions, { min: 0, max: 100_000 }),
+    ),
+  );
   set('gpuCount', number('gpuCount', input.gpuCount, { integer: true, min: 0, max: 1024 }));
   set('contextLength', number('contextLength', input.contextLength, { integer: true, min: 1, max: 100_000_000 }));
-  set('concurrency', either('concurrency', fromForm('concurrency', input.concurrency, parseConcurrency, '"<number>x", e.g. "2x"'),
-    'concurrencyMultiplier', number('concurrencyMultiplier', input.concurrencyMultiplier, { min: 0, max: 10_000 })));
-  set('coldStartSeconds', either('coldStartTtft', fromForm('coldStartTtft', input.coldStartTtft, parseColdStart, '"<number> sec", e.g. "5 sec"'),
-    'coldStartSeconds', number('coldStartSeconds', input.coldStartSeconds, { min: 0, max: 86_400 })));
+  set(
+    'concurrency',
+    either(
+      'concurrency',
+      fromForm('concurrency', input.concurrency, parseConcurrency, '"<number>x", e.g. "2x"'),
+      'concurrencyMultiplier',
+      number('concurrencyMultiplier', input.concurrencyMultiplier, { min: 0, max: 10_000 }),
+    ),
+  );
+  set(
+    'coldStartSeconds',
+    either(
+      'coldStartTtft',
+      fromForm('coldStartTtft', input.coldStartTtft, parseColdStart, '"<number> sec", e.g. "5 sec"'),
+      'coldStartSeconds',
+      number('coldStartSeconds', input.coldStartSeconds, { min: 0, max: 86_400 }),
+    ),
+  );
 
   const price = input.tokenPrice === undefined ? undefined : input.tokenPrice === null ? null : parseTokenPrice(input.tokenPrice);
-  set('priceInputPerM', either('tokenPrice', price === undefined ? undefined : (price?.input ?? null),
-    'priceInputPerMillion', number('priceInputPerMillion', input.priceInputPerMillion, { min: 0, max: 1_000_000 })));
-  set('priceOutputPerM', either('tokenPrice', price === undefined ? undefined : (price?.output ?? null),
-    'priceOutputPerMillion', number('priceOutputPerMillion', input.priceOutputPerMillion, { min: 0, max: 1_000_000 })));
-  set('dedicatedPricePerGpuHour', either('dedicatedPrice', fromForm('dedicatedPrice', input.dedicatedPrice, parseGpuHourPrice, '"$<n> per GPU-hour", e.g. "$2.50 per GPU-hour"'),
-    'dedicatedPricePerGpuHour', number('dedicatedPricePerGpuHour', input.dedicatedPricePerGpuHour, { min: 0, max: 1_000_000 })));
+  set(
+    'priceInputPerM',
+    either(
+      'tokenPrice',
+      price === undefined ? undefined : (price?.input ?? null),
+      'priceInputPerMillion',
+      number('priceInputPerMillion', input.priceInputPerMillion, { min: 0, max: 1_000_000 }),
+    ),
+  );
+  set(
+    'priceOutputPerM',
+    either(
+      'tokenPrice',
+      price === undefined ? undefined : (price?.output ?? null),
+      'priceOutputPerMillion',
+      number('priceOutputPerMillion', input.priceOutputPerMillion, { min: 0, max: 1_000_000 }),
+    ),
+  );
+  set(
+    'dedicatedPricePerGpuHour',
+    either(
+      'dedicatedPrice',
+      fromForm('dedicatedPrice', input.dedicatedPrice, parseGpuHourPrice, '"$<n> per GPU-hour", e.g. "$2.50 per GPU-hour"'),
+      'dedicatedPricePerGpuHour',
+      number('dedicatedPricePerGpuHour', input.dedicatedPricePerGpuHour, { min: 0, max: 1_000_000 }),
+    ),
+  );
 
   const fromCsv = input.recommendedUseCases === undefined ? undefined : parseUseCases(input.recommendedUseCases ?? '');
   const useCases = labels('useCases', input.useCases);

@@ -1,6 +1,4 @@
-import {
-  formatColdStart, formatConcurrency, formatGpuHourPrice, formatParameterSize, formatSummary, formatTokenPrice, formatUseCases,
-} from '@infer/shared';
+import { formatColdStart, formatConcurrency, formatGpuHourPrice, formatParameterSize, formatSummary, formatTokenPrice, formatUseCases } from '@infer/shared';
 import type { CatalogEntry } from './catalog.service.ts';
 
 /** A catalog entry as the console and APIs show it: spec 2.1 string forms beside structured values. */

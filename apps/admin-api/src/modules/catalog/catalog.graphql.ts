@@ -6,10 +6,22 @@ import { connectionComplexity, PageInfo, paginate, type Connection } from '../..
 import { toCatalogView, type CatalogView } from './catalog-view.ts';
 import type { CatalogEntryInput } from './catalog-input.ts';
 import {
-  adminCreateEntry, adminGetEntry, adminSetPublished, adminUpdateEntry, browseEntries, countFacets, getEntryByName, type FacetCount,
+  adminCreateEntry,
+  adminGetEntry,
+  adminSetPublished,
+  adminUpdateEntry,
+  browseEntries,
+  countFacets,
+  getEntryByName,
+  type FacetCount,
 } from './catalog.service.ts';
 import {
-  callerDeploymentsByEntry, endpointIntegration, endpointIntegrations, type Integration, type IntegrationCaller, type IntegrationView,
+  callerDeploymentsByEntry,
+  endpointIntegration,
+  endpointIntegrations,
+  type Integration,
+  type IntegrationCaller,
+  type IntegrationView,
 } from './integration.ts';
 import { adminSetRuntimeConfig, viewRuntimeConfig } from './runtime-config.service.ts';
 
@@ -41,7 +53,10 @@ const IntegrationRef = builder.objectRef<IntegrationShape>('Integration').implem
       description: 'The `model` value: the catalog Name on the shared surface, "<provider>/<Name>" on a dedicated one (the Name also works there).',
     }),
     apiKey: t.exposeString('apiKey', { description: 'Always the placeholder "<INFERENCE_API_KEY>": keys are shown once, when created.' }),
-    tenantSlug: t.exposeString('tenantSlug', { nullable: true, description: 'The tenant of a dedicated URL; null when shared or the `<tenant>` placeholder is shown.' }),
+    tenantSlug: t.exposeString('tenantSlug', {
+      nullable: true,
+      description: 'The tenant of a dedicated URL; null when shared or the `<tenant>` placeholder is shown.',
+    }),
     deploymentState: t.exposeString('deploymentState', { nullable: true, description: "The tenant's deployment state, when it has deployed this endpoint." }),
     snippets: t.field({ type: Snippets, resolve: (i) => i.snippets }),
   }),
@@ -94,7 +109,8 @@ export const Endpoint = builder.objectRef<CatalogView>('Endpoint').implement({
     offeredDedicated: t.exposeBoolean('offeredDedicated'),
     runtimeConfig: t.string({
       nullable: true,
-      description: 'Platform admins only (null for anyone else, and when unset): how dedicated replicas run on Kubernetes, as JSON (runtime, image, modelSource, extraArgs, env, secretEnv, port, shmSize, resources, nodeSelector).',
+      description:
+        'Platform admins only (null for anyone else, and when unset): how dedicated replicas run on Kubernetes, as JSON (runtime, image, modelSource, extraArgs, env, secretEnv, port, shmSize, resources, nodeSelector).',
       resolve: async (e, _args, ctx) => {
         const config = await viewRuntimeConfig(ctx.db, ctx.principal, e.id);
         return config ? JSON.stringify(config) : null;
@@ -113,7 +129,8 @@ export const Endpoint = builder.objectRef<CatalogView>('Endpoint').implement({
         'How to call this endpoint. Without arguments: the dedicated URL of a tenant of yours that deployed it, else the shared base. ' +
         'mode/tenantSlug pick one; a tenant URL needs membership.',
       args: { mode: t.arg({ type: Surface }), tenantSlug: t.arg.string() },
-      resolve: (e, args, ctx) => endpointIntegration(integrationCaller(ctx), { ...e, provider: e.provider || null }, args.mode ?? null, args.tenantSlug ?? null),
+      resolve: (e, args, ctx) =>
+        endpointIntegration(integrationCaller(ctx), { ...e, provider: e.provider || null }, args.mode ?? null, args.tenantSlug ?? null),
     }),
     integrations: t.field({
       type: [IntegrationRef],
@@ -248,7 +265,8 @@ builder.mutationFields((t) => ({
     type: Endpoint,
     description: 'Platform admins: adds an unpublished catalog entry.',
     args: { input: t.arg({ type: CreateCatalogEntryInput, required: true }) },
-    resolve: async (_root, { input }, ctx) => toCatalogView(await adminCreateEntry(ctx.db, ctx.principal, { ...(input as CatalogEntryInput), name: input.name })),
+    resolve: async (_root, { input }, ctx) =>
+      toCatalogView(await adminCreateEntry(ctx.db, ctx.principal, { ...(input as CatalogEntryInput), name: input.name })),
   }),
   updateCatalogEntry: t.field({
     type: Endpoint,

@@ -6,8 +6,17 @@ import { toCatalogView } from './catalog-view.ts';
 import { observedColdStart } from '../deployments/node-load.ts';
 import { adminGetRuntimeConfig, adminSetRuntimeConfig } from './runtime-config.service.ts';
 import {
-  adminAddUpstream, adminCreateEntry, adminGetEntry, adminListEntries, adminListUpstreams, adminRemoveUpstream, adminSetPublished,
-  adminUpdateEntry, browseEntries, getEntryByName, listFacets,
+  adminAddUpstream,
+  adminCreateEntry,
+  adminGetEntry,
+  adminListEntries,
+  adminListUpstreams,
+  adminRemoveUpstream,
+  adminSetPublished,
+  adminUpdateEntry,
+  browseEntries,
+  getEntryByName,
+  listFacets,
 } from './catalog.service.ts';
 
 const filter = z
@@ -73,7 +82,11 @@ export const catalogRouter = router({
     get: adminProcedure.input(entryId).query(async ({ ctx, input }) => {
       const entry = await adminGetEntry(ctx.db, ctx.principal, { id: input.id });
       if (!entry) throw notFound('catalog entry');
-      return { entry: toCatalogView(entry), upstreams: await adminListUpstreams(ctx.db, ctx.principal, entry.id), runtimeConfig: await adminGetRuntimeConfig(ctx.db, ctx.principal, entry.id) };
+      return {
+        entry: toCatalogView(entry),
+        upstreams: await adminListUpstreams(ctx.db, ctx.principal, entry.id),
+        runtimeConfig: await adminGetRuntimeConfig(ctx.db, ctx.principal, entry.id),
+      };
     }),
   }),
 
@@ -87,20 +100,14 @@ export const catalogRouter = router({
     .mutation(async ({ ctx, input }) => toCatalogView(await adminCreateEntry(ctx.db, ctx.principal, input))),
 
   /** Changes fields; omitted fields stay, `null` clears. */
-  update: adminProcedure
-    .input(entryFields.extend({ id: z.uuid(), name: z.string().min(1).max(200).optional() }))
-    .mutation(async ({ ctx, input }) => {
-      const { id, ...fields } = input;
-      return toCatalogView(await adminUpdateEntry(ctx.db, ctx.principal, id, fields));
-    }),
+  update: adminProcedure.input(entryFields.extend({ id: z.uuid(), name: z.string().min(1).max(200).optional() })).mutation(async ({ ctx, input }) => {
+    const { id, ...fields } = input;
+    return toCatalogView(await adminUpdateEntry(ctx.db, ctx.principal, id, fields));
+  }),
 
-  publish: adminProcedure
-    .input(entryId)
-    .mutation(async ({ ctx, input }) => toCatalogView(await adminSetPublished(ctx.db, ctx.principal, input.id, true))),
+  publish: adminProcedure.input(entryId).mutation(async ({ ctx, input }) => toCatalogView(await adminSetPublished(ctx.db, ctx.principal, input.id, true))),
 
-  unpublish: adminProcedure
-    .input(entryId)
-    .mutation(async ({ ctx, input }) => toCatalogView(await adminSetPublished(ctx.db, ctx.principal, input.id, false))),
+  unpublish: adminProcedure.input(entryId).mutation(async ({ ctx, input }) => toCatalogView(await adminSetPublished(ctx.db, ctx.principal, input.id, false))),
 
   upstreams: router({
     list: adminProcedure.input(z.object({ entryId: z.uuid() })).query(({ ctx, input }) => adminListUpstreams(ctx.db, ctx.principal, input.entryId)),

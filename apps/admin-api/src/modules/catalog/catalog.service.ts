@@ -62,9 +62,26 @@ export interface EntryFilter {
 }
 
 const entryColumns = [
-  'id', 'name', 'provider', 'parameterSizeB', 'gpuCount', 'contextLength', 'concurrency', 'coldStartSeconds',
-  'priceInputPerM', 'priceOutputPerM', 'dedicatedPricePerGpuHour', 'useCases', 'summary', 'detailedIntro', 'tags', 'offeredShared',
-  'offeredDedicated', 'published', 'createdAt', 'updatedAt',
+  'id',
+  'name',
+  'provider',
+  'parameterSizeB',
+  'gpuCount',
+  'contextLength',
+  'concurrency',
+  'coldStartSeconds',
+  'priceInputPerM',
+  'priceOutputPerM',
+  'dedicatedPricePerGpuHour',
+  'useCases',
+  'summary',
+  'detailedIntro',
+  'tags',
+  'offeredShared',
+  'offeredDedicated',
+  'published',
+  'createdAt',
+  'updatedAt',
 ] as const;
 
 function validateName(name: string): string {
@@ -134,8 +151,7 @@ export async function updateEntry(db: Db, id: string, patch: UpdateEntryInput): 
   }
 }
 
-export const setPublished = (db: Db, id: string, published: boolean): Promise<CatalogEntry> =>
-  updateEntry(db, id, { published });
+export const setPublished = (db: Db, id: string, published: boolean): Promise<CatalogEntry> => updateEntry(db, id, { published });
 
 export interface AddUpstreamInput {
   readonly entryId: string;
@@ -207,9 +223,7 @@ export async function listEntries(db: Db, filter: EntryFilter = {}): Promise<Cat
   if (filter.mode === 'dedicated') q = q.where('offeredDedicated', '=', true);
   if (filter.search) {
     const like = `%${filter.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-    q = q.where((eb) =>
-      eb.or([eb('name', 'ilike', like), eb('provider', 'ilike', like), eb('summary', 'ilike', like)]),
-    );
+    q = q.where((eb) => eb.or([eb('name', 'ilike', like), eb('provider', 'ilike', like), eb('summary', 'ilike', like)]));
   }
   return q.execute();
 }
@@ -273,7 +287,11 @@ export async function adminCreateEntry(
   return withTransaction(db, async (trx) => {
     const entry = await createEntry(trx, { name, ...parsed, published: published ?? false });
     await writeAudit(trx, {
-      actor: actorOf(principal), tenantId: null, action: 'catalog.create', targetType: 'catalog_entry', targetId: entry.id,
+      actor: actorOf(principal),
+      tenantId: null,
+      action: 'catalog.create',
+      targetType: 'catalog_entry',
+      targetId: entry.id,
       detail: { name: entry.name, published: entry.published },
     });
     return entry;
@@ -294,7 +312,11 @@ export async function adminUpdateEntry(
   return withTransaction(db, async (trx) => {
     const entry = await updateEntry(trx, entryKey(id), patch);
     await writeAudit(trx, {
-      actor: actorOf(principal), tenantId: null, action: 'catalog.update', targetType: 'catalog_entry', targetId: entry.id,
+      actor: actorOf(principal),
+      tenantId: null,
+      action: 'catalog.update',
+      targetType: 'catalog_entry',
+      targetId: entry.id,
       detail: { fields: Object.keys(patch) },
     });
     return entry;
@@ -307,8 +329,11 @@ export async function adminSetPublished(db: Db, principal: Principal, id: string
   return withTransaction(db, async (trx) => {
     const entry = await setPublished(trx, entryKey(id), published);
     await writeAudit(trx, {
-      actor: actorOf(principal), tenantId: null, action: published ? 'catalog.publish' : 'catalog.unpublish',
-      targetType: 'catalog_entry', targetId: entry.id,
+      actor: actorOf(principal),
+      tenantId: null,
+      action: published ? 'catalog.publish' : 'catalog.unpublish',
+      targetType: 'catalog_entry',
+      targetId: entry.id,
     });
     return entry;
   });
@@ -321,7 +346,11 @@ export async function adminAddUpstream(db: Db, principal: Principal, input: AddU
   return withTransaction(db, async (trx) => {
     const upstream = await addUpstream(trx, input);
     await writeAudit(trx, {
-      actor: actorOf(principal), tenantId: null, action: 'upstream.add', targetType: 'upstream', targetId: upstream.id,
+      actor: actorOf(principal),
+      tenantId: null,
+      action: 'upstream.add',
+      targetType: 'upstream',
+      targetId: upstream.id,
       detail: { entryId: input.entryId, kind: input.kind },
     });
     return upstream;
@@ -371,7 +400,11 @@ function checkFilter(filter: Omit<EntryFilter, 'publishedOnly'>): Omit<EntryFilt
 }
 
 /** Platform admins: any entry (published or not) by id or Name, with its upstreams when asked. */
-export async function adminGetEntry(db: Db, principal: Principal, by: { readonly id?: string | null; readonly name?: string | null }): Promise<CatalogEntry | null> {
+export async function adminGetEntry(
+  db: Db,
+  principal: Principal,
+  by: { readonly id?: string | null; readonly name?: string | null },
+): Promise<CatalogEntry | null> {
   requirePlatformAdmin(principal);
   if (by.id != null) return isUuid(by.id) ? getEntryById(db, by.id) : null;
   return by.name ? getEntryByName(db, by.name) : null;

@@ -23,7 +23,9 @@ export interface DeploymentColdStarts {
 
 /** The latest cold starts of one of the tenant's deployments (members); another tenant's is "not found". */
 export async function listDeploymentColdStarts(
-  db: Db, principal: Principal, ref: { readonly tenantId: string; readonly deploymentId: string; readonly limit?: number },
+  db: Db,
+  principal: Principal,
+  ref: { readonly tenantId: string; readonly deploymentId: string; readonly limit?: number },
 ): Promise<DeploymentColdStarts> {
   requireTenantRole(principal, ref.tenantId, 'member');
   const d = await findTenantDeployment(db, ref.tenantId, ref.deploymentId);

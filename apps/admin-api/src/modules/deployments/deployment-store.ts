@@ -9,7 +9,6 @@ import { withTransaction } from '../snapshots/outbox.ts';
 import type { ProvisionerKind } from './provisioners/provisioner.ts';
 import { recordChange } from '../snapshots/snapshots.service.ts';
 
-
 export interface Deployment {
   id: string;
   tenantId: string;
@@ -52,17 +51,48 @@ export interface Replica {
   createdAt: Date;
 }
 
-const replicaColumns = ['id', 'deploymentId', 'url', 'kind', 'servedModel', 'state', 'pid', 'port', 'readyAt', 'drainStartedAt', 'attempt', 'createdAt'] as const;
+const replicaColumns = [
+  'id',
+  'deploymentId',
+  'url',
+  'kind',
+  'servedModel',
+  'state',
+  'pid',
+  'port',
+  'readyAt',
+  'drainStartedAt',
+  'attempt',
+  'createdAt',
+] as const;
 
 function selectDeployments(db: Db) {
   return db
     .selectFrom('deployments as d')
     .innerJoin('catalogEntries as e', 'e.id', 'd.entryId')
     .select([
-      'd.id', 'd.tenantId', 'd.entryId', 'e.name as entryName', 'e.provider', 'd.state', 'd.minReplicas',
-      'd.maxReplicas', 'd.provisioner', 'd.externalUrl', 'd.lastError', 'd.targetConcurrency', 'd.scaleToZeroAfterSeconds',
-      'd.scaleDownDelaySeconds', 'd.desiredReplicas', 'd.lastScaleReason', 'd.lastScaleAt', 'e.concurrency as entryConcurrency',
-      'e.gpuCount', 'e.coldStartSeconds', 'd.createdAt', 'd.updatedAt',
+      'd.id',
+      'd.tenantId',
+      'd.entryId',
+      'e.name as entryName',
+      'e.provider',
+      'd.state',
+      'd.minReplicas',
+      'd.maxReplicas',
+      'd.provisioner',
+      'd.externalUrl',
+      'd.lastError',
+      'd.targetConcurrency',
+      'd.scaleToZeroAfterSeconds',
+      'd.scaleDownDelaySeconds',
+      'd.desiredReplicas',
+      'd.lastScaleReason',
+      'd.lastScaleAt',
+      'e.concurrency as entryConcurrency',
+      'e.gpuCount',
+      'e.coldStartSeconds',
+      'd.createdAt',
+      'd.updatedAt',
     ]);
 }
 
@@ -99,11 +129,7 @@ export async function createDeployment(db: Db, input: CreateDeploymentInput): Pr
   if (!isUuid(input.tenantId)) throw notFound('tenant');
   try {
     return await withTransaction(db, async (trx) => {
-      const entry = await trx
-        .selectFrom('catalogEntries')
-        .select(['id', 'offeredDedicated'])
-        .where('name', '=', input.entryName)
-        .executeTakeFirst();
+      const entry = await trx.selectFrom('catalogEntries').select(['id', 'offeredDedicated']).where('name', '=', input.entryName).executeTakeFirst();
       if (!entry) throw notFound(`catalog entry ${input.entryName}`);
       if (!entry.offeredDedicated) {
         throw new ServiceError('invalid', `${input.entryName} is offered on the shared surface only`, 'entryName');
@@ -150,7 +176,6 @@ export interface SetDeploymentStateInput {
   readonly lastError?: string | null;
   readonly actor?: Actor;
 }
-
 
 /** After a deployment row changed: publish it to the data plane, audit it, and return its new form. */
 async function publishDeploymentChange(
@@ -220,12 +245,7 @@ export async function registerReplica(db: Db, input: RegisterReplicaInput): Prom
 export async function setReplicaState(db: Db, replicaId: string, state: ReplicaState): Promise<Replica> {
   if (!isUuid(replicaId)) throw notFound('replica');
   return withTransaction(db, async (trx) => {
-    const replica = await trx
-      .updateTable('deploymentReplicas')
-      .set({ state })
-      .where('id', '=', replicaId)
-      .returning(replicaColumns)
-      .executeTakeFirst();
+    const replica = await trx.updateTable('deploymentReplicas').set({ state }).where('id', '=', replicaId).returning(replicaColumns).executeTakeFirst();
     if (!replica) throw notFound('replica');
     await recordChange(trx, 'deployment', replica.deploymentId);
     return replica;
@@ -307,13 +327,21 @@ export async function findRuntimeInfo(db: Db, entryId: string): Promise<Deployme
 
 /** Ids of deployments that should converge to their desired replicas (see SERVING_STATES). */
 export async function listActiveDeploymentIds(db: Db): Promise<string[]> {
-  const rows = await db.selectFrom('deployments').select('id').where('state', 'in', [...SERVING_STATES]).orderBy('createdAt').execute();
+  const rows = await db
+    .selectFrom('deployments')
+    .select('id')
+    .where('state', 'in', [...SERVING_STATES])
+    .orderBy('createdAt')
+    .execute();
   return rows.map((r) => r.id);
 }
 
 /** Every serving deployment with its settings (the autoscaler's view). */
 export async function listServingDeployments(db: Db): Promise<Deployment[]> {
-  return selectDeployments(db).where('d.state', 'in', [...SERVING_STATES]).orderBy('d.createdAt').execute();
+  return selectDeployments(db)
+    .where('d.state', 'in', [...SERVING_STATES])
+    .orderBy('d.createdAt')
+    .execute();
 }
 
 export interface TransitionInput {
@@ -337,7 +365,14 @@ export async function transitionDeployment(db: Db, input: TransitionInput): Prom
       .set({
         state: input.to,
         // A failure says why; a fresh start forgets the old reason; other moves keep it visible.
-        lastError: input.to === 'failed' ? (input.lastError ?? 'failed') : input.lastError !== undefined ? input.lastError : input.to === 'provisioning' ? null : sql<string | null>`last_error`,
+        lastError:
+          input.to === 'failed'
+            ? (input.lastError ?? 'failed')
+            : input.lastError !== undefined
+              ? input.lastError
+              : input.to === 'provisioning'
+                ? null
+                : sql<string | null>`last_error`,
         updatedAt: sql<Date>`now()`,
       })
       .where('id', '=', input.deploymentId)
@@ -413,9 +448,15 @@ export async function recordScaleDecision(db: Db, input: ScaleDecisionInput): Pr
       .executeTakeFirst();
     if (!row) return null;
     if (input.state) {
-      await trx.updateTable('deployments').set({ state: input.state.to }).where('id', '=', row.id).where('state', 'in', [...input.state.from]).execute();
+      await trx
+        .updateTable('deployments')
+        .set({ state: input.state.to })
+        .where('id', '=', row.id)
+        .where('state', 'in', [...input.state.from])
+        .execute();
     }
-    if (input.actor) return publishDeploymentChange(trx, row, { actor: input.actor, action: 'deployment.wake', detail: { desiredReplicas: input.desiredReplicas } });
+    if (input.actor)
+      return publishDeploymentChange(trx, row, { actor: input.actor, action: 'deployment.wake', detail: { desiredReplicas: input.desiredReplicas } });
     await recordChange(trx, 'deployment', row.id);
     return loadDeployment(trx, row.id);
   });
@@ -427,7 +468,11 @@ export const SERVING_STATES: readonly DeploymentState[] = Object.freeze(['provis
 /** Sets (or clears) why the deployment's replicas misbehave, without changing its state. */
 export async function setDeploymentError(db: Db, deploymentId: string, lastError: string | null): Promise<void> {
   if (!isUuid(deploymentId)) return;
-  await db.updateTable('deployments').set({ lastError: lastError === null ? null : lastError.slice(0, 1000) }).where('id', '=', deploymentId).execute();
+  await db
+    .updateTable('deployments')
+    .set({ lastError: lastError === null ? null : lastError.slice(0, 1000) })
+    .where('id', '=', deploymentId)
+    .execute();
 }
 
 /** A replica row about to be started (not routable yet): its id names the replica in the GPU-time ledger. */
@@ -457,7 +502,15 @@ export async function markReplicaReady(
   return withTransaction(db, async (trx) => {
     const replica = await trx
       .updateTable('deploymentReplicas')
-      .set({ url: started.url.replace(/\/+$/, ''), kind: started.kind, servedModel: started.servedModel, pid: started.pid, port: started.port, state: 'ready', readyAt: sql<Date>`now()` })
+      .set({
+        url: started.url.replace(/\/+$/, ''),
+        kind: started.kind,
+        servedModel: started.servedModel,
+        pid: started.pid,
+        port: started.port,
+        state: 'ready',
+        readyAt: sql<Date>`now()`,
+      })
       .where('id', '=', replicaId)
       .where('state', '=', 'starting')
       .returning(replicaColumns)

@@ -40,7 +40,6 @@ function createWakeSignal(): WakeSignal {
   });
 }
 
-
 export interface DeploymentsContextOptions {
   readonly db: Db;
   readonly provisioners: Provisioners;
@@ -75,6 +74,8 @@ export function createDefaultProvisioners(
   opts: { local?: LocalProvisionerOptions; external?: ExternalProvisionerOptions; kubernetes?: Provisioner } = {},
 ): Provisioners {
   return Object.freeze({
-    local: createLocalProvisioner(opts.local), external: createExternalProvisioner(opts.external), ...(opts.kubernetes ? { kubernetes: opts.kubernetes } : {}),
+    local: createLocalProvisioner(opts.local),
+    external: createExternalProvisioner(opts.external),
+    ...(opts.kubernetes ? { kubernetes: opts.kubernetes } : {}),
   });
 }

@@ -5,8 +5,18 @@ import { TenantRef } from '../tenants/tenants.graphql.ts';
 import { getTenantById } from '../tenants/tenants.service.ts';
 import { Endpoint } from '../catalog/catalog.graphql.ts';
 import {
-  deleteDeployment, deployEndpoint, getDeployment, getDeploymentGpuSeconds, listDeployments, scaleDeployment, startDeployment,
-  stopDeployment, wakeDeployment, type AutoscalingView, type DeploymentView, type ReplicaView,
+  deleteDeployment,
+  deployEndpoint,
+  getDeployment,
+  getDeploymentGpuSeconds,
+  listDeployments,
+  scaleDeployment,
+  startDeployment,
+  stopDeployment,
+  wakeDeployment,
+  type AutoscalingView,
+  type DeploymentView,
+  type ReplicaView,
 } from './deployments.service.ts';
 import { observedColdStart, type ObservedColdStart } from './node-load.ts';
 import { provisionerKinds } from './provisioners/provisioner.ts';
@@ -28,7 +38,10 @@ const DeploymentStateEnum = builder.enumType('DeploymentState', {
 });
 
 const ProvisionerEnum = builder.enumType('Provisioner', {
-  values: Object.fromEntries(provisionerKinds.map((k) => [k.toUpperCase(), { value: k }])) as Record<Uppercase<(typeof provisionerKinds)[number]>, { value: (typeof provisionerKinds)[number] }>,
+  values: Object.fromEntries(provisionerKinds.map((k) => [k.toUpperCase(), { value: k }])) as Record<
+    Uppercase<(typeof provisionerKinds)[number]>,
+    { value: (typeof provisionerKinds)[number] }
+  >,
 });
 
 const ReplicaRef = builder.objectRef<ReplicaView>('Replica').implement({
@@ -45,7 +58,9 @@ const ReplicaRef = builder.objectRef<ReplicaView>('Replica').implement({
 const Autoscaling = builder.objectRef<AutoscalingView>('Autoscaling').implement({
   description: 'How the autoscaler sizes a deployment (docs/autoscaling.md).',
   fields: (t) => ({
-    targetConcurrency: t.exposeInt('targetConcurrency', { description: 'Requests one replica should carry at once (resolved: the default is the entry base concurrency x its Concurrency multiplier).' }),
+    targetConcurrency: t.exposeInt('targetConcurrency', {
+      description: 'Requests one replica should carry at once (resolved: the default is the entry base concurrency x its Concurrency multiplier).',
+    }),
     targetConcurrencyIsDefault: t.exposeBoolean('targetConcurrencyIsDefault'),
     scaleToZeroAfterSeconds: t.exposeInt('scaleToZeroAfterSeconds', { description: 'Idle time (nothing in flight or held) before the last replica stops.' }),
     scaleDownDelaySeconds: t.exposeInt('scaleDownDelaySeconds', { description: 'Load must stay lower this long before replicas are removed.' }),
@@ -98,7 +113,8 @@ const Deployment = builder.objectRef<DeploymentShape>('Deployment').implement({
       description: 'GPU-seconds billed in [from, to) (default: the last 30 days): replica lifetime x the entry GPU Count, boot, serving and idle.',
       args: { from: t.arg({ type: 'DateTime' }), to: t.arg({ type: 'DateTime' }) },
       complexity: 5,
-      resolve: async (d, args, ctx) => (await getDeploymentGpuSeconds(ctx.deployments, ctx.principal, { tenantId: d.tenantId, deploymentId: d.id, from: args.from, to: args.to })).total,
+      resolve: async (d, args, ctx) =>
+        (await getDeploymentGpuSeconds(ctx.deployments, ctx.principal, { tenantId: d.tenantId, deploymentId: d.id, from: args.from, to: args.to })).total,
     }),
     replicas: t.field({ type: [ReplicaRef], complexity: { field: 1, multiplier: 4 }, resolve: (d) => [...d.replicas] }),
     provisioner: t.exposeString('provisioner'),
@@ -108,7 +124,8 @@ const Deployment = builder.objectRef<DeploymentShape>('Deployment').implement({
       resolve: (d, _args, ctx) => buildIntegration(ctx.publicUrls, { name: d.entryName, provider: d.provider }, 'dedicated', d.tenantSlug).apiBaseUrl,
     }),
     chatCompletionsUrl: t.string({
-      resolve: (d, _args, ctx) => `${buildIntegration(ctx.publicUrls, { name: d.entryName, provider: d.provider }, 'dedicated', d.tenantSlug).apiBaseUrl}/chat/completions`,
+      resolve: (d, _args, ctx) =>
+        `${buildIntegration(ctx.publicUrls, { name: d.entryName, provider: d.provider }, 'dedicated', d.tenantSlug).apiBaseUrl}/chat/completions`,
     }),
     modelName: t.string({
       description: 'The provider-prefixed `model` value the examples send (the Name also works; it may be left out).',
@@ -123,8 +140,7 @@ builder.objectFields(TenantRef, (t) => ({
   deployments: t.field({
     type: [Deployment],
     description: "The tenant's dedicated deployments.",
-    resolve: async (tenant, _args, ctx) =>
-      (await listDeployments(ctx.deployments, ctx.principal, tenant.id)).map((d) => ({ ...d, tenantSlug: tenant.slug })),
+    resolve: async (tenant, _args, ctx) => (await listDeployments(ctx.deployments, ctx.principal, tenant.id)).map((d) => ({ ...d, tenantSlug: tenant.slug })),
   }),
   deployment: t.field({
     type: Deployment,
@@ -182,7 +198,11 @@ builder.mutationFields((t) => ({
     resolve: async (_root, args, ctx) => {
       const tenantId = String(args.tenantId);
       const d = await scaleDeployment(ctx.deployments, ctx.principal, {
-        tenantId, deploymentId: String(args.id), minReplicas: args.minReplicas, maxReplicas: args.maxReplicas, autoscaling: args.autoscaling ?? null,
+        tenantId,
+        deploymentId: String(args.id),
+        minReplicas: args.minReplicas,
+        maxReplicas: args.maxReplicas,
+        autoscaling: args.autoscaling ?? null,
       });
       return { ...d, tenantSlug: await slugOf(ctx, tenantId) };
     },

@@ -1,8 +1,15 @@
 import { z } from 'zod';
 import { authedProcedure, router, tenantProcedure } from '../../trpc/init.ts';
 import {
-  deleteDeployment, deployEndpoint, getDeployment, getDeploymentGpuSeconds, listDeployments, scaleDeployment, startDeployment,
-  stopDeployment, wakeDeployment,
+  deleteDeployment,
+  deployEndpoint,
+  getDeployment,
+  getDeploymentGpuSeconds,
+  listDeployments,
+  scaleDeployment,
+  startDeployment,
+  stopDeployment,
+  wakeDeployment,
 } from './deployments.service.ts';
 import { provisionerKinds } from './provisioners/provisioner.ts';
 import { availableProvisioners } from './available-provisioners.ts';
@@ -27,9 +34,9 @@ export const deploymentsRouter = router({
   /** The provisioners this control plane can deploy with (kubernetes only when configured). */
   provisioners: authedProcedure.query(({ ctx }) => availableProvisioners(ctx.deployments, ctx.principal)),
   list: tenantProcedure.query(({ ctx }) => listDeployments(ctx.deployments, ctx.principal, ctx.tenantId)),
-  get: tenantProcedure.input(ref).query(({ ctx, input }) =>
-    getDeployment(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId }),
-  ),
+  get: tenantProcedure
+    .input(ref)
+    .query(({ ctx, input }) => getDeployment(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId })),
   /** Deploys a catalog entry (by Name) as the tenant's dedicated endpoint; returns at once in `provisioning`. */
   create: tenantProcedure
     .input(
@@ -47,9 +54,9 @@ export const deploymentsRouter = router({
     .input(ref.extend({ minReplicas: replicas, maxReplicas: replicas, autoscaling }))
     .mutation(({ ctx, input }) => scaleDeployment(ctx.deployments, ctx.principal, { ...input, tenantId: ctx.tenantId })),
   /** Pre-warms: at least one replica now, kept until idle for scaleToZeroAfterSeconds. */
-  wake: tenantProcedure.input(ref).mutation(({ ctx, input }) =>
-    wakeDeployment(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId }),
-  ),
+  wake: tenantProcedure
+    .input(ref)
+    .mutation(({ ctx, input }) => wakeDeployment(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId })),
   /** The deployment's latest cold starts (wait and time to first token) and the entry's observed p50/p95. */
   coldStarts: tenantProcedure
     .input(ref.extend({ limit: z.number().int().optional() }))
@@ -60,12 +67,12 @@ export const deploymentsRouter = router({
     .query(({ ctx, input }) =>
       getDeploymentGpuSeconds(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId, from: input.from, to: input.to }),
     ),
-  stop: tenantProcedure.input(ref).mutation(({ ctx, input }) =>
-    stopDeployment(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId }),
-  ),
-  start: tenantProcedure.input(ref).mutation(({ ctx, input }) =>
-    startDeployment(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId }),
-  ),
+  stop: tenantProcedure
+    .input(ref)
+    .mutation(({ ctx, input }) => stopDeployment(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId })),
+  start: tenantProcedure
+    .input(ref)
+    .mutation(({ ctx, input }) => startDeployment(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId })),
   delete: tenantProcedure.input(ref).mutation(async ({ ctx, input }) => {
     await deleteDeployment(ctx.deployments, ctx.principal, { tenantId: ctx.tenantId, deploymentId: input.deploymentId });
     return { ok: true as const };

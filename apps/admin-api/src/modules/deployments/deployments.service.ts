@@ -8,8 +8,20 @@ import { actorOf, type Principal } from '../access/principal.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import type { DeploymentsContext } from './deployments-context.ts';
 import {
-  createDeployment, deleteDeploymentRow, findDeploymentById, findTenantDeployment, listReplicas, listTenantDeployments, setReplicasState,
-  recordScaleDecision, transitionDeployment, updateDeploymentScale, SERVING_STATES, type AutoscalingSettings, type Deployment, type Replica,
+  createDeployment,
+  deleteDeploymentRow,
+  findDeploymentById,
+  findTenantDeployment,
+  listReplicas,
+  listTenantDeployments,
+  setReplicasState,
+  recordScaleDecision,
+  transitionDeployment,
+  updateDeploymentScale,
+  SERVING_STATES,
+  type AutoscalingSettings,
+  type Deployment,
+  type Replica,
 } from './deployment-store.ts';
 import { closeReplicaInterval, gpuSecondsOf, type GpuSeconds } from './gpu-ledger.ts';
 import { resolveTargetConcurrency } from './target-concurrency.ts';
@@ -20,9 +32,7 @@ import { AUTOSCALING_LIMITS, MAX_REPLICAS } from '@infer/shared/deployment-limit
 import { usageRange } from '../usage/usage.service.ts';
 
 // The row-level functions stay available (seed, tests, provisioners).
-export {
-  createDeployment, setDeploymentState, registerReplica, setReplicaState, removeReplica, listReplicas,
-} from './deployment-store.ts';
+export { createDeployment, setDeploymentState, registerReplica, setReplicaState, removeReplica, listReplicas } from './deployment-store.ts';
 export type { Deployment, Replica, CreateDeploymentInput } from './deployment-store.ts';
 
 // The one max-replica bound and the autoscaling bounds (tRPC and GraphQL leave them to this service; the
@@ -61,7 +71,6 @@ export interface DeploymentView extends Deployment {
   readonly readyReplicas: number;
   readonly autoscaling: AutoscalingView;
 }
-
 
 export interface DeployEndpointInput {
   readonly tenantId: string;
@@ -111,8 +120,10 @@ function validateScaling(minReplicas: number, maxReplicas: number, autoscaling: 
     return v;
   };
   if (a.targetConcurrency !== undefined) out.targetConcurrency = a.targetConcurrency === null ? null : int('targetConcurrency', a.targetConcurrency);
-  if (a.scaleToZeroAfterSeconds !== undefined && a.scaleToZeroAfterSeconds !== null) out.scaleToZeroAfterSeconds = int('scaleToZeroAfterSeconds', a.scaleToZeroAfterSeconds);
-  if (a.scaleDownDelaySeconds !== undefined && a.scaleDownDelaySeconds !== null) out.scaleDownDelaySeconds = int('scaleDownDelaySeconds', a.scaleDownDelaySeconds);
+  if (a.scaleToZeroAfterSeconds !== undefined && a.scaleToZeroAfterSeconds !== null)
+    out.scaleToZeroAfterSeconds = int('scaleToZeroAfterSeconds', a.scaleToZeroAfterSeconds);
+  if (a.scaleDownDelaySeconds !== undefined && a.scaleDownDelaySeconds !== null)
+    out.scaleDownDelaySeconds = int('scaleDownDelaySeconds', a.scaleDownDelaySeconds);
   return out;
 }
 
@@ -141,7 +152,13 @@ async function validateExternalUrl(ctx: DeploymentsContext, raw: string | null |
 }
 
 async function toView(ctx: DeploymentsContext, d: Deployment): Promise<DeploymentView> {
-  const replicas = (await listReplicas(ctx.db, d.id)).map(({ id, state, kind, servedModel, createdAt }: Replica): ReplicaView => ({ id, state, kind, servedModel, createdAt }));
+  const replicas = (await listReplicas(ctx.db, d.id)).map(({ id, state, kind, servedModel, createdAt }: Replica): ReplicaView => ({
+    id,
+    state,
+    kind,
+    servedModel,
+    createdAt,
+  }));
   const autoscaling: AutoscalingView = {
     targetConcurrency: resolveTargetConcurrency(d, ctx.replicaBaseConcurrency),
     targetConcurrencyIsDefault: d.targetConcurrency === null,
@@ -157,7 +174,14 @@ async function requireDeployment(ctx: DeploymentsContext, ref: DeploymentRef): P
   return d;
 }
 
-async function move(ctx: DeploymentsContext, principal: Principal, d: Deployment, from: readonly DeploymentState[], to: DeploymentState, verb: string): Promise<Deployment> {
+async function move(
+  ctx: DeploymentsContext,
+  principal: Principal,
+  d: Deployment,
+  from: readonly DeploymentState[],
+  to: DeploymentState,
+  verb: string,
+): Promise<Deployment> {
   if (!from.includes(d.state)) throw new ServiceError('invalid', `cannot ${verb} a deployment that is ${d.state}`, 'state');
   const moved = await transitionDeployment(ctx.db, { deploymentId: d.id, from, to, actor: actorOf(principal) });
   if (!moved) throw new ServiceError('conflict', `the deployment changed meanwhile; reload and try again`, 'state');
@@ -228,7 +252,11 @@ async function wake(ctx: DeploymentsContext, d: Deployment, reason: string, acto
   let out: Deployment | null = d;
   if (d.desiredReplicas < 1 && d.maxReplicas >= 1) {
     out = await recordScaleDecision(ctx.db, {
-      deploymentId: d.id, desiredReplicas: 1, reason: `0 -> 1: ${reason}`, state: { from: ['scaled_to_zero'], to: 'scaling' }, actor,
+      deploymentId: d.id,
+      desiredReplicas: 1,
+      reason: `0 -> 1: ${reason}`,
+      state: { from: ['scaled_to_zero'], to: 'scaling' },
+      actor,
     });
   }
   ctx.wakes.notify(d.id);
@@ -238,7 +266,9 @@ async function wake(ctx: DeploymentsContext, d: Deployment, reason: string, acto
 
 /** GPU-seconds of one of the tenant's deployments in [from, to), by phase (members); the range rules are usage's (`usageRange`). */
 export async function getDeploymentGpuSeconds(
-  ctx: DeploymentsContext, principal: Principal, ref: DeploymentRef & { readonly from?: Date | null; readonly to?: Date | null },
+  ctx: DeploymentsContext,
+  principal: Principal,
+  ref: DeploymentRef & { readonly from?: Date | null; readonly to?: Date | null },
 ): Promise<GpuSeconds> {
   requireTenantRole(principal, ref.tenantId, 'member');
   const { from, to } = usageRange(ref);

@@ -34,7 +34,10 @@ export async function switchReplicaPhase(db: Db, replicaId: string, phase: Repli
       .returning(['replicaId', 'deploymentId', 'tenantId', 'entryId', 'gpuCount'])
       .executeTakeFirst();
     if (!open) return;
-    await trx.insertInto('replicaIntervals').values({ ...open, phase, startedAt: sql<Date>`now()`, lastHeartbeatAt: sql<Date>`now()` }).execute();
+    await trx
+      .insertInto('replicaIntervals')
+      .values({ ...open, phase, startedAt: sql<Date>`now()`, lastHeartbeatAt: sql<Date>`now()` })
+      .execute();
   });
 }
 
@@ -150,7 +153,10 @@ export async function gpuCosts(db: Db, scope: GpuScope): Promise<GpuCostRow[]> {
   if (pieces.length === 0) return [];
   const entryIds = [...new Set(pieces.map((p) => p.entryId))];
   const prices = new Map(
-    (await db.selectFrom('catalogEntries').select(['id', 'dedicatedPricePerGpuHour']).where('id', 'in', entryIds).execute()).map((e) => [e.id, e.dedicatedPricePerGpuHour ?? 0]),
+    (await db.selectFrom('catalogEntries').select(['id', 'dedicatedPricePerGpuHour']).where('id', 'in', entryIds).execute()).map((e) => [
+      e.id,
+      e.dedicatedPricePerGpuHour ?? 0,
+    ]),
   );
   const rows = new Map<string, { entryId: string; day: string; gpuSeconds: number; costUsd: number }>();
   for (const p of pieces) {

@@ -23,16 +23,32 @@ export async function ingestLoadReport(db: Db, report: LoadReportInput): Promise
     if (loads.size > 0) {
       await trx
         .insertInto('nodeLoads')
-        .values([...loads.values()].map((d) => ({ nodeId: report.nodeKey, deploymentId: d.deploymentId, inFlight: d.inFlight, held: d.held, reportedAt: sql<Date>`now()` })))
-        .onConflict((oc) => oc.columns(['nodeId', 'deploymentId']).doUpdateSet((eb) => ({
-          inFlight: eb.ref('excluded.inFlight'), held: eb.ref('excluded.held'), reportedAt: eb.ref('excluded.reportedAt'),
-        })))
+        .values(
+          [...loads.values()].map((d) => ({
+            nodeId: report.nodeKey,
+            deploymentId: d.deploymentId,
+            inFlight: d.inFlight,
+            held: d.held,
+            reportedAt: sql<Date>`now()`,
+          })),
+        )
+        .onConflict((oc) =>
+          oc.columns(['nodeId', 'deploymentId']).doUpdateSet((eb) => ({
+            inFlight: eb.ref('excluded.inFlight'),
+            held: eb.ref('excluded.held'),
+            reportedAt: eb.ref('excluded.reportedAt'),
+          })),
+        )
         .execute();
     }
     const samples = report.coldStarts.filter((c) => isUuid(c.deploymentId));
     if (samples.length > 0) {
       // The entry comes from the deployment row, not from the node's word.
-      const rows = await trx.selectFrom('deployments').select(['id', 'entryId']).where('id', 'in', [...new Set(samples.map((c) => c.deploymentId))]).execute();
+      const rows = await trx
+        .selectFrom('deployments')
+        .select(['id', 'entryId'])
+        .where('id', 'in', [...new Set(samples.map((c) => c.deploymentId))])
+        .execute();
       const entryOf = new Map(rows.map((r) => [r.id, r.entryId]));
       const values = samples.flatMap((c) => {
         const entryId = entryOf.get(c.deploymentId);
@@ -62,7 +78,10 @@ export async function readAggregateLoad(db: Db, ttlMs: number): Promise<Map<stri
 
 /** Drops reports long expired (nodes that went away). */
 export async function pruneLoadReports(db: Db, olderThanMs: number): Promise<void> {
-  await db.deleteFrom('nodeLoads').where(sql<boolean>`reported_at < now() - make_interval(secs => ${olderThanMs / 1000})`).execute();
+  await db
+    .deleteFrom('nodeLoads')
+    .where(sql<boolean>`reported_at < now() - make_interval(secs => ${olderThanMs / 1000})`)
+    .execute();
 }
 
 export interface ObservedColdStart {

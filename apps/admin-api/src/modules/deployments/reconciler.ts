@@ -1,7 +1,18 @@
 import type { Db } from '../../db.ts';
 import {
-  findDeploymentById, findRuntimeInfo, insertStartingReplica, listActiveDeploymentIds, listReplicas, markReplicaDraining,
-  markReplicaReady, removeReplica, setDeploymentError, transitionDeployment, SERVING_STATES, type Deployment, type Replica,
+  findDeploymentById,
+  findRuntimeInfo,
+  insertStartingReplica,
+  listActiveDeploymentIds,
+  listReplicas,
+  markReplicaDraining,
+  markReplicaReady,
+  removeReplica,
+  setDeploymentError,
+  transitionDeployment,
+  SERVING_STATES,
+  type Deployment,
+  type Replica,
 } from './deployment-store.ts';
 import { closeReplicaInterval, openReplicaInterval, switchReplicaPhase } from './gpu-ledger.ts';
 import type { Provisioner, ProvisionerKind, Provisioners, ReplicaRef, ReplicaSpec } from './provisioners/provisioner.ts';
@@ -81,7 +92,14 @@ const errorText = (err: unknown): string => (err instanceof Error ? err.message 
 const sleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve) => {
     const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+    signal?.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(t);
+        resolve();
+      },
+      { once: true },
+    );
   });
 
 /** The replica count the deployment converges to: desired within [min, max]; an external URL is one replica. */
@@ -108,9 +126,11 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
   function chain<T>(id: string, fn: () => Promise<T>): Promise<T> {
     const run = (tails.get(id) ?? Promise.resolve()).catch(() => undefined).then(fn);
     tails.set(id, run);
-    void run.catch(() => undefined).finally(() => {
-      if (tails.get(id) === run) tails.delete(id);
-    });
+    void run
+      .catch(() => undefined)
+      .finally(() => {
+        if (tails.get(id) === run) tails.delete(id);
+      });
     return run;
   }
 
@@ -133,17 +153,24 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
   function launch(d: Deployment, provisioner: Provisioner, base: Omit<ReplicaSpec, 'replicaId'>, row: Replica): void {
     const ac = new AbortController();
     let deadlineHit = false;
-    const timer = setTimeout(() => {
-      deadlineHit = true;
-      ac.abort();
-    }, startTimeoutMs + Math.min(base.coldStartSeconds ?? 0, 600) * 1000);
+    const timer = setTimeout(
+      () => {
+        deadlineHit = true;
+        ac.abort();
+      },
+      startTimeoutMs + Math.min(base.coldStartSeconds ?? 0, 600) * 1000,
+    );
     timer.unref();
     const done = (async () => {
       try {
         const started = await provisioner.start({ ...base, replicaId: row.id }, AbortSignal.any([ac.signal, abort.signal]));
         const ref: ReplicaRef = { deploymentId: d.id, url: started.url, pid: started.pid ?? null, port: started.port ?? null };
         const ready = await markReplicaReady(db, row.id, {
-          url: started.url, kind: started.kind, servedModel: started.servedModel, pid: started.pid ?? null, port: started.port ?? null,
+          url: started.url,
+          kind: started.kind,
+          servedModel: started.servedModel,
+          pid: started.pid ?? null,
+          port: started.port ?? null,
         }).catch(() => null);
         if (!ready || ac.signal.aborted) {
           // Deleted or retired while it started: nothing may keep running for it.
@@ -156,7 +183,9 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
         failures.delete(d.id);
         log.info({ deploymentId: d.id, replicaId: row.id, url: started.url, attempt: row.attempt }, 'replica ready');
       } catch (err) {
-        const why = deadlineHit ? `the replica was not ready within its start deadline (${Math.round(startTimeoutMs / 1000)} s after its cold start)` : errorText(err);
+        const why = deadlineHit
+          ? `the replica was not ready within its start deadline (${Math.round(startTimeoutMs / 1000)} s after its cold start)`
+          : errorText(err);
         if (abort.signal.aborted || (ac.signal.aborted && !deadlineHit)) {
           await closeReplicaInterval(db, row.id).catch(() => undefined);
           await removeReplica(db, row.id).catch(() => undefined);
@@ -222,11 +251,13 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     if (!d) {
       // Deleted (maybe by another control-plane replica): stop what this process runs for it.
       for (const t of starts.values()) if (t.deploymentId === id) t.abort.abort();
-      for (const o of [...owned.values()]) if (o.deploymentId === id) {
-        await stopOwned(o.id);
-        await closeReplicaInterval(db, o.id).catch(() => undefined);
-      }
-      for (const p of Object.values(provisioners)) await p?.release?.(id).catch((err: unknown) => log.warn({ err, deploymentId: id }, 'releasing a deployment failed'));
+      for (const o of [...owned.values()])
+        if (o.deploymentId === id) {
+          await stopOwned(o.id);
+          await closeReplicaInterval(db, o.id).catch(() => undefined);
+        }
+      for (const p of Object.values(provisioners))
+        await p?.release?.(id).catch((err: unknown) => log.warn({ err, deploymentId: id }, 'releasing a deployment failed'));
       return;
     }
     const provisioner = provisioners[d.provisioner as ProvisionerKind];
@@ -238,7 +269,12 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     if (!provisioner) {
       for (const r of replicas) await retire(undefined, r);
       if (active) {
-        await transitionDeployment(db, { deploymentId: id, from: [d.state], to: 'failed', lastError: `the ${d.provisioner} provisioner is not available on this control plane` });
+        await transitionDeployment(db, {
+          deploymentId: id,
+          from: [d.state],
+          to: 'failed',
+          lastError: `the ${d.provisioner} provisioner is not available on this control plane`,
+        });
       }
       return;
     }
@@ -280,8 +316,12 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     if (missing > 0 && failed < maxStartAttempts && !abort.signal.aborted) {
       const info = await findRuntimeInfo(db, d.entryId);
       const base: Omit<ReplicaSpec, 'replicaId'> = {
-        deploymentId: d.id, tenantId: d.tenantId, entryName: d.entryName, servedModel: info?.servedModel ?? d.entryName,
-        coldStartSeconds: info?.coldStartSeconds ?? null, externalUrl: d.externalUrl,
+        deploymentId: d.id,
+        tenantId: d.tenantId,
+        entryName: d.entryName,
+        servedModel: info?.servedModel ?? d.entryName,
+        coldStartSeconds: info?.coldStartSeconds ?? null,
+        externalUrl: d.externalUrl,
       };
       for (let i = 0; i < missing; i++) {
         const row = await insertStartingReplica(db, { deploymentId: d.id, kind: 'sim', servedModel: base.servedModel, attempt: failed + 1 });
@@ -325,10 +365,11 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     return run;
   }
 
-  for (const p of Object.values(provisioners)) p?.onExit?.((deploymentId) => {
-    log.warn({ deploymentId }, 'a replica exited; replacing it');
-    void schedule(deploymentId);
-  });
+  for (const p of Object.values(provisioners))
+    p?.onExit?.((deploymentId) => {
+      log.warn({ deploymentId }, 'a replica exited; replacing it');
+      void schedule(deploymentId);
+    });
 
   async function settled(id?: string): Promise<void> {
     for (;;) {
@@ -360,12 +401,20 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
       const ids = await listActiveDeploymentIds(db);
       // Replicas whose deployment left the serving states (or the database) are reconciled too.
       const extra = new Set([...owned.values()].map((o) => o.deploymentId).filter((x) => !ids.includes(x)));
-      const rows = owned.size === 0 ? [] : await db.selectFrom('deploymentReplicas').select('id').where('id', 'in', [...owned.keys()]).execute();
+      const rows =
+        owned.size === 0
+          ? []
+          : await db
+              .selectFrom('deploymentReplicas')
+              .select('id')
+              .where('id', 'in', [...owned.keys()])
+              .execute();
       const present = new Set(rows.map((r) => r.id));
-      for (const o of [...owned.values()]) if (!present.has(o.id) && !drains.has(o.id)) {
-        await stopOwned(o.id);
-        await closeReplicaInterval(db, o.id).catch(() => undefined);
-      }
+      for (const o of [...owned.values()])
+        if (!present.has(o.id) && !drains.has(o.id)) {
+          await stopOwned(o.id);
+          await closeReplicaInterval(db, o.id).catch(() => undefined);
+        }
       await Promise.all([...ids, ...extra].map(schedule));
       for (const p of Object.values(provisioners)) await p?.sweep?.(ids).catch((err: unknown) => log.warn({ err }, 'provisioner sweep failed'));
     },

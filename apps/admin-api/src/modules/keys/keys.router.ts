@@ -32,7 +32,7 @@ export const keysRouter = router({
       }),
     ),
 
-  revoke: tenantProcedure.input(z.object({ keyId: z.uuid() })).mutation(({ ctx, input }) =>
-    revokeTenantApiKey(ctx.db, ctx.principal, { tenantId: ctx.tenantId, keyId: input.keyId }),
-  ),
+  revoke: tenantProcedure
+    .input(z.object({ keyId: z.uuid() }))
+    .mutation(({ ctx, input }) => revokeTenantApiKey(ctx.db, ctx.principal, { tenantId: ctx.tenantId, keyId: input.keyId })),
 });

@@ -26,9 +26,7 @@ export interface ApiKey {
   createdBy: string | null;
 }
 
-const keyColumns = [
-  'id', 'tenantId', 'name', 'prefix', 'createdAt', 'expiresAt', 'revokedAt', 'lastUsedAt', 'rpmLimit', 'tpmLimit', 'createdBy',
-] as const;
+const keyColumns = ['id', 'tenantId', 'name', 'prefix', 'createdAt', 'expiresAt', 'revokedAt', 'lastUsedAt', 'rpmLimit', 'tpmLimit', 'createdBy'] as const;
 
 export interface CreateApiKeyInput {
   readonly tenantId: string;
@@ -95,12 +93,7 @@ export async function revokeApiKey(db: Db, input: RevokeApiKeyInput): Promise<Ap
   if (!isUuid(input.keyId) || !isUuid(input.tenantId)) throw notFound('API key');
   return withTransaction(db, async (trx) => {
     if (input.onlyCreatedBy !== undefined) {
-      const key = await trx
-        .selectFrom('apiKeys')
-        .select('createdBy')
-        .where('id', '=', input.keyId)
-        .where('tenantId', '=', input.tenantId)
-        .executeTakeFirst();
+      const key = await trx.selectFrom('apiKeys').select('createdBy').where('id', '=', input.keyId).where('tenantId', '=', input.tenantId).executeTakeFirst();
       if (!key) throw notFound('API key');
       if (key.createdBy !== input.onlyCreatedBy) throw new ServiceError('forbidden', 'members may revoke only the keys they created');
     }
@@ -127,23 +120,13 @@ export async function revokeApiKey(db: Db, input: RevokeApiKeyInput): Promise<Ap
 
 /** A tenant's keys, newest first (revoked ones included, flagged by `revokedAt`). */
 export async function listApiKeys(db: Db, tenantId: string): Promise<ApiKey[]> {
-  return db
-    .selectFrom('apiKeys')
-    .select(keyColumns)
-    .where('tenantId', '=', tenantId)
-    .orderBy('createdAt', 'desc')
-    .orderBy('id')
-    .execute();
+  return db.selectFrom('apiKeys').select(keyColumns).where('tenantId', '=', tenantId).orderBy('createdAt', 'desc').orderBy('id').execute();
 }
 
 // What the transports call: the caller's rights are checked here, not in the adapters.
 
 /** Members issue keys for their tenant; the key records which user created it. */
-export async function issueApiKey(
-  db: Db,
-  principal: Principal,
-  input: Omit<CreateApiKeyInput, 'createdBy' | 'actor'>,
-): Promise<CreatedApiKey> {
+export async function issueApiKey(db: Db, principal: Principal, input: Omit<CreateApiKeyInput, 'createdBy' | 'actor'>): Promise<CreatedApiKey> {
   requireTenantRole(principal, input.tenantId, 'member');
   return createApiKey(db, {
     ...input,

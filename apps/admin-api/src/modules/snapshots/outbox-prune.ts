@@ -31,7 +31,10 @@ export interface PruneResult {
  */
 export async function pruneOutbox(db: Db, retention: OutboxRetention = DEFAULT_OUTBOX_RETENTION): Promise<PruneResult> {
   const retainRows = Math.max(1, Math.floor(retention.retainRows));
-  const newest = await db.selectFrom('configOutbox').select((eb) => eb.fn.max('seq').as('seq')).executeTakeFirst();
+  const newest = await db
+    .selectFrom('configOutbox')
+    .select((eb) => eb.fn.max('seq').as('seq'))
+    .executeTakeFirst();
   const newestSeq = newest?.seq == null ? 0 : Number(newest.seq);
   if (newestSeq === 0) return { deleted: 0, oldestSeq: 0, newestSeq: 0 };
 
@@ -70,7 +73,10 @@ export async function pruneOutbox(db: Db, retention: OutboxRetention = DEFAULT_O
       if (n < DELETE_BATCH) break;
     }
   }
-  const oldest = await db.selectFrom('configOutbox').select((eb) => eb.fn.min('seq').as('seq')).executeTakeFirst();
+  const oldest = await db
+    .selectFrom('configOutbox')
+    .select((eb) => eb.fn.min('seq').as('seq'))
+    .executeTakeFirst();
   return { deleted, oldestSeq: oldest?.seq == null ? 0 : Number(oldest.seq), newestSeq };
 }
 
@@ -118,9 +124,12 @@ export function startOutboxPruner(db: Db, opts: OutboxPrunerOptions = {}): Outbo
   const schedule = (ms: number): void => {
     if (stopped) return;
     // setTimeout takes at most ~24.8 days: longer intervals are clamped.
-    timer = setTimeout(() => {
-      void runNow().finally(() => schedule(intervalMs));
-    }, Math.min(Math.max(ms, 1), 2_147_483_647));
+    timer = setTimeout(
+      () => {
+        void runNow().finally(() => schedule(intervalMs));
+      },
+      Math.min(Math.max(ms, 1), 2_147_483_647),
+    );
     timer.unref();
   };
   schedule(Math.min(intervalMs, 60_000));

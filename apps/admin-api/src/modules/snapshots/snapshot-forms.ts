@@ -1,7 +1,5 @@
 import { sql } from 'kysely';
-import type {
-  RuntimeKind, SnapshotDeployment, SnapshotEndpoint, SnapshotKey, SnapshotTenant, SnapshotUpstream,
-} from '@infer/shared';
+import type { RuntimeKind, SnapshotDeployment, SnapshotEndpoint, SnapshotKey, SnapshotTenant, SnapshotUpstream } from '@infer/shared';
 import type { Db } from '../../db.ts';
 import { resolveTargetConcurrency } from '../deployments/target-concurrency.ts';
 
@@ -35,8 +33,18 @@ export async function selectEndpointForms(db: Db, ids?: readonly string[]): Prom
   let q = db
     .selectFrom('catalogEntries')
     .select([
-      'id', 'name', 'provider', 'contextLength', 'concurrency', 'coldStartSeconds', 'offeredShared',
-      'offeredDedicated', 'published', 'priceInputPerM', 'priceOutputPerM', 'createdAt',
+      'id',
+      'name',
+      'provider',
+      'contextLength',
+      'concurrency',
+      'coldStartSeconds',
+      'offeredShared',
+      'offeredDedicated',
+      'published',
+      'priceInputPerM',
+      'priceOutputPerM',
+      'createdAt',
     ])
     .orderBy('createdAt')
     .orderBy('id');
@@ -46,7 +54,11 @@ export async function selectEndpointForms(db: Db, ids?: readonly string[]): Prom
   const upstreams = await db
     .selectFrom('endpointUpstreams')
     .select(['id', 'entryId', 'url', 'kind', 'servedModel', 'apiKey'])
-    .where('entryId', 'in', entries.map((e) => e.id))
+    .where(
+      'entryId',
+      'in',
+      entries.map((e) => e.id),
+    )
     .where('weight', '>', 0)
     .orderBy('createdAt')
     .orderBy('id')
@@ -67,9 +79,20 @@ export async function selectDeploymentForms(db: Db, ids?: readonly string[]): Pr
     .innerJoin('tenants as t', 't.id', 'd.tenantId')
     .innerJoin('catalogEntries as e', 'e.id', 'd.entryId')
     .select([
-      'd.id', 'd.tenantId', 't.slug as tenantSlug', 'd.entryId as endpointId', 'e.name as endpointName',
-      'e.provider', 'd.state', 'd.provisioner', 'd.minReplicas', 'd.maxReplicas', 'd.targetConcurrency',
-      'e.concurrency as entryConcurrency', 'd.desiredReplicas', 'e.coldStartSeconds',
+      'd.id',
+      'd.tenantId',
+      't.slug as tenantSlug',
+      'd.entryId as endpointId',
+      'e.name as endpointName',
+      'e.provider',
+      'd.state',
+      'd.provisioner',
+      'd.minReplicas',
+      'd.maxReplicas',
+      'd.targetConcurrency',
+      'e.concurrency as entryConcurrency',
+      'd.desiredReplicas',
+      'e.coldStartSeconds',
     ])
     .orderBy('d.createdAt')
     .orderBy('d.id');
@@ -79,7 +102,11 @@ export async function selectDeploymentForms(db: Db, ids?: readonly string[]): Pr
   const replicas = await db
     .selectFrom('deploymentReplicas')
     .select(['id', 'deploymentId', 'url', 'kind', 'servedModel'])
-    .where('deploymentId', 'in', deployments.map((d) => d.id))
+    .where(
+      'deploymentId',
+      'in',
+      deployments.map((d) => d.id),
+    )
     .where('state', '=', 'ready')
     .orderBy('createdAt')
     .orderBy('id')
@@ -88,13 +115,15 @@ export async function selectDeploymentForms(db: Db, ids?: readonly string[]): Pr
   return deployments.map(({ provisioner, entryConcurrency, ...d }) => ({
     ...d,
     targetConcurrency: resolveTargetConcurrency({ targetConcurrency: d.targetConcurrency, entryConcurrency }),
-    replicas: (byDeployment.get(d.id) ?? []).map(
-      ({ id, url, kind, servedModel }): SnapshotUpstream => ({
-        id, url, kind: kind as RuntimeKind, servedModel, apiKey: null,
-        // A tenant gave an external runtime's address: nodes dial it only through their address guard.
-        ...(provisioner === 'external' ? { addressPolicy: 'public' as const } : {}),
-      }),
-    ),
+    replicas: (byDeployment.get(d.id) ?? []).map(({ id, url, kind, servedModel }): SnapshotUpstream => ({
+      id,
+      url,
+      kind: kind as RuntimeKind,
+      servedModel,
+      apiKey: null,
+      // A tenant gave an external runtime's address: nodes dial it only through their address guard.
+      ...(provisioner === 'external' ? { addressPolicy: 'public' as const } : {}),
+    })),
   }));
 }
 

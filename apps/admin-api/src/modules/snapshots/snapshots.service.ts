@@ -13,10 +13,13 @@ export const OUTBOX_CHANNEL = 'config_outbox';
 async function loadForm(trx: Db, kind: ConfigEntityKind, id: string): Promise<JsonObject | null> {
   const ids = [id];
   const rows =
-    kind === 'tenant' ? await selectTenantForms(trx, ids)
-    : kind === 'key' ? await selectKeyForms(trx, ids)
-    : kind === 'endpoint' ? await selectEndpointForms(trx, ids)
-    : await selectDeploymentForms(trx, ids);
+    kind === 'tenant'
+      ? await selectTenantForms(trx, ids)
+      : kind === 'key'
+        ? await selectKeyForms(trx, ids)
+        : kind === 'endpoint'
+          ? await selectEndpointForms(trx, ids)
+          : await selectDeploymentForms(trx, ids);
   return (rows[0] as JsonObject | undefined) ?? null;
 }
 
@@ -39,7 +42,10 @@ export async function recordChange(trx: Db, kind: ConfigEntityKind, entityId: st
 }
 
 async function maxSeq(db: Db): Promise<number> {
-  const row = await db.selectFrom('configOutbox').select((eb) => eb.fn.max('seq').as('seq')).executeTakeFirst();
+  const row = await db
+    .selectFrom('configOutbox')
+    .select((eb) => eb.fn.max('seq').as('seq'))
+    .executeTakeFirst();
   return row?.seq == null ? 0 : Number(row.seq);
 }
 

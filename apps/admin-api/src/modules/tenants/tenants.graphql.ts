@@ -103,11 +103,16 @@ builder.mutationFields((t) => ({
       name: t.arg.string({ required: true }),
       rpmLimit: t.arg.int(),
       tpmLimit: t.arg.int(),
-      ownerEmail: t.arg.string({ description: 'Invited as the first owner: they join when they accept (the reply is the same whether or not the email has an account).' }),
+      ownerEmail: t.arg.string({
+        description: 'Invited as the first owner: they join when they accept (the reply is the same whether or not the email has an account).',
+      }),
     },
     resolve: (_root, args, ctx) =>
       adminCreateTenant(ctx.db, ctx.principal, {
-        slug: args.slug, name: args.name, rpmLimit: args.rpmLimit ?? null, tpmLimit: args.tpmLimit ?? null,
+        slug: args.slug,
+        name: args.name,
+        rpmLimit: args.rpmLimit ?? null,
+        tpmLimit: args.tpmLimit ?? null,
         ...(args.ownerEmail ? { ownerEmail: args.ownerEmail } : {}),
       }),
   }),

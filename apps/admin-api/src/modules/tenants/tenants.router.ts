@@ -1,11 +1,15 @@
 import { z } from 'zod';
 import { adminProcedure, authedProcedure, router, tenantProcedure } from '../../trpc/init.ts';
 import { isPlatformAdmin } from '../access/access.ts';
+import { answerInvitation, inviteMember, listMyInvitations, listTenantInvitations, revokeInvitation } from './invitations.service.ts';
 import {
-  answerInvitation, inviteMember, listMyInvitations, listTenantInvitations, revokeInvitation,
-} from './invitations.service.ts';
-import {
-  adminCreateTenant, adminListTenants, adminSetTenantLimits, callerRoleIn, getCallerTenant, listCallerTenants, listTenantMembers,
+  adminCreateTenant,
+  adminListTenants,
+  adminSetTenantLimits,
+  callerRoleIn,
+  getCallerTenant,
+  listCallerTenants,
+  listTenantMembers,
   removeTenantMember,
   setMemberRole,
 } from './tenants.service.ts';
@@ -81,7 +85,5 @@ export const tenantsRouter = router({
   /** Tenant-wide rate limits (platform admin); null: no limit. */
   setLimits: adminProcedure
     .input(z.object({ tenantId: z.uuid(), rpmLimit: limit, tpmLimit: limit }))
-    .mutation(({ ctx, input }) =>
-      adminSetTenantLimits(ctx.db, ctx.principal, input.tenantId, { rpmLimit: input.rpmLimit, tpmLimit: input.tpmLimit }),
-    ),
+    .mutation(({ ctx, input }) => adminSetTenantLimits(ctx.db, ctx.principal, input.tenantId, { rpmLimit: input.rpmLimit, tpmLimit: input.tpmLimit })),
 });

@@ -57,7 +57,11 @@ export async function createTenant(db: Db, input: CreateTenantInput): Promise<Te
         .executeTakeFirstOrThrow();
       await recordChange(trx, 'tenant', tenant.id);
       await writeAudit(trx, {
-        actor: input.actor, tenantId: tenant.id, action: 'tenant.create', targetType: 'tenant', targetId: tenant.id,
+        actor: input.actor,
+        tenantId: tenant.id,
+        action: 'tenant.create',
+        targetType: 'tenant',
+        targetId: tenant.id,
         detail: { slug: tenant.slug, name: tenant.name },
       });
       if (input.ownerEmail !== undefined) {
@@ -89,12 +93,7 @@ export async function listTenants(db: Db): Promise<Tenant[]> {
 }
 
 /** Sets a tenant's rate limits (null: no limit). */
-export async function setTenantLimits(
-  db: Db,
-  tenantId: string,
-  limits: { rpmLimit: number | null; tpmLimit: number | null },
-  actor?: Actor,
-): Promise<Tenant> {
+export async function setTenantLimits(db: Db, tenantId: string, limits: { rpmLimit: number | null; tpmLimit: number | null }, actor?: Actor): Promise<Tenant> {
   if (!isUuid(tenantId)) throw notFound('tenant');
   checkRateLimits(limits);
   return withTransaction(db, async (trx) => {
@@ -107,7 +106,11 @@ export async function setTenantLimits(
     if (!tenant) throw notFound('tenant');
     await recordChange(trx, 'tenant', tenantId);
     await writeAudit(trx, {
-      actor, tenantId, action: 'tenant.set_limits', targetType: 'tenant', targetId: tenantId,
+      actor,
+      tenantId,
+      action: 'tenant.set_limits',
+      targetType: 'tenant',
+      targetId: tenantId,
       detail: { rpmLimit: limits.rpmLimit, tpmLimit: limits.tpmLimit },
     });
     return tenant;
@@ -205,7 +208,11 @@ export async function removeMember(db: Db, input: { tenantId: string; userId: st
     await trx.deleteFrom('memberships').where('tenantId', '=', input.tenantId).where('userId', '=', input.userId).execute();
     const tokens = await revokeAdminTokensBeyondRole(trx, { tenantId: input.tenantId, userId: input.userId });
     await writeAudit(trx, {
-      actor: input.actor, tenantId: input.tenantId, action: 'membership.remove', targetType: 'user', targetId: input.userId,
+      actor: input.actor,
+      tenantId: input.tenantId,
+      action: 'membership.remove',
+      targetType: 'user',
+      targetId: input.userId,
       detail: { role: before.role, revokedAdminTokens: tokens.length },
     });
   });
@@ -231,16 +238,15 @@ export async function setMemberRole(
       throw new ServiceError('conflict', 'a tenant keeps at least one owner', 'role');
     }
     if (before.role !== input.role) {
-      await trx
-        .updateTable('memberships')
-        .set({ role: input.role })
-        .where('tenantId', '=', input.tenantId)
-        .where('userId', '=', input.userId)
-        .execute();
+      await trx.updateTable('memberships').set({ role: input.role }).where('tenantId', '=', input.tenantId).where('userId', '=', input.userId).execute();
       // A demoted owner's tenant admin tokens would still act as owner: they go with the role.
       const revoked = await revokeAdminTokensBeyondRole(trx, { tenantId: input.tenantId, userId: input.userId });
       await writeAudit(trx, {
-        actor: actorOf(principal), tenantId: input.tenantId, action: 'membership.role', targetType: 'user', targetId: input.userId,
+        actor: actorOf(principal),
+        tenantId: input.tenantId,
+        action: 'membership.role',
+        targetType: 'user',
+        targetId: input.userId,
         detail: { role: input.role, from: before.role, ...(revoked.length > 0 ? { revokedAdminTokens: revoked.length } : {}) },
       });
     }

@@ -3,14 +3,16 @@ import { Surface } from '../catalog/catalog.graphql.ts';
 import { TenantRef } from '../tenants/tenants.graphql.ts';
 import { summariseUsage, type UsageSummary, type UsageTotals } from './usage.service.ts';
 
-
 const UsageTotalsRef = builder.objectRef<UsageTotals>('UsageTotals').implement({
   fields: (t) => ({
     requests: t.exposeInt('requests'),
     promptTokens: t.exposeFloat('promptTokens', { description: 'Input tokens (Float: sums can pass 2^31).' }),
     completionTokens: t.exposeFloat('completionTokens', { description: 'Output tokens.' }),
     gpuSeconds: t.exposeFloat('gpuSeconds', { description: 'Dedicated replicas: GPU-seconds (replica lifetime x GPU Count; boot, serving and idle).' }),
-    costUsd: t.exposeFloat('costUsd', { description: 'Shared mode: tokens x the entry price per million; dedicated mode: GPU-seconds x the entry price per GPU-hour (tokens counted, not billed).' }),
+    costUsd: t.exposeFloat('costUsd', {
+      description:
+        'Shared mode: tokens x the entry price per million; dedicated mode: GPU-seconds x the entry price per GPU-hour (tokens counted, not billed).',
+    }),
   }),
 });
 

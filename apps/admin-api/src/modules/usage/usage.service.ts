@@ -50,9 +50,8 @@ async function ownedByKey(db: Db, records: readonly UsageRecord[]): Promise<Usag
   const keys = await db.selectFrom('apiKeys').select(['id', 'tenantId']).where('id', 'in', keyIds).execute();
   const keyTenant = new Map(keys.map((k) => [k.id, k.tenantId]));
   const deploymentIds = [...new Set(records.flatMap((r) => (r.deploymentId !== null && isUuid(r.deploymentId) ? [r.deploymentId] : [])))];
-  const deployments = deploymentIds.length === 0
-    ? []
-    : await db.selectFrom('deployments').select(['id', 'tenantId']).where('id', 'in', deploymentIds).execute();
+  const deployments =
+    deploymentIds.length === 0 ? [] : await db.selectFrom('deployments').select(['id', 'tenantId']).where('id', 'in', deploymentIds).execute();
   const deploymentTenant = new Map(deployments.map((d) => [d.id, d.tenantId]));
   return records.filter((r) => {
     const tenant = keyTenant.get(r.keyId);
@@ -67,23 +66,22 @@ async function ownedByKey(db: Db, records: readonly UsageRecord[]): Promise<Usag
  */
 export async function ingestUsage(db: Db, records: readonly UsageRecord[]): Promise<IngestResult> {
   const orNull = (id: string | null): string | null => (id !== null && isUuid(id) ? id : null);
-  const rows = (await ownedByKey(db, records.filter(storable)))
-    .map((r) => ({
-      request_id: r.requestId,
-      tenant_id: r.tenantId,
-      key_id: r.keyId,
-      entry_id: orNull(r.endpointId),
-      deployment_id: orNull(r.deploymentId),
-      mode: r.mode,
-      model: r.model,
-      prompt_tokens: r.promptTokens,
-      completion_tokens: r.completionTokens,
-      estimated: r.estimated,
-      status: r.status,
-      ttft_ms: r.ttftMs,
-      latency_ms: r.latencyMs,
-      started_at: new Date(r.startedAt).toISOString(),
-    }));
+  const rows = (await ownedByKey(db, records.filter(storable))).map((r) => ({
+    request_id: r.requestId,
+    tenant_id: r.tenantId,
+    key_id: r.keyId,
+    entry_id: orNull(r.endpointId),
+    deployment_id: orNull(r.deploymentId),
+    mode: r.mode,
+    model: r.model,
+    prompt_tokens: r.promptTokens,
+    completion_tokens: r.completionTokens,
+    estimated: r.estimated,
+    status: r.status,
+    ttft_ms: r.ttftMs,
+    latency_ms: r.latencyMs,
+    started_at: new Date(r.startedAt).toISOString(),
+  }));
   const rejected = records.length - rows.length;
   if (rows.length === 0) return { accepted: 0, duplicates: 0, rejected };
 
@@ -111,7 +109,11 @@ export async function ingestUsage(db: Db, records: readonly UsageRecord[]): Prom
 
   const keyIds = [...new Set(rows.flatMap((r) => (r.key_id ? [r.key_id] : [])))];
   if (keyIds.length > 0) {
-    await db.updateTable('apiKeys').set({ lastUsedAt: sql<Date>`now()` }).where('id', 'in', keyIds).execute();
+    await db
+      .updateTable('apiKeys')
+      .set({ lastUsedAt: sql<Date>`now()` })
+      .where('id', 'in', keyIds)
+      .execute();
   }
   return { accepted, duplicates: rows.length - accepted, rejected };
 }
@@ -168,15 +170,14 @@ async function tenantUsage(db: Db, input: { tenantId: string; from: Date; to: Da
     sql<number>`coalesce(sum(u.cost_usd), 0)`.as('costUsd'),
   ] as const;
   const day = sql<string>`to_char(date_trunc('day', u.started_at at time zone 'UTC'), 'YYYY-MM-DD')`;
-  const byDay = await base.select([day.as('day'), ...sums]).groupBy(day).orderBy(day).execute();
+  const byDay = await base
+    .select([day.as('day'), ...sums])
+    .groupBy(day)
+    .orderBy(day)
+    .execute();
   const byEndpoint = await base
     .leftJoin('catalogEntries as e', 'e.id', 'u.entryId')
-    .select([
-      'u.entryId',
-      sql<string>`coalesce(e.name, min(u.model))`.as('name'),
-      'u.mode',
-      ...sums,
-    ])
+    .select(['u.entryId', sql<string>`coalesce(e.name, min(u.model))`.as('name'), 'u.mode', ...sums])
     .groupBy(['u.entryId', 'e.name', 'u.mode'])
     .orderBy(sql`sum(u.cost_usd)`, 'desc')
     .execute();
@@ -191,9 +192,18 @@ async function tenantUsage(db: Db, input: { tenantId: string; from: Date; to: Da
   const rowsByEndpoint: UsageSummary['byEndpoint'] = byEndpoint.map((r) => ({ entryId: r.entryId, name: r.name, mode: r.mode, ...num(r) }));
   // Dedicated GPU time joins the same rows (days and endpoints with GPU time but no request get rows too).
   const gpu = await gpuCosts(db, { tenantId: input.tenantId, from: input.from, to: input.to });
-  const names = gpu.length === 0 ? new Map<string, string>() : new Map(
-    (await db.selectFrom('catalogEntries').select(['id', 'name']).where('id', 'in', [...new Set(gpu.map((g) => g.entryId))]).execute()).map((e) => [e.id, e.name]),
-  );
+  const names =
+    gpu.length === 0
+      ? new Map<string, string>()
+      : new Map(
+          (
+            await db
+              .selectFrom('catalogEntries')
+              .select(['id', 'name'])
+              .where('id', 'in', [...new Set(gpu.map((g) => g.entryId))])
+              .execute()
+          ).map((e) => [e.id, e.name]),
+        );
   for (const g of gpu) {
     let day = rowsByDay.find((r) => r.day === g.day);
     if (!day) rowsByDay.push((day = { day: g.day, ...empty }));

@@ -123,7 +123,9 @@ export function startAutoscaler(ctx: DeploymentsContext, election: LeaderElectio
         const own = runtime.get(r.id);
         return acc + (own ? own.running + own.waiting : 0);
       }, 0);
-      await decideOne(d, loads.get(d.id), runtimeLoad, ready, now).catch((err: unknown) => log.error({ err, deploymentId: d.id }, 'autoscaler decision failed'));
+      await decideOne(d, loads.get(d.id), runtimeLoad, ready, now).catch((err: unknown) =>
+        log.error({ err, deploymentId: d.id }, 'autoscaler decision failed'),
+      );
     }
     for (const id of tracked.keys()) if (!serving.has(id)) tracked.delete(id);
     // Replicas of deployments that left the serving states (stopped, deleted elsewhere) go now.

@@ -118,6 +118,11 @@ export function decide(input: DecisionInput): Decision {
 
   const memory: ScalerMemory = { createdAt: input.memory.createdAt, samples, recommendations, lastActiveAt, panicUntil };
   if (desired === current) return { desired, reason: null, panicking, memory };
-  const clamped = desired === s.maxReplicas && raw > s.maxReplicas ? ` (max ${s.maxReplicas})` : desired === s.minReplicas && raw < s.minReplicas ? ` (min ${s.minReplicas})` : '';
+  const clamped =
+    desired === s.maxReplicas && raw > s.maxReplicas
+      ? ` (max ${s.maxReplicas})`
+      : desired === s.minReplicas && raw < s.minReplicas
+        ? ` (min ${s.minReplicas})`
+        : '';
   return { desired, reason: `${current} -> ${desired}: ${why}${clamped}`, panicking, memory };
 }

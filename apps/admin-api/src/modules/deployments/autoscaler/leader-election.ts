@@ -86,7 +86,11 @@ export function createAdvisoryLeader(opts: AdvisoryLeaderOptions): LeaderElectio
         await client.query({ text: 'select 1', query_timeout: Math.max(1_000, retryMs * 2) } as pg.QueryConfig);
         return;
       }
-      const res = await client.query<{ locked: boolean }>({ text: 'select pg_try_advisory_lock($1) as locked', values: [key], query_timeout: Math.max(1_000, retryMs * 2) } as pg.QueryConfig);
+      const res = await client.query<{ locked: boolean }>({
+        text: 'select pg_try_advisory_lock($1) as locked',
+        values: [key],
+        query_timeout: Math.max(1_000, retryMs * 2),
+      } as pg.QueryConfig);
       if (res.rows[0]?.locked && !closed) {
         leading = true;
         opts.log?.info({ lockKey: key }, 'autoscaler leadership acquired');

@@ -74,7 +74,15 @@ export function createLocalProvisioner(opts: LocalProvisionerOptions = {}): Prov
     if (!file) throw new Error('local provisioner: empty command');
     const coldStartMs = Math.min(Math.max(0, (spec.coldStartSeconds ?? 0) * 1000), coldStartCapMs);
     const args = [
-      ...baseArgs, '--port', '0', '--host', host, '--model', spec.servedModel, '--cold-start-ms', String(Math.round(coldStartMs)),
+      ...baseArgs,
+      '--port',
+      '0',
+      '--host',
+      host,
+      '--model',
+      spec.servedModel,
+      '--cold-start-ms',
+      String(Math.round(coldStartMs)),
       ...(opts.ttftMs === undefined ? [] : ['--ttft-ms', String(opts.ttftMs)]),
       ...(opts.itlMs === undefined ? [] : ['--itl-ms', String(opts.itlMs)]),
     ];
@@ -113,7 +121,10 @@ export function createLocalProvisioner(opts: LocalProvisionerOptions = {}): Prov
     });
     const deadline = Date.now() + coldStartMs + readyTimeoutMs;
     const timeout = new Promise<never>((_, reject) => {
-      const timer = setTimeout(() => reject(new Error(`the runtime was not healthy within ${Math.round((coldStartMs + readyTimeoutMs) / 1000)} s`)), deadline - Date.now());
+      const timer = setTimeout(
+        () => reject(new Error(`the runtime was not healthy within ${Math.round((coldStartMs + readyTimeoutMs) / 1000)} s`)),
+        deadline - Date.now(),
+      );
       child.once('exit', () => clearTimeout(timer));
       timer.unref();
     });
