@@ -1,6 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { parseCidrList } from '@infer/shared/address-guard';
+import { cidrListEnv } from '@infer/shared/address-guard';
 
 const optionalString = z
   .string()
@@ -44,17 +44,7 @@ const schema = z.object({
     .enum(['true', 'false', '1', '0'])
     .default('false')
     .transform((v) => v === 'true' || v === '1'),
-  ALLOWED_PRIVATE_CIDRS: z
-    .string()
-    .optional()
-    .transform((v, ctx) => {
-      try {
-        return parseCidrList(v);
-      } catch (err) {
-        ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
-        return z.NEVER;
-      }
-    }),
+  ALLOWED_PRIVATE_CIDRS: cidrListEnv,
   OUTBOX_RETAIN_ROWS: z.coerce
     .number({ error: 'OUTBOX_RETAIN_ROWS must be a whole number of rows (at least 1)' })
     .int('OUTBOX_RETAIN_ROWS must be a whole number of rows (at least 1)')

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseCidrList } from '@infer/shared/address-guard';
+import { cidrListEnv } from '@infer/shared/address-guard';
 
 const port = (fallback: number) => z.coerce.number({ error: 'must be a number' }).int('must be an integer').min(0).max(65535).default(fallback);
 const ms = (fallback: number) => z.coerce.number({ error: 'must be a number of milliseconds' }).int('must be an integer').min(1).default(fallback);
@@ -33,17 +33,7 @@ const envSchema = z
     EJECT_AFTER_FAILURES: z.coerce.number({ error: 'must be a number' }).int('must be an integer').min(1).default(3),
     EJECT_COOLDOWN_MS: ms(10_000),
     // Operator allow-list: non-public CIDRs tenants' external runtimes may be dialled at (comma-separated).
-    ALLOWED_PRIVATE_CIDRS: z
-      .string()
-      .optional()
-      .transform((v, ctx) => {
-        try {
-          return parseCidrList(v);
-        } catch (err) {
-          ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
-          return z.NEVER;
-        }
-      }),
+    ALLOWED_PRIVATE_CIDRS: cidrListEnv,
     UPSTREAM_MAX_RETRIES: z.coerce.number({ error: 'must be a number' }).int('must be an integer').min(0).max(5).default(2),
     // Limits (src/limits): unset RPM/TPM defaults mean unlimited for keys and tenants that set none.
     DEFAULT_RPM_LIMIT: count('requests per minute', 1).optional(),

@@ -5,6 +5,7 @@
 // is refused too. Node-only (node:dns, node:net): exported as `@infer/shared/address-guard`.
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
+import { z } from 'zod';
 
 /** Why an address is not public; null from `classifyAddress` means public. */
 export type AddressClass = 'unspecified' | 'loopback' | 'private' | 'shared' | 'link-local' | 'multicast' | 'documentation' | 'reserved' | 'unique-local';
@@ -179,6 +180,19 @@ export function parseCidrList(text: string | undefined): readonly string[] {
   for (const c of list) parseCidr(c);
   return Object.freeze(list);
 }
+
+/** An env variable holding a CIDR list (ALLOWED_PRIVATE_CIDRS on both planes): the bad entry becomes the variable's issue. */
+export const cidrListEnv = z
+  .string()
+  .optional()
+  .transform((v, ctx) => {
+    try {
+      return parseCidrList(v);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: err instanceof Error ? err.message : String(err) });
+      return z.NEVER;
+    }
+  });
 
 export function createAddressGuard(opts: AddressGuardOptions = {}): AddressGuard {
   const allowed = (opts.allowedCidrs ?? []).map(parseCidr);
