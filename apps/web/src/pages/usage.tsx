@@ -82,6 +82,27 @@ function Breakdown({ s, metric }: { s: UsageSummary; metric: Metric }) {
   );
 }
 
+const TOTAL_COLUMNS = ['Requests', 'Prompt tokens', 'Completion tokens', 'GPU time', 'Cost'] as const;
+
+/** The totals columns both tables end with (by endpoint, by day). */
+function TotalsHead() {
+  return TOTAL_COLUMNS.map((c) => (
+    <th key={c} scope="col" className="num">
+      {c}
+    </th>
+  ));
+}
+
+/** A row's totals cells, in TOTAL_COLUMNS order; GPU time is the caller's (shared endpoints bill none). */
+function TotalsCells({ t, gpuTime }: { t: Pick<UsageSummary['totals'], 'requests' | 'promptTokens' | 'completionTokens' | 'costUsd'>; gpuTime: string }) {
+  const values = [formatInt(t.requests), formatInt(t.promptTokens), formatInt(t.completionTokens), gpuTime, formatUsd(t.costUsd)];
+  return TOTAL_COLUMNS.map((c, i) => (
+    <td key={c} data-label={c} className="num">
+      {values[i]}
+    </td>
+  ));
+}
+
 export function UsagePage() {
   const session = useSession();
   const tenantId = session.tenantId as string;
@@ -241,21 +262,7 @@ export function UsagePage() {
                           <tr>
                             <th scope="col">Endpoint</th>
                             <th scope="col">Mode</th>
-                            <th scope="col" className="num">
-                              Requests
-                            </th>
-                            <th scope="col" className="num">
-                              Prompt tokens
-                            </th>
-                            <th scope="col" className="num">
-                              Completion tokens
-                            </th>
-                            <th scope="col" className="num">
-                              GPU time
-                            </th>
-                            <th scope="col" className="num">
-                              Cost
-                            </th>
+                            <TotalsHead />
                           </tr>
                         </thead>
                         <tbody>
@@ -265,21 +272,7 @@ export function UsagePage() {
                                 {r.name}
                               </td>
                               <td data-label="Mode">{r.mode}</td>
-                              <td data-label="Requests" className="num">
-                                {formatInt(r.requests)}
-                              </td>
-                              <td data-label="Prompt tokens" className="num">
-                                {formatInt(r.promptTokens)}
-                              </td>
-                              <td data-label="Completion tokens" className="num">
-                                {formatInt(r.completionTokens)}
-                              </td>
-                              <td data-label="GPU time" className="num">
-                                {r.mode === 'dedicated' ? formatGpuHours(r.gpuSeconds) : '—'}
-                              </td>
-                              <td data-label="Cost" className="num">
-                                {formatUsd(r.costUsd)}
-                              </td>
+                              <TotalsCells t={r} gpuTime={r.mode === 'dedicated' ? formatGpuHours(r.gpuSeconds) : '—'} />
                             </tr>
                           ))}
                         </tbody>
@@ -291,21 +284,7 @@ export function UsagePage() {
                         <thead>
                           <tr>
                             <th scope="col">Day (UTC)</th>
-                            <th scope="col" className="num">
-                              Requests
-                            </th>
-                            <th scope="col" className="num">
-                              Prompt tokens
-                            </th>
-                            <th scope="col" className="num">
-                              Completion tokens
-                            </th>
-                            <th scope="col" className="num">
-                              GPU time
-                            </th>
-                            <th scope="col" className="num">
-                              Cost
-                            </th>
+                            <TotalsHead />
                           </tr>
                         </thead>
                         <tbody>
@@ -316,21 +295,7 @@ export function UsagePage() {
                                 <td data-label="Day (UTC)" className="nowrap">
                                   {d.day}
                                 </td>
-                                <td data-label="Requests" className="num">
-                                  {formatInt(d.requests)}
-                                </td>
-                                <td data-label="Prompt tokens" className="num">
-                                  {formatInt(d.promptTokens)}
-                                </td>
-                                <td data-label="Completion tokens" className="num">
-                                  {formatInt(d.completionTokens)}
-                                </td>
-                                <td data-label="GPU time" className="num">
-                                  {formatGpuHours(d.gpuSeconds)}
-                                </td>
-                                <td data-label="Cost" className="num">
-                                  {formatUsd(d.costUsd)}
-                                </td>
+                                <TotalsCells t={d} gpuTime={formatGpuHours(d.gpuSeconds)} />
                               </tr>
                             ))}
                         </tbody>
