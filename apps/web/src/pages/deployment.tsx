@@ -4,7 +4,7 @@ import { dedicatedBaseUrl, dedicatedModelName } from '@infer/shared/public-urls'
 import { api, type Deployment } from '../api.tsx';
 import { AutoscalingFields, scalingErrors, toAutoscaling, type ScalingDraft } from '../components/autoscaling-fields.tsx';
 import { ConfirmDialog } from '../components/confirm.tsx';
-import { CopyButton } from '../components/copy-button.tsx';
+import { DeploymentClientValues } from '../components/deployment-client-values.tsx';
 import { ErrorBox, Loading } from '../components/states.tsx';
 import { TimeChart } from '../components/time-chart.tsx';
 import { formatGpuHours, formatSeconds, formatShortDate, formatUsd } from '../lib/format.ts';
@@ -340,26 +340,7 @@ export function DeploymentPage({ id }: { id: string }) {
         </p>
       )}
 
-      <dl className="client-values">
-        <div>
-          <dt>API Base URL</dt>
-          <dd>
-            <code className="wrap" data-testid="deployment-url">
-              {url}
-            </code>{' '}
-            {url && <CopyButton text={url} label="Copy API Base URL" />}
-          </dd>
-        </div>
-        <div>
-          <dt>Model Name</dt>
-          <dd>
-            <code className="wrap" data-testid="deployment-model">
-              {model}
-            </code>{' '}
-            <CopyButton text={model} label="Copy Model Name" />
-          </dd>
-        </div>
-      </dl>
+      <DeploymentClientValues url={url} model={model} />
 
       <section aria-labelledby="replicas-h">
         <h2 id="replicas-h">Replicas over time</h2>

@@ -3,7 +3,7 @@ import { useId, useState, type FormEvent } from 'react';
 import { dedicatedBaseUrl, dedicatedModelName } from '@infer/shared/public-urls';
 import { api, type CatalogEntry, type Deployment } from '../api.tsx';
 import { AutoscalingFields, DEFAULT_SCALING, scalingErrors, toAutoscaling, type ScalingDraft } from '../components/autoscaling-fields.tsx';
-import { CopyButton } from '../components/copy-button.tsx';
+import { DeploymentClientValues } from '../components/deployment-client-values.tsx';
 import { Empty, ErrorBox, Loading, QueryView } from '../components/states.tsx';
 import { formatUsd, providerLabel } from '../lib/format.ts';
 import { Link, useRouter } from '../router.tsx';
@@ -145,26 +145,7 @@ function DeploymentCard({ d, tenantId, tenantSlug }: { d: Deployment; tenantId: 
           {d.lastError}
         </p>
       )}
-      <dl className="client-values">
-        <div>
-          <dt>API Base URL</dt>
-          <dd>
-            <code className="wrap" data-testid="deployment-url">
-              {url}
-            </code>{' '}
-            {url && <CopyButton text={url} label="Copy URL" />}
-          </dd>
-        </div>
-        <div>
-          <dt>Model Name</dt>
-          <dd>
-            <code className="wrap" data-testid="deployment-model">
-              {model}
-            </code>{' '}
-            <CopyButton text={model} label="Copy" />
-          </dd>
-        </div>
-      </dl>
+      <DeploymentClientValues url={url} model={model} compact />
       <div className="row">
         <Link to={`/deployments/${d.id}`} className="button">
           Details
