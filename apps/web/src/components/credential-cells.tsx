@@ -1,4 +1,5 @@
 import { formatDate } from '../lib/format.ts';
+import { ActionsHeader } from './data-table.tsx';
 
 /** What API keys and admin tokens share in a list: dates, revocation and expiry. */
 export interface CredentialLike {
@@ -15,6 +16,19 @@ export function credentialStatus(c: CredentialLike): CredentialStatus {
   if (c.revokedAt) return 'revoked';
   if (c.expiresAt && new Date(c.expiresAt).getTime() <= Date.now()) return 'expired';
   return 'active';
+}
+
+/** The header cells over CredentialCells, in the same order. */
+export function CredentialHeads() {
+  return (
+    <>
+      <th scope="col">Created</th>
+      <th scope="col">Last used</th>
+      <th scope="col">Expires</th>
+      <th scope="col">Status</th>
+      <ActionsHeader />
+    </>
+  );
 }
 
 /** The trailing cells of a key or token row: created, last used, expiry, status and the revoke button. */

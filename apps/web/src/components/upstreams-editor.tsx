@@ -2,6 +2,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useId, useState, type FormEvent } from 'react';
 import { api, type CatalogEntry, type UpstreamInput } from '../api.tsx';
 import { Empty, ErrorBox, QueryView } from './states.tsx';
+import { ActionsHeader, DataTable } from './data-table.tsx';
 
 const KINDS = ['vllm', 'sglang', 'tgi', 'ollama', 'openai', 'sim'] as const satisfies readonly UpstreamInput['kind'][];
 
@@ -66,52 +67,48 @@ export function UpstreamsEditor({ entry }: { entry: CatalogEntry }) {
           ups.length === 0 ? (
             <Empty>No upstreams: the shared endpoint has nowhere to send requests.</Empty>
           ) : (
-            <div className="table-wrap">
-              <table className="stack-table">
-                <thead>
-                  <tr>
-                    <th scope="col">URL</th>
-                    <th scope="col">Kind</th>
-                    <th scope="col">Served model</th>
-                    <th scope="col" className="num">
-                      Weight
-                    </th>
-                    <th scope="col">Key</th>
-                    <th scope="col">
-                      <span className="visually-hidden">Actions</span>
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {ups.map((u) => (
-                    <tr key={u.id} data-upstream={u.url}>
-                      <td data-label="URL" className="name-cell">
-                        <code className="wrap">{u.url}</code>
-                      </td>
-                      <td data-label="Kind">{u.kind}</td>
-                      <td data-label="Served model" className="name-cell">
-                        {u.servedModel}
-                      </td>
-                      <td data-label="Weight" className="num">
-                        {u.weight}
-                      </td>
-                      <td data-label="Key">{u.hasApiKey ? 'set (hidden)' : 'none'}</td>
-                      <td>
-                        <button
-                          type="button"
-                          className="danger"
-                          disabled={remove.isPending}
-                          onClick={() => remove.mutate(u.id)}
-                          aria-label={`Remove upstream ${u.url}`}
-                        >
-                          Remove
-                        </button>
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <DataTable
+              className="stack-table"
+              head={
+                <>
+                  <th scope="col">URL</th>
+                  <th scope="col">Kind</th>
+                  <th scope="col">Served model</th>
+                  <th scope="col" className="num">
+                    Weight
+                  </th>
+                  <th scope="col">Key</th>
+                  <ActionsHeader />
+                </>
+              }
+            >
+              {ups.map((u) => (
+                <tr key={u.id} data-upstream={u.url}>
+                  <td data-label="URL" className="name-cell">
+                    <code className="wrap">{u.url}</code>
+                  </td>
+                  <td data-label="Kind">{u.kind}</td>
+                  <td data-label="Served model" className="name-cell">
+                    {u.servedModel}
+                  </td>
+                  <td data-label="Weight" className="num">
+                    {u.weight}
+                  </td>
+                  <td data-label="Key">{u.hasApiKey ? 'set (hidden)' : 'none'}</td>
+                  <td>
+                    <button
+                      type="button"
+                      className="danger"
+                      disabled={remove.isPending}
+                      onClick={() => remove.mutate(u.id)}
+                      aria-label={`Remove upstream ${u.url}`}
+                    >
+                      Remove
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </DataTable>
           )
         }
       </QueryView>

@@ -5,6 +5,7 @@ import { Empty, ErrorBox, QueryView } from '../components/states.tsx';
 import { UpstreamsEditor } from '../components/upstreams-editor.tsx';
 import { formatShortDate, providerLabel } from '../lib/format.ts';
 import { parseColdStart, parseConcurrency, parseCount, parseList, parseParameterSize, parsePrice } from '../lib/spec-forms.ts';
+import { ActionsHeader, DataTable } from '../components/data-table.tsx';
 
 interface Draft {
   name: string;
@@ -221,52 +222,48 @@ export function AdminCatalog() {
           entries.length === 0 ? (
             <Empty>The catalog is empty.</Empty>
           ) : (
-            <div className="table-wrap">
-              <table className="stack-table">
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">Provider</th>
-                    <th scope="col">Modes</th>
-                    <th scope="col">Status</th>
-                    <th scope="col">Updated</th>
-                    <th scope="col">
-                      <span className="visually-hidden">Actions</span>
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {entries.map((e) => (
-                    <tr key={e.id}>
-                      <td data-label="Name" className="name-cell">
-                        {e.name}
-                      </td>
-                      <td data-label="Provider">{providerLabel(e.provider) || '—'}</td>
-                      <td data-label="Modes">{[e.offeredShared && 'shared', e.offeredDedicated && 'dedicated'].filter(Boolean).join(', ') || '—'}</td>
-                      <td data-label="Status">
-                        <span className={`state-badge ${e.published ? 's-active' : ''}`}>{e.published ? 'published' : 'draft'}</span>
-                      </td>
-                      <td data-label="Updated" className="nowrap">
-                        {formatShortDate(e.updatedAt)}
-                      </td>
-                      <td className="row actions-cell">
-                        <button type="button" onClick={() => setEditing(e)} aria-label={`Edit ${e.name}`}>
-                          Edit
-                        </button>
-                        <button
-                          type="button"
-                          onClick={() => toggle.mutate(e)}
-                          disabled={toggle.isPending}
-                          aria-label={`${e.published ? 'Unpublish' : 'Publish'} ${e.name}`}
-                        >
-                          {e.published ? 'Unpublish' : 'Publish'}
-                        </button>
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <DataTable
+              className="stack-table"
+              head={
+                <>
+                  <th scope="col">Name</th>
+                  <th scope="col">Provider</th>
+                  <th scope="col">Modes</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Updated</th>
+                  <ActionsHeader />
+                </>
+              }
+            >
+              {entries.map((e) => (
+                <tr key={e.id}>
+                  <td data-label="Name" className="name-cell">
+                    {e.name}
+                  </td>
+                  <td data-label="Provider">{providerLabel(e.provider) || '—'}</td>
+                  <td data-label="Modes">{[e.offeredShared && 'shared', e.offeredDedicated && 'dedicated'].filter(Boolean).join(', ') || '—'}</td>
+                  <td data-label="Status">
+                    <span className={`state-badge ${e.published ? 's-active' : ''}`}>{e.published ? 'published' : 'draft'}</span>
+                  </td>
+                  <td data-label="Updated" className="nowrap">
+                    {formatShortDate(e.updatedAt)}
+                  </td>
+                  <td className="row actions-cell">
+                    <button type="button" onClick={() => setEditing(e)} aria-label={`Edit ${e.name}`}>
+                      Edit
+                    </button>
+                    <button
+                      type="button"
+                      onClick={() => toggle.mutate(e)}
+                      disabled={toggle.isPending}
+                      aria-label={`${e.published ? 'Unpublish' : 'Publish'} ${e.name}`}
+                    >
+                      {e.published ? 'Unpublish' : 'Publish'}
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </DataTable>
           )
         }
       </QueryView>

@@ -3,9 +3,10 @@ import { useId, useState, type FormEvent } from 'react';
 import { api, type AdminToken, type CreatedAdminToken } from '../api.tsx';
 import { ConfirmDialog } from '../components/confirm.tsx';
 import { CopyButton } from '../components/copy-button.tsx';
-import { CredentialCells } from '../components/credential-cells.tsx';
+import { CredentialCells, CredentialHeads } from '../components/credential-cells.tsx';
 import { Empty, ErrorBox, QueryView } from '../components/states.tsx';
 import { useSession } from '../session.tsx';
+import { DataTable } from '../components/data-table.tsx';
 
 type Scope = 'tenant' | 'platform';
 type View = 'tenant' | 'all';
@@ -211,36 +212,28 @@ export function AdminTokensPage() {
           list.length === 0 ? (
             <Empty>No admin tokens yet. Create one above.</Empty>
           ) : (
-            <div className="table-wrap">
-              <table className="keys-table admin-tokens-table">
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">Scope</th>
-                    <th scope="col">Prefix</th>
-                    <th scope="col">Created</th>
-                    <th scope="col">Last used</th>
-                    <th scope="col">Expires</th>
-                    <th scope="col">Status</th>
-                    <th scope="col">
-                      <span className="visually-hidden">Actions</span>
-                    </th>
+            <DataTable
+              className="keys-table admin-tokens-table"
+              head={
+                <>
+                  <th scope="col">Name</th>
+                  <th scope="col">Scope</th>
+                  <th scope="col">Prefix</th>
+                  <CredentialHeads />
+                </>
+              }
+            >
+              {list.map((t) => {
+                return (
+                  <tr key={t.id} data-token-id={t.id}>
+                    <td data-label="Name">{t.name}</td>
+                    <td data-label="Scope">{tenantName(t.tenantId)}</td>
+                    <td data-label="Prefix">{t.prefix ? <code>{t.prefix}…</code> : '—'}</td>
+                    <CredentialCells credential={t} onRevoke={() => setRevoking(t)} />
                   </tr>
-                </thead>
-                <tbody>
-                  {list.map((t) => {
-                    return (
-                      <tr key={t.id} data-token-id={t.id}>
-                        <td data-label="Name">{t.name}</td>
-                        <td data-label="Scope">{tenantName(t.tenantId)}</td>
-                        <td data-label="Prefix">{t.prefix ? <code>{t.prefix}…</code> : '—'}</td>
-                        <CredentialCells credential={t} onRevoke={() => setRevoking(t)} />
-                      </tr>
-                    );
-                  })}
-                </tbody>
-              </table>
-            </div>
+                );
+              })}
+            </DataTable>
           )
         }
       </QueryView>

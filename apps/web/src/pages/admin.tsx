@@ -6,6 +6,7 @@ import { Tabs } from '../components/tabs.tsx';
 import { formatDate, formatShortDate } from '../lib/format.ts';
 import { useRouter } from '../router.tsx';
 import { AdminCatalog } from './admin-catalog.tsx';
+import { ActionsHeader, DataTable } from '../components/data-table.tsx';
 
 type Section = 'catalog' | 'tenants' | 'audit';
 
@@ -251,43 +252,39 @@ function Tenants() {
             <Empty>No tenants yet.</Empty>
           ) : (
             <>
-              <div className="table-wrap">
-                <table className="stack-table">
-                  <thead>
-                    <tr>
-                      <th scope="col">Slug</th>
-                      <th scope="col">Name</th>
-                      <th scope="col">Rate limits</th>
-                      <th scope="col">
-                        <span className="visually-hidden">Actions</span>
-                      </th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {list.map((t) => (
-                      <tr key={t.id}>
-                        <td data-label="Slug">
-                          <code>{t.slug}</code>
-                        </td>
-                        <td data-label="Name">{t.name}</td>
-                        <td data-label="Rate limits">
-                          <LimitsCell tenant={t} />
-                        </td>
-                        <td>
-                          <button
-                            type="button"
-                            aria-pressed={selected === t.id}
-                            onClick={() => setSelected(selected === t.id ? null : t.id)}
-                            aria-label={`Members of ${t.slug}`}
-                          >
-                            Members
-                          </button>
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <DataTable
+                className="stack-table"
+                head={
+                  <>
+                    <th scope="col">Slug</th>
+                    <th scope="col">Name</th>
+                    <th scope="col">Rate limits</th>
+                    <ActionsHeader />
+                  </>
+                }
+              >
+                {list.map((t) => (
+                  <tr key={t.id}>
+                    <td data-label="Slug">
+                      <code>{t.slug}</code>
+                    </td>
+                    <td data-label="Name">{t.name}</td>
+                    <td data-label="Rate limits">
+                      <LimitsCell tenant={t} />
+                    </td>
+                    <td>
+                      <button
+                        type="button"
+                        aria-pressed={selected === t.id}
+                        onClick={() => setSelected(selected === t.id ? null : t.id)}
+                        aria-label={`Members of ${t.slug}`}
+                      >
+                        Members
+                      </button>
+                    </td>
+                  </tr>
+                ))}
+              </DataTable>
               {selected && list.find((t) => t.id === selected) && <Members tenant={list.find((t) => t.id === selected) as Tenant} />}
             </>
           )

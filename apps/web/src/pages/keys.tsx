@@ -3,9 +3,10 @@ import { useState } from 'react';
 import { api, type ApiKey, type CreatedKey } from '../api.tsx';
 import { ConfirmDialog } from '../components/confirm.tsx';
 import { CreateKeyForm, NewKeyNotice } from '../components/create-key.tsx';
-import { CredentialCells } from '../components/credential-cells.tsx';
+import { CredentialCells, CredentialHeads } from '../components/credential-cells.tsx';
 import { Empty, ErrorBox, QueryView } from '../components/states.tsx';
 import { useSession } from '../session.tsx';
+import { DataTable } from '../components/data-table.tsx';
 
 export function KeysPage() {
   const session = useSession();
@@ -38,36 +39,28 @@ export function KeysPage() {
           list.length === 0 ? (
             <Empty>No keys yet. Create one above.</Empty>
           ) : (
-            <div className="table-wrap">
-              <table className="keys-table">
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">Prefix</th>
-                    <th scope="col">Created</th>
-                    <th scope="col">Last used</th>
-                    <th scope="col">Expires</th>
-                    <th scope="col">Status</th>
-                    <th scope="col">
-                      <span className="visually-hidden">Actions</span>
-                    </th>
+            <DataTable
+              className="keys-table"
+              head={
+                <>
+                  <th scope="col">Name</th>
+                  <th scope="col">Prefix</th>
+                  <CredentialHeads />
+                </>
+              }
+            >
+              {list.map((k) => {
+                return (
+                  <tr key={k.id} data-key-id={k.id}>
+                    <td data-label="Name">{k.name}</td>
+                    <td data-label="Prefix">
+                      <code>{k.prefix}…</code>
+                    </td>
+                    <CredentialCells credential={k} onRevoke={() => setRevoking(k)} />
                   </tr>
-                </thead>
-                <tbody>
-                  {list.map((k) => {
-                    return (
-                      <tr key={k.id} data-key-id={k.id}>
-                        <td data-label="Name">{k.name}</td>
-                        <td data-label="Prefix">
-                          <code>{k.prefix}…</code>
-                        </td>
-                        <CredentialCells credential={k} onRevoke={() => setRevoking(k)} />
-                      </tr>
-                    );
-                  })}
-                </tbody>
-              </table>
-            </div>
+                );
+              })}
+            </DataTable>
           )
         }
       </QueryView>

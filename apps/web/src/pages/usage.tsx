@@ -5,6 +5,7 @@ import { Empty, QueryView } from '../components/states.tsx';
 import { TimeChart } from '../components/time-chart.tsx';
 import { formatGpuHours, formatInt, formatUsd, isoDay, toCsv } from '../lib/format.ts';
 import { useSession } from '../session.tsx';
+import { DataTable } from '../components/data-table.tsx';
 
 const DAY = 86_400_000;
 const PRESETS = [
@@ -256,51 +257,47 @@ export function UsagePage() {
                       </div>
                     </div>
                     <Breakdown s={s} metric={metric} />
-                    <div className="table-wrap">
-                      <table className="stack-table">
-                        <thead>
-                          <tr>
-                            <th scope="col">Endpoint</th>
-                            <th scope="col">Mode</th>
-                            <TotalsHead />
-                          </tr>
-                        </thead>
-                        <tbody>
-                          {s.byEndpoint.map((r) => (
-                            <tr key={`${r.entryId ?? r.name}-${r.mode}`}>
-                              <td data-label="Endpoint" className="name-cell">
-                                {r.name}
-                              </td>
-                              <td data-label="Mode">{r.mode}</td>
-                              <TotalsCells t={r} gpuTime={r.mode === 'dedicated' ? formatGpuHours(r.gpuSeconds) : '—'} />
-                            </tr>
-                          ))}
-                        </tbody>
-                      </table>
-                    </div>
+                    <DataTable
+                      className="stack-table"
+                      head={
+                        <>
+                          <th scope="col">Endpoint</th>
+                          <th scope="col">Mode</th>
+                          <TotalsHead />
+                        </>
+                      }
+                    >
+                      {s.byEndpoint.map((r) => (
+                        <tr key={`${r.entryId ?? r.name}-${r.mode}`}>
+                          <td data-label="Endpoint" className="name-cell">
+                            {r.name}
+                          </td>
+                          <td data-label="Mode">{r.mode}</td>
+                          <TotalsCells t={r} gpuTime={r.mode === 'dedicated' ? formatGpuHours(r.gpuSeconds) : '—'} />
+                        </tr>
+                      ))}
+                    </DataTable>
                     <h2>By day</h2>
-                    <div className="table-wrap">
-                      <table className="stack-table">
-                        <thead>
-                          <tr>
-                            <th scope="col">Day (UTC)</th>
-                            <TotalsHead />
+                    <DataTable
+                      className="stack-table"
+                      head={
+                        <>
+                          <th scope="col">Day (UTC)</th>
+                          <TotalsHead />
+                        </>
+                      }
+                    >
+                      {days
+                        .filter((d) => d.requests > 0 || d.gpuSeconds > 0)
+                        .map((d) => (
+                          <tr key={d.day}>
+                            <td data-label="Day (UTC)" className="nowrap">
+                              {d.day}
+                            </td>
+                            <TotalsCells t={d} gpuTime={formatGpuHours(d.gpuSeconds)} />
                           </tr>
-                        </thead>
-                        <tbody>
-                          {days
-                            .filter((d) => d.requests > 0 || d.gpuSeconds > 0)
-                            .map((d) => (
-                              <tr key={d.day}>
-                                <td data-label="Day (UTC)" className="nowrap">
-                                  {d.day}
-                                </td>
-                                <TotalsCells t={d} gpuTime={formatGpuHours(d.gpuSeconds)} />
-                              </tr>
-                            ))}
-                        </tbody>
-                      </table>
-                    </div>
+                        ))}
+                    </DataTable>
                   </>
                 )}
               </>
