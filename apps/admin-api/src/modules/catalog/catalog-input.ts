@@ -44,7 +44,11 @@ function fromForm(field: string, value: string | null | undefined, parse: (s: st
   }
 }
 
-function number(field: string, value: number | null | undefined, opts: { integer?: boolean; min: number; max: number }): number | null | undefined {
+type Range = { integer?: boolean; min: number; max: number };
+type StringKey = { [K in keyof CatalogEntryInput]-?: CatalogEntryInput[K] extends string | null | undefined ? K : never }[keyof CatalogEntryInput];
+type NumberKey = { [K in keyof CatalogEntryInput]-?: CatalogEntryInput[K] extends number | null | undefined ? K : never }[keyof CatalogEntryInput];
+
+function number(field: string, value: number | null | undefined, opts: Range): number | null | undefined {
   if (value === undefined || value === null) return value;
   if (!Number.isFinite(value) || (opts.integer && !Number.isInteger(value)) || value < opts.min || value > opts.max) {
     throw invalid(field, `must be ${opts.integer ? 'an integer' : 'a number'} between ${opts.min} and ${opts.max}`);
@@ -97,64 +101,30 @@ export function parseEntryInput(input: CatalogEntryInput): EntryFields {
   const set = <K extends keyof EntryFields>(key: K, value: EntryFields[K] | undefined): void => {
     if (value !== undefined) out[key] = value;
   };
+  // A spec field in both its forms: the string (parsed) and the number (range-checked), agreeing when both are given.
+  const formOrNumber = (stringField: StringKey, parse: (s: string) => number | null, example: string, numberField: NumberKey, range: Range) =>
+    either(stringField, fromForm(stringField, input[stringField], parse, example), numberField, number(numberField, input[numberField], range));
   set('provider', text('provider', input.provider, 200));
-  set(
-    'parameterSizeB',
-    either(
-      'parameterSize',
-      fromForm('parameterSize', input.parameterSize, parseParameterSize, '"<number>B", e.g. "70B"'),
-      'parameterSizeBillions',
-      number('parameterSizeBillions', input.parameterSizeBillions, { min: 0, max: 100_000 }),
-    ),
-  );
+  set('parameterSizeB', formOrNumber('parameterSize', parseParameterSize, '"<number>B", e.g. "70B"', 'parameterSizeBillions', { min: 0, max: 100_000 }));
   set('gpuCount', number('gpuCount', input.gpuCount, { integer: true, min: 0, max: 1024 }));
   set('contextLength', number('contextLength', input.contextLength, { integer: true, min: 1, max: 100_000_000 }));
-  set(
-    'concurrency',
-    either(
-      'concurrency',
-      fromForm('concurrency', input.concurrency, parseConcurrency, '"<number>x", e.g. "2x"'),
-      'concurrencyMultiplier',
-      number('concurrencyMultiplier', input.concurrencyMultiplier, { min: 0, max: 10_000 }),
-    ),
-  );
-  set(
-    'coldStartSeconds',
-    either(
-      'coldStartTtft',
-      fromForm('coldStartTtft', input.coldStartTtft, parseColdStart, '"<number> sec", e.g. "5 sec"'),
-      'coldStartSeconds',
-      number('coldStartSeconds', input.coldStartSeconds, { min: 0, max: 86_400 }),
-    ),
-  );
+  set('concurrency', formOrNumber('concurrency', parseConcurrency, '"<number>x", e.g. "2x"', 'concurrencyMultiplier', { min: 0, max: 10_000 }));
+  set('coldStartSeconds', formOrNumber('coldStartTtft', parseColdStart, '"<number> sec", e.g. "5 sec"', 'coldStartSeconds', { min: 0, max: 86_400 }));
 
   const price = input.tokenPrice === undefined ? undefined : input.tokenPrice === null ? null : parseTokenPrice(input.tokenPrice);
-  set(
-    'priceInputPerM',
+  // One "$in / $out" string feeds both per-million prices; each side must agree with its number if both are given.
+  const priceSide = (side: 'input' | 'output', numberField: 'priceInputPerMillion' | 'priceOutputPerMillion') =>
     either(
       'tokenPrice',
-      price === undefined ? undefined : (price?.input ?? null),
-      'priceInputPerMillion',
-      number('priceInputPerMillion', input.priceInputPerMillion, { min: 0, max: 1_000_000 }),
-    ),
-  );
-  set(
-    'priceOutputPerM',
-    either(
-      'tokenPrice',
-      price === undefined ? undefined : (price?.output ?? null),
-      'priceOutputPerMillion',
-      number('priceOutputPerMillion', input.priceOutputPerMillion, { min: 0, max: 1_000_000 }),
-    ),
-  );
+      price === undefined ? undefined : (price?.[side] ?? null),
+      numberField,
+      number(numberField, input[numberField], { min: 0, max: 1_000_000 }),
+    );
+  set('priceInputPerM', priceSide('input', 'priceInputPerMillion'));
+  set('priceOutputPerM', priceSide('output', 'priceOutputPerMillion'));
   set(
     'dedicatedPricePerGpuHour',
-    either(
-      'dedicatedPrice',
-      fromForm('dedicatedPrice', input.dedicatedPrice, parseGpuHourPrice, '"$<n> per GPU-hour", e.g. "$2.50 per GPU-hour"'),
-      'dedicatedPricePerGpuHour',
-      number('dedicatedPricePerGpuHour', input.dedicatedPricePerGpuHour, { min: 0, max: 1_000_000 }),
-    ),
+    formOrNumber('dedicatedPrice', parseGpuHourPrice, '"$<n> per GPU-hour", e.g. "$2.50 per GPU-hour"', 'dedicatedPricePerGpuHour', { min: 0, max: 1_000_000 }),
   );
 
   const fromCsv = input.recommendedUseCases === undefined ? undefined : parseUseCases(input.recommendedUseCases ?? '');
