@@ -148,6 +148,13 @@ function ColdStarts({ d, tenantId }: { d: Deployment; tenantId: string }) {
   );
 }
 
+/** The phases a deployment's GPU time splits into, in the order they are listed. */
+const GPU_PHASES = [
+  { key: 'boot', label: 'Boot' },
+  { key: 'serving', label: 'Serving' },
+  { key: 'idle', label: 'Idle' },
+] as const;
+
 function GpuTime({ d, tenantId, price }: { d: Deployment; tenantId: string; price: number | null }) {
   const [period, setPeriod] = useState<PeriodKey>('24h');
   const ms = PERIODS.find((p) => p.key === period)?.ms ?? 86_400_000;
@@ -184,24 +191,14 @@ function GpuTime({ d, tenantId, price }: { d: Deployment; tenantId: string; pric
             <dt>Cost</dt>
             <dd data-testid="gpu-cost">{cost(q.data.total)}</dd>
           </div>
-          <div>
-            <dt>Boot</dt>
-            <dd className="sub">
-              {formatGpuHours(q.data.boot)} · {cost(q.data.boot)}
-            </dd>
-          </div>
-          <div>
-            <dt>Serving</dt>
-            <dd className="sub">
-              {formatGpuHours(q.data.serving)} · {cost(q.data.serving)}
-            </dd>
-          </div>
-          <div>
-            <dt>Idle</dt>
-            <dd className="sub">
-              {formatGpuHours(q.data.idle)} · {cost(q.data.idle)}
-            </dd>
-          </div>
+          {GPU_PHASES.map((p) => (
+            <div key={p.key}>
+              <dt>{p.label}</dt>
+              <dd className="sub">
+                {formatGpuHours(q.data[p.key])} · {cost(q.data[p.key])}
+              </dd>
+            </div>
+          ))}
         </dl>
       )}
     </>
