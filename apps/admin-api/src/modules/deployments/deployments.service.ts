@@ -251,14 +251,23 @@ async function wake(ctx: DeploymentsContext, d: Deployment, reason: string, acto
   ctx.reconciler.resetFailures(d.id);
   let out: Deployment | null = d;
   if (d.desiredReplicas < 1 && d.maxReplicas >= 1) {
-    out = await recordScaleDecision(ctx.db, {
-      deploymentId: d.id,
-      desiredReplicas: 1,
-      reason: `0 -> 1: ${reason}`,
-      state: { from: ['scaled_to_zero'], to: 'scaling' },
-      actor,
-    });
+    // A held request waits for this replica: its process is spawned first (the pass's floor of one), and the
+    // decision's bookkeeping (desired count, audit, outbox) is written while the runtime boots, not before.
+    const release = ctx.reconciler.holdAtLeast(d.id, 1);
+    try {
+      await ctx.reconciler.schedule(d.id);
+      out = await recordScaleDecision(ctx.db, {
+        deploymentId: d.id,
+        desiredReplicas: 1,
+        reason: `0 -> 1: ${reason}`,
+        state: { from: ['scaled_to_zero'], to: 'scaling' },
+        actor,
+      });
+    } finally {
+      release();
+    }
   }
+  // After the spawn: the autoscaler's tick would otherwise compete with the start for the database.
   ctx.wakes.notify(d.id);
   void ctx.reconciler.schedule(d.id);
   return out;

@@ -36,6 +36,11 @@ export interface Reconciler {
   reconcileAll(): Promise<void>;
   /** Forgets earlier start failures (a user asked again: scale, start, wake). */
   resetFailures(deploymentId: string): void;
+  /**
+   * Converges the deployment to at least `n` replicas (within its maximum) until the returned function is called:
+   * a wake starts its replica before its scale decision is recorded, and no pass in between may cancel that start.
+   */
+  holdAtLeast(deploymentId: string, n: number): () => void;
   /** Ready or draining replicas this process runs, by id (the ledger's heartbeat and phases). */
   ownedReplicas(): ReadonlyMap<string, OwnedReplica>;
   /**
@@ -120,6 +125,7 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
   const drains = new Map<string, { deploymentId: string; done: Promise<void> }>();
   const owned = new Map<string, OwnedReplica & { ref: ReplicaRef; provisioner: Provisioner }>();
   const failures = new Map<string, number>();
+  const floors = new Map<string, Set<{ readonly n: number }>>();
   let abort = new AbortController();
   let closed = false;
 
@@ -247,7 +253,11 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
 
   async function reconcileOnce(id: string): Promise<void> {
     if (abort.signal.aborted || !isLeader()) return;
-    const d = await findDeploymentById(db, id);
+    // Starts under way before the rows are read: one that ends while this pass awaits (its row read as 'starting',
+    // now ready or gone) is not an orphan of an earlier process, and must be neither stopped nor started again.
+    const launchedHere = new Set(starts.keys());
+    // Both reads at once: a wake's replica start waits on this pass.
+    const [d, replicas] = await Promise.all([findDeploymentById(db, id), listReplicas(db, id)]);
     if (!d) {
       // Deleted (maybe by another control-plane replica): stop what this process runs for it.
       for (const t of starts.values()) if (t.deploymentId === id) t.abort.abort();
@@ -262,10 +272,6 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     }
     const provisioner = provisioners[d.provisioner as ProvisionerKind];
     const active = SERVING_STATES.includes(d.state);
-    // Starts under way before the rows are read: one that ends while this pass awaits (its row read as 'starting',
-    // now ready or gone) is not an orphan of an earlier process, and must be neither stopped nor started again.
-    const launchedHere = new Set(starts.keys());
-    const replicas = await listReplicas(db, id);
     if (!provisioner) {
       for (const r of replicas) await retire(undefined, r);
       if (active) {
@@ -300,7 +306,8 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     }
     if (!active) return;
 
-    const want = targetReplicas(d);
+    const floor = Math.max(0, ...[...(floors.get(id) ?? [])].map((f) => f.n));
+    const want = Math.max(targetReplicas(d), Math.min(floor, d.provisioner === 'external' ? 1 : d.maxReplicas));
     // Too many: cancel starts first (newest first), then drain the newest ready replicas.
     while (ready.length + starting.length > want && starting.length > 0) {
       const r = starting.pop();
@@ -420,6 +427,16 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     },
     resetFailures(deploymentId: string): void {
       failures.delete(deploymentId);
+    },
+    holdAtLeast(deploymentId: string, n: number): () => void {
+      const hold = { n };
+      const set = floors.get(deploymentId) ?? new Set();
+      set.add(hold);
+      floors.set(deploymentId, set);
+      return () => {
+        set.delete(hold);
+        if (set.size === 0 && floors.get(deploymentId) === set) floors.delete(deploymentId);
+      };
     },
     ownedReplicas: () => owned,
     runtimeLoad,
