@@ -681,6 +681,7 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
         );
         expect(scaled.data!.scaleDeployment).toEqual({ minReplicas: 1, maxReplicas: 3 });
         const stopped = await gql(c, `mutation($t: ID!, $d: ID!) { stopDeployment(tenantId: $t, id: $d) { state } }`, { t: tenantA.id, d: id });
+        expect(stopped.errors ?? []).toEqual([]);
         expect(stopped.data!.stopDeployment.state).toBe('STOPPED');
         const started = await gql(c, `mutation($t: ID!, $d: ID!) { startDeployment(tenantId: $t, id: $d) { state } }`, { t: tenantA.id, d: id });
         expect(outcome(started)).toBe('ok');
