@@ -341,12 +341,17 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
     const woke = await gql(
       server!.url,
       tokenA,
-      `mutation($t: ID!, $d: ID!) { wakeDeployment(tenantId: $t, id: $d) { desiredReplicas state lastScaleReason } }`,
+      `mutation($t: ID!, $d: ID!) { wakeDeployment(tenantId: $t, id: $d) { desiredReplicas state lastScaleReason lastScaleAt replicas { createdAt } } }`,
       { t: tenantA, d: deploymentId },
     );
     expect(woke.errors).toBeUndefined();
     expect(woke.data.wakeDeployment).toMatchObject({ desiredReplicas: 1 });
     expect(woke.data.wakeDeployment.lastScaleReason).toMatch(/^0 -> 1: wake requested/);
+    // The cold start's critical path: the replica is started first (its row, its GPU time, its process), and the
+    // decision's bookkeeping is written after it, not before.
+    const started = woke.data.wakeDeployment.replicas as { createdAt: string }[];
+    expect(started).toHaveLength(1);
+    expect(Date.parse(started[0]!.createdAt)).toBeLessThanOrEqual(Date.parse(woke.data.wakeDeployment.lastScaleAt));
     const running = await waitFor('a ready replica', async () => {
       const d = await deployment();
       return d?.state === 'RUNNING' && d.readyReplicas === 1 ? d : undefined;
