@@ -180,13 +180,15 @@ export async function startUsageServer(): Promise<UsageServer> {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      if (req.method !== 'POST') {
+      // Only usage batches are taken here: a node with CONTROL_PLANE_URL also posts load reports (every second)
+      // and streams its config, which this stand-in does not serve.
+      if (req.method !== 'POST' || req.url !== '/internal/v1/usage') {
         res.writeHead(404).end();
         return;
       }
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { records: UsageRecord[] };
       authHeaders.push(req.headers.authorization ?? '');
-      if (req.url !== '/internal/v1/usage' || failing > 0) {
+      if (failing > 0) {
         failing = Math.max(0, failing - 1);
         posts.push({ status: 500, count: body.records.length });
         res.writeHead(500).end();
