@@ -4,17 +4,18 @@
  * metering, model rewrite on the way back, metrics, logs or timeouts: it is not a product, only a yardstick
  * for what the data plane's own work costs on the same machine in the same run.
  *
- * usage: node bench/bare-proxy.ts PORT UPSTREAM_URL SERVED_MODEL
+ * usage: node bench/bare-proxy.ts PORT UPSTREAM_URL SERVED_MODEL [UPSTREAM_CONNECTIONS]
  */
 import { createServer } from 'node:http';
 import { Pool, type Dispatcher } from 'undici';
 
-const [portArg, upstream, servedModel] = process.argv.slice(2);
+const [portArg, upstream, servedModel, connectionsArg] = process.argv.slice(2);
 if (portArg === undefined || upstream === undefined || servedModel === undefined) {
   console.error('usage: bare-proxy.ts PORT UPSTREAM_URL SERVED_MODEL');
   process.exit(2);
 }
-const pool = new Pool(upstream, { connections: 128, keepAliveTimeout: 30_000 });
+// Upstream connections: 128 unless given (the streaming-capacity case passes its stream count plus a few).
+const pool = new Pool(upstream, { connections: connectionsArg === undefined ? 128 : Number(connectionsArg), keepAliveTimeout: 30_000 });
 
 const server = createServer((req, res) => {
   if (req.method === 'GET' && req.url === '/healthz') {
@@ -52,7 +53,7 @@ const server = createServer((req, res) => {
     pool.dispatch({ path: req.url ?? '/', method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }, handler);
   });
 });
-server.listen(Number(portArg), '127.0.0.1');
+server.listen({ port: Number(portArg), host: '127.0.0.1', backlog: 4096 });
 process.on('SIGTERM', () => {
   server.closeAllConnections();
   server.close(() => process.exit(0));

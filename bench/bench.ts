@@ -92,6 +92,22 @@ function requestSpec(path: string, model: string, expect: string, stream: boolea
   return Object.freeze({ path, headers: Object.freeze(headers), body, stream, expect: Buffer.from(expect) });
 }
 
+/** SSE events (`data:` lines, `[DONE]` included) in one streamed answer through the data plane, for CPU per chunk. */
+async function sseEventsPerResponse(baseUrl: string, spec: RequestSpec): Promise<number | null> {
+  try {
+    const res = await fetch(`${baseUrl}${spec.path}`, {
+      method: 'POST',
+      headers: spec.headers,
+      body: new Uint8Array(spec.body),
+      signal: AbortSignal.timeout(10_000),
+    });
+    const text = await res.text();
+    return res.ok ? text.split('\n').filter((l) => l.startsWith('data:')).length : null;
+  } catch {
+    return null;
+  }
+}
+
 const log = (msg: string): void => {
   process.stderr.write(`${msg}\n`);
 };
@@ -152,6 +168,8 @@ async function main(): Promise<void> {
       },
     };
   };
+  const chunksPerResponse = await sseEventsPerResponse(stack.dataplaneUrl, specs.dataplane.stream);
+  dataplaneRequests++;
   const warmS = Math.min(1, opts.durationS / 5);
   for (const target of ['direct', 'dataplane', 'bare-proxy'] as const) {
     // The reference floor is measured at saturation only: what a do-nothing Node proxy reaches here now.
@@ -177,9 +195,9 @@ async function main(): Promise<void> {
   await Promise.all(Object.values(pools).map((p) => p.close()));
   const { usageRecords: usage } = await stack.stop();
 
-  // Streaming capacity: its own slow sim and node, once the main stack is down.
+  // Streaming capacity: its own slow sim and proxies (nginx where installed), once the main stack is down.
   const capacity = opts.streams > 0 ? await runStreamCapacity({ streams: opts.streams, chunks: opts.streamChunks, chunkMs: opts.chunkMs }, log) : null;
-  const summary = summarize(cases, opts.rates, opts.connections);
+  const summary = summarize(cases, opts.rates, opts.connections, chunksPerResponse);
   const table = renderMarkdown(summary, soak);
   const meteringLine = `Metering: the control-plane stub received ${usage} usage records for ${dataplaneRequests} data-plane requests (warm-up included)${usage === dataplaneRequests ? '' : ' (MISMATCH)'}.`;
   const machine = `${cpus().length} cores (${cpus()[0]?.model.trim() ?? 'unknown CPU'}), Node ${process.version}, ${process.platform}/${process.arch}`;
@@ -204,7 +222,7 @@ async function main(): Promise<void> {
     ...(capacity === null
       ? []
       : [
-          `Streaming capacity: ${opts.streams} concurrent streams of ${opts.streamChunks} chunks ${opts.chunkMs} ms apart, opened at once, direct to a runtime-sim and through a data-plane node (REPLICA_BASE_CONCURRENCY ${opts.streams}, so none is refused); RSS and CPU of the process relaying them (the sim itself for direct):`,
+          `Streaming capacity: ${opts.streams} concurrent streams of ${opts.streamChunks} chunks ${opts.chunkMs} ms apart, opened at once, one target after the other: direct to a runtime-sim, through nginx (when on PATH: 1 worker, proxy_buffering off, upstream keepalive), the bare Node relay and a data-plane node (REPLICA_BASE_CONCURRENCY ${opts.streams}, so none is refused); RSS and CPU of the process relaying them (the sim itself for direct; nginx: master + worker); listen overflows: the kernel's TcpExt ListenOverflows during the case (connections dropped by a full accept queue, retried by the client after 1 s):`,
           '',
           renderCapacity(capacity),
           '',

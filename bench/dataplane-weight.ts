@@ -7,8 +7,9 @@
  * - Memory: N concurrent slow streams through each variant (a fresh node each, in turn): RSS and V8 heap
  *   idle, at peak while holding them, and 5 s and 20 s after they ended.
  * A variant is a data-plane source tree and Node flags: `--variant 'name|/repo/root|--flag --flag'` (root
- * defaults to this checkout), so a change is measured against a copy of the tree before it in one run; a fourth
- * field sets environment variables of that node ('NAME=value NAME=value').
+ * defaults to this checkout; a root ending in `.js` is the node's entry itself, e.g. a compiled bundle), so a
+ * change is measured against a copy of the tree before it in one run; a fourth field sets environment
+ * variables of that node ('NAME=value NAME=value').
  *
  * usage: node bench/dataplane-weight.ts [--variant 'name|root|flags|ENV=v']... [--requests 4000] [--rounds 3]
  *          [--connections 32] [--streams 1000] [--stream-chunks 100] [--chunk-ms 50] [--heap-snapshot]
@@ -146,6 +147,9 @@ async function startStub(configFile: string): Promise<string> {
   return url;
 }
 
+/** The node's entry: `<root>/apps/dataplane/src/server.ts`, or a root that is itself a `.js` file (a compiled bundle). */
+const entryOf = (root: string): string => (/\.m?js$/.test(root) ? root : join(root, 'apps/dataplane/src/server.ts'));
+
 interface Node {
   readonly child: Child;
   readonly url: string;
@@ -156,7 +160,7 @@ async function startDataplane(v: Variant, configFile: string, stubUrl: string, e
   const child = start(
     startNode(
       `dataplane-${v.name}`,
-      join(v.root, 'apps/dataplane/src/server.ts'),
+      entryOf(v.root),
       [],
       {
         HOST: '127.0.0.1',
@@ -200,7 +204,8 @@ async function cpuCase(): Promise<CpuRow[]> {
   const configFile = writeSnapshot('cpu', simUrl, 4);
   const stubUrl = await startStub(configFile);
   const bareProxyPort = await freePort();
-  const bare = start(startNode('bare-proxy', here('bench/bare-proxy.ts'), [String(bareProxyPort), simUrl, SERVED]));
+  const bareProf = values['cpu-prof'] !== undefined ? ['--cpu-prof', '--cpu-prof-dir', resolve(values['cpu-prof'], 'bare-proxy')] : [];
+  const bare = start(startNode('bare-proxy', here('bench/bare-proxy.ts'), [String(bareProxyPort), simUrl, SERVED], {}, bareProf));
   const bareUrl = `http://127.0.0.1:${bareProxyPort}`;
   await waitReady(bare, `${bareUrl}/healthz`);
   const targets: { name: string; child: Child; url: string; json: RequestSpec; stream: RequestSpec }[] = [
@@ -251,7 +256,7 @@ async function cpuCase(): Promise<CpuRow[]> {
     log(`cpu round ${r + 1}/${rounds} done`);
   }
   for (const p of pools.values()) await p.close();
-  for (const t of targets) if (t.child !== bare) await stop(t.child);
+  for (const t of targets) await stop(t.child);
   return [...rows.values()];
 }
 
@@ -367,12 +372,11 @@ async function memoryCase(): Promise<MemRow[]> {
   const configFile = writeSnapshot('mem', simUrl, 1);
   const stubUrl = await startStub(configFile);
   const rows: MemRow[] = [];
+  // The probe is loaded as .mjs (it has no type syntax) so that a compiled-JS variant loads no TypeScript at all.
+  const probeFile = join(dir, 'memory-probe.mjs');
+  writeFileSync(probeFile, readFileSync(here('bench/memory-probe.ts')));
   for (const v of variants) {
-    const extra = [
-      '--import',
-      here('bench/memory-probe.ts'),
-      ...(values['heap-snapshot'] ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${resolve('.')}`] : []),
-    ];
+    const extra = ['--import', probeFile, ...(values['heap-snapshot'] ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${resolve('.')}`] : [])];
     const node = await startDataplane(v, configFile, stubUrl, { REPLICA_BASE_CONCURRENCY: String(streams), QUEUE_MAX: '0' }, extra);
     const p = probe(node.child);
     // A few streams first (code compiled, pools made), then settle.

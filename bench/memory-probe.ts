@@ -1,6 +1,7 @@
 /**
  * Loaded into a process under measurement (`node --import ./bench/memory-probe.ts ...`): prints one line of
  * `process.memoryUsage()` to stderr every 250 ms, which bench/dataplane-weight.ts reads. Never used in production.
+ * Keep it free of type syntax: the bench loads a .mjs copy, so that a compiled-JS node loads no TypeScript stripper.
  */
 import { getHeapStatistics } from 'node:v8';
 

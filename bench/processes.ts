@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -59,25 +59,7 @@ export function startNode(
   env: Readonly<Record<string, string>> = {},
   nodeArgs: readonly string[] = [],
 ): Child {
-  installExitHooks();
-  const proc = spawn(process.execPath, [...nodeArgs, script, ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  if (proc.pid === undefined) throw new Error(`${name}: could not spawn ${script}`);
-  let buf = '';
-  let done = false;
-  const keep = (chunk: Buffer): void => {
-    buf = (buf + chunk.toString('utf8')).slice(-4096);
-  };
-  proc.stdout?.on('data', keep);
-  proc.stderr?.on('data', keep);
-  proc.on('exit', () => {
-    done = true;
-  });
-  const child: Child = { name, proc, pid: proc.pid, output: () => buf, exited: () => done || proc.exitCode !== null };
-  children.add(child);
-  return child;
+  return startCommand(name, process.execPath, [...nodeArgs, script, ...args], env);
 }
 
 /** Polls `url` until it answers 2xx; throws (with the child's output) if the child dies or time runs out. */
@@ -119,4 +101,89 @@ export function cpuMs(pid: number): number | null {
   } catch {
     return null;
   }
+}
+
+/** Starts a non-Node command (e.g. nginx as a reference proxy) as a child the bench tracks and kills like its Node children. */
+export function startCommand(name: string, command: string, args: readonly string[], env: Readonly<Record<string, string>> = {}): Child {
+  installExitHooks();
+  const proc = spawn(command, [...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  if (proc.pid === undefined) throw new Error(`${name}: could not spawn ${command}`);
+  let buf = '';
+  let done = false;
+  const keep = (chunk: Buffer): void => {
+    buf = (buf + chunk.toString('utf8')).slice(-4096);
+  };
+  proc.stdout?.on('data', keep);
+  proc.stderr?.on('data', keep);
+  proc.on('exit', () => {
+    done = true;
+  });
+  proc.on('error', (err) => {
+    buf += `\n${err.message}`;
+    done = true;
+  });
+  const child: Child = { name, proc, pid: proc.pid, output: () => buf, exited: () => done || proc.exitCode !== null };
+  children.add(child);
+  return child;
+}
+
+/** A process and its children (e.g. nginx's master and workers), from /proc/<pid>/stat's ppid field; [pid] where /proc is missing. */
+export function processTree(pid: number): number[] {
+  const parentOf = new Map<number, number>();
+  try {
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+        parentOf.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+      } catch {
+        // exited meanwhile
+      }
+    }
+  } catch {
+    return [pid];
+  }
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i++) for (const [child, parent] of parentOf) if (parent === tree[i]) tree.push(child);
+  return tree;
+}
+
+/**
+ * The kernel's TcpExt ListenOverflows and ListenDrops counters (/proc/net/netstat, the whole network namespace): a
+ * connection dropped because a listener's accept queue (its listen backlog) was full. Null where /proc is missing.
+ */
+export function listenDrops(): { readonly overflows: number; readonly drops: number } | null {
+  try {
+    const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n');
+    const header = lines.findIndex((l) => l.startsWith('TcpExt:'));
+    const names = lines[header]?.split(/\s+/) ?? [];
+    const values = lines[header + 1]?.split(/\s+/) ?? [];
+    const get = (name: string): number => Number(values[names.indexOf(name)] ?? NaN);
+    const overflows = get('ListenOverflows');
+    const drops = get('ListenDrops');
+    return Number.isFinite(overflows) && Number.isFinite(drops) ? { overflows, drops } : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Connections waiting in the accept queue of each listening TCP socket on `ports` (IPv4, /proc/net/tcp: a LISTEN
+ * socket's rx_queue is its accept-queue length; the backlog caps it). Ports with no listener are absent.
+ */
+export function acceptQueues(ports: readonly number[]): Map<number, number> {
+  const out = new Map<number, number>();
+  try {
+    const text = readFileSync('/proc/net/tcp', 'utf8');
+    for (const line of text.split('\n')) {
+      // sl local_address rem_address st tx_queue:rx_queue ...
+      const f = line.trim().split(/\s+/);
+      if (f[3] !== '0A' || f[1] === undefined || f[4] === undefined) continue;
+      const port = parseInt(f[1].slice(f[1].indexOf(':') + 1), 16);
+      if (ports.includes(port)) out.set(port, Math.max(out.get(port) ?? 0, parseInt(f[4].slice(f[4].indexOf(':') + 1), 16)));
+    }
+  } catch {
+    // no /proc
+  }
+  return out;
 }

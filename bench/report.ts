@@ -38,6 +38,12 @@ export interface Summary {
   readonly saturation_ratio: { readonly json: number; readonly stream: number };
   /** The reference floor (bare Node proxy) over direct, at saturation. */
   readonly bare_proxy_ratio: { readonly json: number; readonly stream: number };
+  /**
+   * The data plane's CPU per request over the bare relay's, at saturation (issue 12's targets: json 1.3, stream 1.5),
+   * and what each costs per streamed chunk (the stream case's CPU per request over its chunks per response).
+   */
+  readonly cpu_vs_bare: { readonly json: number; readonly stream: number };
+  readonly stream_cpu_us_per_chunk: { readonly dataplane: number | null; readonly bare_proxy: number | null; readonly chunks_per_response: number | null };
   readonly added_ms: readonly { readonly mode: Mode; readonly rate: number; readonly p50: number; readonly p99: number }[];
   readonly cases: readonly {
     readonly target: TargetName;
@@ -72,8 +78,13 @@ function find(cases: readonly CaseResult[], target: TargetName, mode: Mode, load
 }
 
 /** Numbers for the table and for `--json`. */
-export function summarize(cases: readonly CaseResult[], rates: readonly number[], connections: number): Summary {
+export function summarize(cases: readonly CaseResult[], rates: readonly number[], connections: number, chunksPerResponse: number | null = null): Summary {
   const sat = { kind: 'saturation', connections } as const;
+  const satCpu = (t: TargetName, m: Mode): number => find(cases, t, m, sat)?.cpu?.proxyUs ?? Number.NaN;
+  const perChunk = (t: TargetName): number | null => {
+    const c = satCpu(t, 'stream');
+    return chunksPerResponse === null || chunksPerResponse <= 0 || !Number.isFinite(c) ? null : round(c / chunksPerResponse, 1);
+  };
   const satRps = (t: TargetName, m: Mode): number => {
     const c = find(cases, t, m, sat);
     return c ? requestsPerSecond(c.stats) : Number.NaN;
@@ -103,6 +114,11 @@ export function summarize(cases: readonly CaseResult[], rates: readonly number[]
       json: ratio(satRps('bare-proxy', 'json'), satRps('direct', 'json')),
       stream: ratio(satRps('bare-proxy', 'stream'), satRps('direct', 'stream')),
     },
+    cpu_vs_bare: {
+      json: ratio(satCpu('dataplane', 'json'), satCpu('bare-proxy', 'json')),
+      stream: ratio(satCpu('dataplane', 'stream'), satCpu('bare-proxy', 'stream')),
+    },
+    stream_cpu_us_per_chunk: { dataplane: perChunk('dataplane'), bare_proxy: perChunk('bare-proxy'), chunks_per_response: chunksPerResponse },
     added_ms: added,
     cases: cases.map((c) => ({
       target: c.target,
@@ -139,6 +155,17 @@ export function renderMarkdown(s: Summary, soak: SoakResult | null): string {
   lines.push(`- saturation throughput, dataplane/direct: json ${s.saturation_ratio.json}, stream ${s.saturation_ratio.stream}`);
   if (Number.isFinite(s.bare_proxy_ratio.json)) {
     lines.push(`- reference floor, bare-proxy/direct: json ${s.bare_proxy_ratio.json}, stream ${s.bare_proxy_ratio.stream}`);
+  }
+  if (Number.isFinite(s.cpu_vs_bare.json)) {
+    lines.push(
+      `- CPU per request at saturation, dataplane/bare-proxy: json ${s.cpu_vs_bare.json}x (target 1.3x), stream ${s.cpu_vs_bare.stream}x (target 1.5x)`,
+    );
+  }
+  const pc = s.stream_cpu_us_per_chunk;
+  if (pc.dataplane !== null) {
+    lines.push(
+      `- streaming CPU per chunk at saturation (${pc.chunks_per_response} SSE events per response): dataplane ${pc.dataplane} µs, bare-proxy ${pc.bare_proxy ?? '-'} µs`,
+    );
   }
   for (const a of s.added_ms) lines.push(`- added latency at ${a.rate}/s, ${a.mode}: p50 +${ms(a.p50)} ms, p99 +${ms(a.p99)} ms`);
   if (soak) {

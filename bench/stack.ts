@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { configSnapshotSchema, generateSecret, hashSecret, secretDisplayPrefix, SECRET_PREFIX, type ConfigSnapshot } from '@infer/shared';
-import { DATAPLANE_NODE_FLAGS } from '../apps/dataplane/src/node-flags.ts';
+import { buildDataplane } from '../apps/dataplane/build.ts';
+import { DATAPLANE_NODE_ENV, DATAPLANE_NODE_FLAGS } from '../apps/dataplane/src/node-flags.ts';
 import { freePort, rssKiB, startNode, waitReady, type Child } from './processes.ts';
 
 /** The catalog name clients send to the data plane; the upstream serves it under another name. */
@@ -117,6 +118,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   await waitReady(stub, `${stubUrl}/healthz`);
   const dpPort = await freePort();
   const dataplaneEnv = {
+    ...DATAPLANE_NODE_ENV,
     HOST: '127.0.0.1',
     CONFIG_FILE: configFile,
     CONTROL_PLANE_URL: stubUrl,
@@ -124,7 +126,8 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     USAGE_SPOOL_DIR: join(dir, 'usage-spool'),
     LOG_LEVEL: 'warn',
   };
-  const dataplane = startNode('dataplane', root('apps/dataplane/src/server.ts'), [], { ...dataplaneEnv, PORT: String(dpPort) }, [
+  // As in production: the bundle (apps/dataplane/build.ts), with the production Node flags and environment.
+  const dataplane = startNode('dataplane', await buildDataplane(), [], { ...dataplaneEnv, PORT: String(dpPort) }, [
     ...DATAPLANE_NODE_FLAGS,
     ...(o.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', o.cpuProfDir] : []),
     ...(o.dataplaneNodeArgs ?? []),

@@ -101,6 +101,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   const metrics = createMetrics(opts.store);
   const metricsServer = opts.metricsListener ? createMetricsServer(metrics, opts.metricsListener) : null;
   app.decorate('metricsUrl', () => metricsServer?.url() ?? null);
+  app.decorate('inFlightNow', () => metrics.inFlightNow());
   if (metricsServer !== null) {
     // A metrics port that cannot bind must not take the inference surface down with it.
     app.addHook('onReady', async () => {

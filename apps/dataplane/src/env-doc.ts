@@ -11,6 +11,10 @@ export interface EnvVarDoc {
 export const DATAPLANE_ENV_DOC: Readonly<Record<string, EnvVarDoc>> = {
   PORT: { meaning: 'public port (inference API, `/healthz`, `/readyz`)' },
   HOST: { meaning: 'interface the node listens on (`0.0.0.0` in a container)' },
+  LISTEN_BACKLOG: {
+    meaning:
+      'accept queue of the public port; capped by the kernel’s `net.core.somaxconn`. Node’s own default, 511, drops connects (retried by clients after 1 s) when a thousand arrive at once',
+  },
   CONTROL_PLANE_URL: { meaning: 'control plane the node streams its config from and bills usage to', default: 'required unless `CONFIG_FILE`' },
   NODE_TOKEN: { meaning: 'the control plane’s `NODE_TOKEN`, or a per-node credential (`infn_…`)', default: 'required with `CONTROL_PLANE_URL`' },
   CONFIG_FILE: { meaning: 'a static JSON config snapshot: serve without a control plane (nothing is billed)' },

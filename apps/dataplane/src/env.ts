@@ -14,6 +14,8 @@ const envSchema = z
   .object({
     PORT: port(8080),
     HOST: z.string().trim().min(1).default('127.0.0.1'),
+    // Accept queue of the public listener: Node's 511 drops connects when hundreds arrive at once (the kernel caps it at somaxconn).
+    LISTEN_BACKLOG: count('connections', 1).default(4096),
     CONTROL_PLANE_URL: z.url({ error: 'must be an http(s) URL' }).optional(),
     NODE_TOKEN: optionalString,
     CONFIG_FILE: optionalString,
@@ -21,7 +23,7 @@ const envSchema = z
     USAGE_FLUSH_MS: ms(1000),
     // Durable usage spool (src/usage/usage-spool.ts); default .data/dataplane-usage-<PORT> under the working directory.
     USAGE_SPOOL_DIR: optionalString,
-    USAGE_FSYNC_MS: ms(5),
+    USAGE_FSYNC_MS: ms(100),
     BODY_LIMIT_BYTES: z.coerce
       .number({ error: 'must be a number of bytes' })
       .int('must be an integer')

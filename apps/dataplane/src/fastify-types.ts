@@ -4,6 +4,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** URL of the internal metrics listener once bound (null: none configured, or not bound yet). */
     metricsUrl(): string | null;
+    /** Chat requests in flight on this node now. */
+    inFlightNow(): number;
   }
   interface FastifyRequest {
     /** The caller's key, set by the auth hook of the inference routes. */

@@ -15,6 +15,8 @@ export interface DataplaneMetrics {
   observeChat(mode: string, endpoint: string, ttftMs: number | null, latencyMs: number, promptTokens: number, completionTokens: number): void;
   inFlightInc(): void;
   inFlightDec(): void;
+  /** Chat requests in flight now (the gauge's value). */
+  inFlightNow(): number;
   runtimeError(reason: RuntimeFailure): void;
   retry(reason: RuntimeFailure): void;
   /** A replica was ejected (labelled by its upstream/replica id, never its address). */
@@ -67,6 +69,28 @@ const bump = (m: Map<string, number>, key: string, by = 1): void => {
 };
 
 const SEP = '\u0000';
+
+/**
+ * A map key of label values (joined by NUL), reusing the last key built when called again with the same values: on
+ * the request path that is the usual case (one endpoint, one outcome), and then no string is built or hashed.
+ */
+export function labelKeyJoiner(): (a: string, b: string, c?: string, d?: string | number) => string {
+  let la: string | undefined;
+  let lb: string | undefined;
+  let lc: string | undefined;
+  let ld: string | number | undefined;
+  let last = '';
+  return (a, b, c, d) => {
+    if (a === la && b === lb && c === lc && d === ld) return last;
+    la = a;
+    lb = b;
+    lc = c;
+    ld = d;
+    last = c === undefined ? `${a}${SEP}${b}` : d === undefined ? `${a}${SEP}${b}${SEP}${c}` : `${a}${SEP}${b}${SEP}${c}${SEP}${d}`;
+    return last;
+  };
+}
+
 const LOOP_RESOLUTION_MS = 10;
 /** A sampled interval (ns, which includes the sampling period itself) as a delay in seconds. */
 const loopDelaySeconds = (ns: number): number => Math.max(0, ns / 1e6 - LOOP_RESOLUTION_MS) / 1000;
@@ -94,6 +118,9 @@ export function createMetrics(store: ConfigStore): DataplaneMetrics {
   const loopDelay = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
   loopDelay.enable();
 
+  const requestKey = labelKeyJoiner();
+  const chatKey = labelKeyJoiner();
+
   const histogram = (m: Map<string, Histogram>, key: string): Histogram => {
     let h = m.get(key);
     if (h === undefined) {
@@ -105,10 +132,10 @@ export function createMetrics(store: ConfigStore): DataplaneMetrics {
 
   return {
     countRequest(route, mode, status, endpoint = '') {
-      bump(requests, `${route}${SEP}${mode}${SEP}${endpoint}${SEP}${status}`);
+      bump(requests, requestKey(route, mode, endpoint, status));
     },
     observeChat(mode, endpoint, ttftMs, latencyMs, prompt, completion) {
-      const key = `${mode}${SEP}${endpoint}`;
+      const key = chatKey(mode, endpoint);
       if (ttftMs !== null) observe(histogram(ttft, mode), ttftMs / 1000);
       observe(histogram(latency, mode), latencyMs / 1000);
       if (prompt > 0) bump(promptTokens, key, prompt);
@@ -120,6 +147,7 @@ export function createMetrics(store: ConfigStore): DataplaneMetrics {
     inFlightDec() {
       inFlight--;
     },
+    inFlightNow: () => inFlight,
     runtimeError(reason) {
       bump(errors, reason);
     },

@@ -9,6 +9,7 @@ import { loadEnv } from './env.ts';
 import { loggerOptions } from './logging.ts';
 import type { DataplaneEnv } from './env.ts';
 import { createUsageReporter } from './usage/usage-reporter.ts';
+import { startMemoryReclaim } from './memory-reclaim.ts';
 import type { UsageSink } from './usage/usage-reporter.ts';
 
 let env: DataplaneEnv;
@@ -127,6 +128,13 @@ app.server.keepAliveTimeout = 72_000;
 app.server.headersTimeout = 75_000;
 app.server.requestTimeout = 300_000;
 
+// After a burst of requests has ended, V8's heap pages go back to the system (src/memory-reclaim.ts). The load is
+// requests in flight, not open connections: a load balancer's idle keep-alive connections would hold it up.
+startMemoryReclaim({
+  load: () => app.inFlightNow(),
+  onReclaim: (r) => app.log.info(r, 'memory given back after a load drop'),
+});
+
 let stopping = false;
 async function shutdown(signal: string): Promise<void> {
   if (stopping) return;
@@ -151,7 +159,7 @@ process.once('SIGINT', () => void shutdown('SIGINT'));
 process.once('SIGTERM', () => void shutdown('SIGTERM'));
 
 try {
-  await app.listen({ port: env.PORT, host: env.HOST });
+  await app.listen({ port: env.PORT, host: env.HOST, backlog: env.LISTEN_BACKLOG });
 } catch (err) {
   console.error(`dataplane could not listen on ${env.HOST}:${env.PORT}: ${messageOf(err)}`);
   process.exit(1);

@@ -41,16 +41,31 @@ const segmentBytes = (dir: string): number =>
     .reduce((sum, n) => sum + statSync(join(dir, n)).size, 0);
 
 describe('usage spool', () => {
-  it('has each record on disk when record() returns, and replays what was never acknowledged', async () => {
+  it('has each record on disk when whenDurable() calls back (one write per event-loop turn), and replays what was never acknowledged', async () => {
     const dir = spoolDir();
     const rep = createUsageReporter({ url: await deadUrl(), nodeToken: 't', flushMs: 60_000, spoolDir: dir });
+    const fileText = (): string =>
+      readdirSync(dir)
+        .filter((n) => n.startsWith('usage-'))
+        .map((n) => readFileSync(join(dir, n), 'utf8'))
+        .join('');
     for (let i = 0; i < 5; i++) rep.record(fakeRecord(`crash-${i}`));
-    // Nothing was flushed nor closed yet: the lines are already in the file.
-    const text = readdirSync(dir)
-      .filter((n) => n.startsWith('usage-'))
-      .map((n) => readFileSync(join(dir, n), 'utf8'))
-      .join('');
-    expect(text.trim().split('\n')).toHaveLength(5);
+    // Buffered in this turn: not written yet, and an answer waiting on them is not released yet.
+    expect(fileText()).toBe('');
+    let released = false;
+    const durable = new Promise<string>((resolve) =>
+      rep.whenDurable!(() => {
+        released = true;
+        resolve(fileText()); // what a kill -9 at the instant the answer ends would leave
+      }),
+    );
+    expect(released).toBe(false);
+    // Nothing was flushed nor closed: the lines are in the file when the answers may end.
+    expect((await durable).trim().split('\n')).toHaveLength(5);
+    // With nothing buffered, an answer is released at once.
+    let now = false;
+    rep.whenDurable!(() => (now = true));
+    expect(now).toBe(true);
     expect(statSync(dir).mode & 0o777).toBe(0o700);
 
     // A second process on the same directory is refused while the first lives.
@@ -114,6 +129,7 @@ describe('usage spool', () => {
     const dir = spoolDir();
     const spool = openUsageSpool(dir, { maxSegmentBytes: 1024 });
     const entries = Array.from({ length: 40 }, (_, i) => spool.append(fakeRecord(`rot-${i}`)));
+    spool.commit();
     expect(readdirSync(dir).filter((n) => n.startsWith('usage-')).length).toBeGreaterThan(2);
     spool.ack(entries);
     expect(readdirSync(dir).filter((n) => n.startsWith('usage-')).length).toBe(1);
@@ -130,7 +146,7 @@ describe('usage spool', () => {
     const { appendFileSync } = await import('node:fs');
     appendFileSync(join(dir, seg), '{"requestId":"torn');
     const reopened = openUsageSpool(dir);
-    expect(reopened.recovered.map((e) => e.record.requestId)).toEqual(['ok-1']);
+    expect(reopened.recovered.map((e) => (JSON.parse(e.json) as UsageRecord).requestId)).toEqual(['ok-1']);
     expect(reopened.skippedLines).toBe(1);
     reopened.quarantine(reopened.recovered[0]!);
     expect(readFileSync(join(dir, 'rejected.ndjson'), 'utf8')).toContain('ok-1');

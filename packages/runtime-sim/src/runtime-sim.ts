@@ -141,7 +141,8 @@ export function createRuntimeSim(input: RuntimeSimOptions = {}): RuntimeSim {
     listen(port = 0, host = '127.0.0.1') {
       return new Promise((resolve, reject) => {
         server.once('error', reject);
-        server.listen(port, host, () => {
+        // A large accept queue: benchmarks open a thousand streams at once (Node's default 511 drops connects).
+        server.listen({ port, host, backlog: 4096 }, () => {
           server.off('error', reject);
           const { port: bound } = server.address() as AddressInfo;
           const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { ApiError } from '@infer/shared';
 import type { ConfigView, KeyRateLimits, ResolvedKey, RouteTarget } from '../config/config-view.ts';
-import type { UsageSink } from '../usage/usage-reporter.ts';
+import { afterDurable, type UsageSink } from '../usage/usage-reporter.ts';
 import { QueueRejection, createConcurrencyGate, queueError } from './concurrency-gate.ts';
 import { createMemoryRateLimiter } from './rate-limiter.ts';
 import type { RateDecision, RateLimiter } from './rate-limiter.ts';
@@ -246,6 +246,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
           }
           sink.record(r);
         },
+        whenDurable: (fn) => afterDurable(sink, fn),
       };
     },
     redis: redis && slots ? { breaker: redis.breaker, slots } : null,

@@ -11,7 +11,7 @@ import { adapterFor } from '../runtimes/runtime-registry.ts';
 import type { OriginState, UpstreamPools, UpstreamTimeouts } from '../upstream/upstream-pools.ts';
 import type { Router } from '../routing/router.ts';
 import type { RoutingMetrics } from '../routing/routing-metrics.ts';
-import type { UsageSink } from '../usage/usage-reporter.ts';
+import { afterDurable, type UsageSink } from '../usage/usage-reporter.ts';
 import { createUpstreamAttempt } from './upstream-attempt.ts';
 import type { AttemptOutcome } from './upstream-attempt.ts';
 import { firstByteTimeout, isConnectError, isResetBeforeAnswer, runtimeError, transportError } from './upstream-errors.ts';
@@ -139,13 +139,15 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
     metrics.countRequest('chat', call.mode, status, target.name);
     if (deps.logInfo === true) logRequest(log, call.requestId, 'chat', call.mode, target.name, status, latencyMs, { promptTokens, completionTokens, ttftMs });
   };
-  /** The record goes before the stream's last bytes (see AttemptOutcome 'streamed'). */
+  /** The record is in the spool before the stream's last bytes go (see AttemptOutcome 'streamed'). */
   const recordThenEnd = (o: Extract<AttemptOutcome, { kind: 'streamed' }>, status: number): void => {
     try {
       record(status, o.usage, o.usage === null ? o.contentChunks : 0);
-    } finally {
+    } catch (err) {
       o.end();
+      throw err;
     }
+    afterDurable(deps.usage, o.end);
   };
   metrics.inFlightInc();
   let current: { clientLeft(): void } | null = null;
@@ -272,8 +274,12 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
           return;
         case 'json':
           record(outcome.status, outcome.usage, outcome.completionEstimate);
-          res.writeHead(outcome.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(outcome.text) });
-          res.end(outcome.text);
+          // As for a stream: the answer goes once its record is in the spool.
+          afterDurable(deps.usage, () => {
+            const size = outcome.binary ? outcome.body.length : Buffer.byteLength(outcome.body);
+            res.writeHead(outcome.status, { 'content-type': 'application/json', 'content-length': size });
+            res.end(outcome.body, outcome.binary ? 'latin1' : 'utf8');
+          });
           return;
         default: {
           const e = finalError(outcome, upstream, call.clientModel);

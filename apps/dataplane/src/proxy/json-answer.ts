@@ -1,8 +1,14 @@
 import type { ChatUsage } from '@infer/shared';
+import { binaryModelField, objectEnd } from './binary.ts';
 
 export interface JsonAnswer {
   /** The body to send, `model` rewritten to the client's name. */
-  readonly text: string;
+  readonly body: string;
+  /**
+   * True when `body` is binary (one character per byte of the runtime's UTF-8, to be written as latin1; its length
+   * is its size): the fast path never decodes or re-encodes the answer. False: an ordinary string (the slow path).
+   */
+  readonly binary: boolean;
   readonly usage: ChatUsage | null;
   /** Completion tokens estimated from the text when the runtime gave no usage (else 0). */
   readonly completionEstimate: number;
@@ -31,25 +37,16 @@ function estimateCompletion(obj: Record<string, unknown>): number {
 const USAGE_KEY = '"usage":';
 
 /**
- * Fast path: read `usage` from its own small slice and splice the model name, without parsing and
- * re-serialising the whole answer. Falls back to a full parse when the shape is unusual.
+ * Fast path, on the binary view of the runtime's bytes: read `usage` from its own small slice and splice the
+ * model name, without decoding, parsing and re-serialising the whole answer. Falls back to a full parse when
+ * the shape is unusual.
  */
 function fastPath(text: string, served: string, clientModel: string): JsonAnswer | null {
   const at = text.lastIndexOf(USAGE_KEY);
   if (at < 0) return null;
   const start = at + USAGE_KEY.length;
   if (text.charCodeAt(start) !== 0x7b) return null;
-  // Usage objects hold only numbers (and maybe nested detail objects of numbers); strings go the slow way.
-  let end = -1;
-  let depth = 0;
-  for (let i = start; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 0x7b) depth++;
-    else if (c === 0x7d && --depth === 0) {
-      end = i + 1;
-      break;
-    } else if (c === 0x22 && depth === 0) return null;
-  }
+  const end = objectEnd(text, start, text.length);
   if (end < 0) return null;
   let usage: ChatUsage | null;
   try {
@@ -60,23 +57,24 @@ function fastPath(text: string, served: string, clientModel: string): JsonAnswer
   if (usage === null) return null;
   let out = text;
   if (served !== clientModel) {
-    const from = `"model":${JSON.stringify(served)}`;
+    const from = binaryModelField(served);
     const i = text.indexOf(from);
     if (i < 0) return null;
-    out = text.slice(0, i) + `"model":${JSON.stringify(clientModel)}` + text.slice(i + from.length);
+    out = text.slice(0, i) + binaryModelField(clientModel) + text.slice(i + from.length);
   }
-  return { text: out, usage, completionEstimate: 0 };
+  return { body: out, binary: true, usage, completionEstimate: 0 };
 }
 
-/** Reads a runtime's JSON chat answer; null when it is not a JSON object. */
-export function readJsonAnswer(text: string, served: string, clientModel: string): JsonAnswer | null {
-  const first = text.charCodeAt(0);
-  const last = text.charCodeAt(text.length - 1);
+/** Reads a runtime's JSON chat answer (its bytes); null when it is not a JSON object. */
+export function readJsonAnswer(buf: Buffer, served: string, clientModel: string): JsonAnswer | null {
+  const first = buf[0];
+  const last = buf[buf.length - 1];
   // Compact `{...}` bodies take the fast path; anything else is parsed whole.
   if (first === 0x7b && (last === 0x7d || last === 0x0a)) {
-    const fast = fastPath(text, served, clientModel);
+    const fast = fastPath(buf.toString('latin1'), served, clientModel);
     if (fast !== null) return fast;
   }
+  const text = buf.toString('utf8');
   let obj: Record<string, unknown>;
   try {
     const parsed: unknown = JSON.parse(text);
@@ -91,5 +89,5 @@ export function readJsonAnswer(text: string, served: string, clientModel: string
     obj['model'] = clientModel;
     out = JSON.stringify(obj);
   }
-  return { text: out, usage, completionEstimate: usage === null ? estimateCompletion(obj) : 0 };
+  return { body: out, binary: false, usage, completionEstimate: usage === null ? estimateCompletion(obj) : 0 };
 }

@@ -1,15 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import { createSseRewriter } from './sse-rewriter.ts';
 
+/** The bytes an output stands for (a string is binary: written as latin1). */
+const bytes = (o: Buffer | string): Buffer => (typeof o === 'string' ? Buffer.from(o, 'latin1') : o);
+
 const run = (chunks: string[], opts: { from: string; to: string; dropUsageChunk: boolean }) => {
   const rw = createSseRewriter(opts);
   let out = '';
   for (const c of chunks) {
     const o = rw.push(Buffer.from(c));
-    if (o !== null) out += o.toString();
+    if (o !== null) out += bytes(o).toString();
   }
   const tail = rw.end();
-  if (tail !== null) out += tail.toString();
+  if (tail !== null) out += bytes(tail).toString();
   return { out, rw };
 };
 
@@ -58,10 +61,31 @@ describe('sse rewriter', () => {
     for (let cut = 1; cut < whole.length; cut++) {
       const rw = createSseRewriter({ from: 'served', to: 'ñame', dropUsageChunk: true });
       const parts = [rw.push(whole.subarray(0, cut)), rw.push(whole.subarray(cut)), rw.end()].filter((b) => b !== null);
-      expect(Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : p))).toString()).toBe(expected);
+      expect(Buffer.concat(parts.map(bytes)).toString()).toBe(expected);
       expect(rw.contentChunks).toBe(1); // the empty content is not a token
       expect(rw.sawDone).toBe(true);
     }
+  });
+
+  it('reads usage with nested details, and keeps a usage event that still has choices', () => {
+    const nested =
+      'data: {"model":"served","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":4},"note":"a}b"}}\n\n';
+    const a = run([nested, 'data: [DONE]\n\n'], { from: 'served', to: 'n', dropUsageChunk: true });
+    expect(a.rw.usage).toEqual({ prompt_tokens: 9, completion_tokens: 3, total_tokens: 12 });
+    expect(a.out).toBe('data: [DONE]\n\n');
+    const withChoice = 'data: {"model":"served","choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3}}\n\n';
+    const b = run([withChoice], { from: 'served', to: 'n', dropUsageChunk: true });
+    expect(b.rw.usage?.completion_tokens).toBe(1);
+    expect(b.out).toBe(withChoice.replace('"model":"served"', '"model":"n"'));
+    const escaped = 'data: {"choices":[ ],"usage":{"prompt_tokens":5,"completion_tokens":6,"x":"q\\"}"}}\n\n';
+    const c = run([escaped], { from: 'a', to: 'a', dropUsageChunk: true });
+    expect(c.rw.usage?.completion_tokens).toBe(6);
+    expect(c.out).toBe('');
+  });
+
+  it('finds a multi-byte served name by its bytes and writes the new one as bytes', () => {
+    const { out } = run(['data: {"model":"sérved-模型","choices":[{"delta":{"content":"é"}}]}\n\n'], { from: 'sérved-模型', to: 'ñ/Ü', dropUsageChunk: true });
+    expect(out).toBe('data: {"model":"ñ/Ü","choices":[{"delta":{"content":"é"}}]}\n\n');
   });
 
   it('drops the usage event together with the model inside it, keeping the events around it', () => {

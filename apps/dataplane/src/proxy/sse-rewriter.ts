@@ -1,11 +1,19 @@
 import type { ChatUsage } from '@infer/shared';
+import { binaryModelField, binaryOf, objectEnd } from './binary.ts';
+
+/**
+ * Output of the rewriter: the upstream's bytes, or a "binary" string (one character per byte, to be written
+ * with the `latin1` encoding) holding them with the edits spliced in. Working on the bytes this way costs no
+ * UTF-8 decoding or encoding, and the writes need no byte counting.
+ */
+export type SseOutput = Buffer | string;
 
 /** Rewrites an upstream SSE stream chunk by chunk: `model` back to the client's name, the usage chunk read (and dropped when unwanted). */
 export interface SseRewriter {
   /** Takes one upstream chunk; returns what to send now (complete lines only). */
-  push(chunk: Buffer): Buffer | string | null;
+  push(chunk: Buffer): SseOutput | null;
   /** The trailing partial line, if the upstream ended without a newline. */
-  end(): Buffer | null;
+  end(): SseOutput | null;
   /** True once `data: [DONE]` went through. */
   readonly sawDone: boolean;
   readonly usage: ChatUsage | null;
@@ -37,6 +45,8 @@ function readUsage(u: unknown): ChatUsage | null {
 const QUOTE = 0x22;
 const SPACE = 0x20;
 const BRACE = 0x7b;
+const LAST_L = 0x6c; // "model"
+const LAST_T = 0x74; // "content"
 
 /**
  * The keys the rewriter acts on, found in one pass (a regex scans as fast as one indexOf, where a
@@ -55,118 +65,193 @@ function hasDone(text: string): boolean {
   return false;
 }
 
-/** Creates a rewriter for one stream. */
-export function createSseRewriter(opts: SseRewriterOptions): SseRewriter {
-  const rewrite = opts.from !== opts.to;
-  const fromValue = JSON.stringify(opts.from);
-  const toCompact = `"model":${JSON.stringify(opts.to)}`;
-  const toSpaced = `"model": ${JSON.stringify(opts.to)}`;
-  let rest: Buffer | null = null;
-  let sawDone = false;
-  let usage: ChatUsage | null = null;
-  let contentChunks = 0;
-  /** Edits of the current text: [start, end, kind] triples in order (kind 0/1: model compact/spaced, 2: drop). */
-  const edits: number[] = [];
+interface ModelForms {
+  readonly fromValue: string;
+  readonly toCompact: string;
+  readonly toSpaced: string;
+}
+/** The binary forms of each (served, client) name pair, computed once: a node sees few pairs. */
+const formsCache = new Map<string, Map<string, ModelForms>>();
+function modelForms(from: string, to: string): ModelForms {
+  let byTo = formsCache.get(from);
+  if (byTo === undefined) {
+    if (formsCache.size >= 1024) formsCache.clear();
+    byTo = new Map();
+    formsCache.set(from, byTo);
+  }
+  let f = byTo.get(to);
+  if (f === undefined) {
+    if (byTo.size >= 1024) byTo.clear();
+    f = {
+      fromValue: binaryOf(JSON.stringify(from)),
+      toCompact: binaryModelField(to),
+      toSpaced: binaryOf(`"model": ${JSON.stringify(to)}`),
+    };
+    byTo.set(to, f);
+  }
+  return f;
+}
 
-  /** Reads usage from the data line around `at`; returns the end of the event when it is to be dropped, else -1. */
-  const takeUsage = (text: string, lineStart: number, lineEnd: number): number => {
-    if (!text.startsWith(DATA, lineStart)) return -1;
-    let obj: Record<string, unknown>;
-    try {
-      obj = JSON.parse(text.slice(lineStart + DATA.length, lineEnd)) as Record<string, unknown>;
-    } catch {
-      return -1;
+const EMPTY_CHOICES = /"choices":\s*\[\s*\]/;
+
+/**
+ * The usage object that starts at `start` (a `{`) in the binary `text`, read from its own slice (no parse of the
+ * whole event): null when it holds no token counts, undefined when it cannot be cut out cleanly (parse the line).
+ */
+function usageSlice(text: string, start: number, limit: number): ChatUsage | null | undefined {
+  const end = objectEnd(text, start, limit);
+  if (end < 0) return undefined;
+  try {
+    return readUsage(JSON.parse(text.slice(start, end)));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Edits of the current text: [start, end, kind] triples in order (kind 0/1: model compact/spaced, 2: drop). */
+const MODEL_COMPACT = 0;
+const MODEL_SPACED = 1;
+const DROP = 2;
+
+/** One stream's rewriter (a class: per-stream state only, the methods are shared). */
+class Rewriter implements SseRewriter {
+  private readonly rewrite: boolean;
+  private readonly forms: ModelForms;
+  private readonly dropUsageChunk: boolean;
+  private rest: Buffer | null = null;
+  sawDone = false;
+  usage: ChatUsage | null = null;
+  contentChunks = 0;
+  private readonly edits: number[] = [];
+
+  constructor(opts: SseRewriterOptions) {
+    this.rewrite = opts.from !== opts.to;
+    this.forms = modelForms(opts.from, opts.to);
+    this.dropUsageChunk = opts.dropUsageChunk;
+  }
+
+  push(chunk: Buffer): SseOutput | null {
+    const rest = this.rest;
+    const buf = rest === null ? chunk : Buffer.concat([rest, chunk]);
+    // Cut at the last newline: a newline byte never sits inside a multi-byte UTF-8 character.
+    const nl = buf.lastIndexOf(NL);
+    if (nl < 0) {
+      this.rest = buf;
+      return null;
     }
-    const u = readUsage(obj['usage']);
-    if (u === null) return -1;
-    usage = u;
-    const choices = obj['choices'];
-    if (!opts.dropUsageChunk || !Array.isArray(choices) || choices.length !== 0) return -1;
+    if (nl === buf.length - 1) {
+      this.rest = null;
+      return this.processLines(buf);
+    }
+    this.rest = buf.subarray(nl + 1);
+    return this.processLines(buf.subarray(0, nl + 1));
+  }
+
+  end(): SseOutput | null {
+    const r = this.rest;
+    if (r === null) return null;
+    this.rest = null;
+    return this.processLines(r);
+  }
+
+  /**
+   * Reads usage from the data line [lineStart, lineEnd) whose `"usage":` value starts at `value`; returns the end of
+   * the event when it is to be dropped (a usage-only event the client did not ask for), else -1.
+   */
+  private takeUsage(buf: Buffer, text: string, lineStart: number, lineEnd: number, value: number): number {
+    if (!text.startsWith(DATA, lineStart)) return -1;
+    // Usual shape: the usage object read from its own slice, `"choices":[]` found in the line.
+    let u = usageSlice(text, text.charCodeAt(value) === BRACE ? value : value + 1, lineEnd);
+    let emptyChoices: boolean;
+    if (u !== undefined) {
+      if (u === null) return -1;
+      emptyChoices = EMPTY_CHOICES.test(text.slice(lineStart, lineEnd));
+    } else {
+      let obj: Record<string, unknown>;
+      try {
+        obj = JSON.parse(buf.toString('utf8', lineStart + DATA.length, lineEnd)) as Record<string, unknown>;
+      } catch {
+        return -1;
+      }
+      u = readUsage(obj['usage']);
+      if (u === null) return -1;
+      const choices = obj['choices'];
+      emptyChoices = Array.isArray(choices) && choices.length === 0;
+    }
+    this.usage = u;
+    if (!this.dropUsageChunk || !emptyChoices) return -1;
     // Drop the event: its data line and the blank line that ends it.
     let cut = lineEnd + 1;
     if (text.charCodeAt(cut) === 13) cut++;
     if (text.charCodeAt(cut) === NL) cut++;
     return Math.min(cut, text.length);
-  };
+  }
 
-  const processLines = (buf: Buffer): Buffer | string | null => {
-    const text = buf.toString('utf8');
-    if (!sawDone && hasDone(text)) sawDone = true;
+  /** Positions in the binary view of `buf` are byte offsets; the keys are ASCII and the names are searched for as bytes. */
+  private processLines(buf: Buffer): SseOutput | null {
+    const text = buf.toString('latin1');
+    if (!this.sawDone && hasDone(text)) this.sawDone = true;
+    const { fromValue, toCompact, toSpaced } = this.forms;
+    const edits = this.edits;
     edits.length = 0;
     let usageLineEnd = 0;
     let dropEnd = 0;
     KEYS.lastIndex = 0;
-    for (let m = KEYS.exec(text); m !== null; m = KEYS.exec(text)) {
-      const at = m.index;
-      const value = at + m[0].length;
-      const key = text.charCodeAt(at + 1);
-      if (key === 0x63) {
+    // `test` gives the match's end without allocating a match; the key's last letter says which key it was.
+    while (KEYS.test(text)) {
+      const value = KEYS.lastIndex;
+      const key = text.charCodeAt(value - 3);
+      const at = value - (key === LAST_T ? 10 : 8);
+      if (key === LAST_T) {
         // "content": one token per chunk that carries non-empty content (when the runtime reports no usage).
-        if (text.charCodeAt(value) === QUOTE && text.charCodeAt(value + 1) !== QUOTE) contentChunks++;
-      } else if (key === 0x6d) {
-        if (!rewrite || at < dropEnd) continue;
-        if (text.startsWith(fromValue, value)) edits.push(at, value + fromValue.length, 0);
-        else if (text.charCodeAt(value) === SPACE && text.startsWith(fromValue, value + 1)) edits.push(at, value + 1 + fromValue.length, 1);
+        if (text.charCodeAt(value) === QUOTE && text.charCodeAt(value + 1) !== QUOTE) this.contentChunks++;
+      } else if (key === LAST_L) {
+        if (!this.rewrite || at < dropEnd) continue;
+        if (text.startsWith(fromValue, value)) edits.push(at, value + fromValue.length, MODEL_COMPACT);
+        else if (text.charCodeAt(value) === SPACE && text.startsWith(fromValue, value + 1)) edits.push(at, value + 1 + fromValue.length, MODEL_SPACED);
       } else if (at >= usageLineEnd) {
         const c = text.charCodeAt(value);
         if (c !== BRACE && (c !== SPACE || text.charCodeAt(value + 1) !== BRACE)) continue;
-        // Once per stream (usually): the line that carries usage is parsed, and dropped if unwanted.
+        // Once per stream (usually): the line that carries usage is read, and dropped if unwanted.
         const lineStart = text.lastIndexOf('\n', at) + 1;
         let lineEnd = text.indexOf('\n', at);
         if (lineEnd < 0) lineEnd = text.length;
         usageLineEnd = lineEnd;
-        const cut = takeUsage(text, lineStart, lineEnd);
+        const cut = this.takeUsage(buf, text, lineStart, lineEnd, value);
         if (cut < 0) continue;
         while (edits.length > 0 && edits[edits.length - 3]! >= lineStart) edits.length -= 3;
-        edits.push(lineStart, cut, 2);
+        edits.push(lineStart, cut, DROP);
         dropEnd = cut;
       }
     }
     if (edits.length === 0) return buf;
-    let out = '';
+    // The output: the input's bytes with the edits spliced in, copied into one Buffer (small ones come from Node's
+    // pool): no strings pieced together and flattened again on the young heap.
+    let size = buf.length;
+    for (let i = 0; i < edits.length; i += 3) {
+      const kind = edits[i + 2];
+      size -= edits[i + 1]! - edits[i]!;
+      if (kind === MODEL_COMPACT) size += toCompact.length;
+      else if (kind === MODEL_SPACED) size += toSpaced.length;
+    }
+    if (size === 0) return null;
+    const out = Buffer.allocUnsafe(size);
+    let pos = 0;
     let last = 0;
     for (let i = 0; i < edits.length; i += 3) {
-      out += text.slice(last, edits[i]);
+      const start = edits[i]!;
+      pos += buf.copy(out, pos, last, start);
       const kind = edits[i + 2];
-      if (kind === 0) out += toCompact;
-      else if (kind === 1) out += toSpaced;
+      if (kind === MODEL_COMPACT) pos += out.write(toCompact, pos, 'latin1');
+      else if (kind === MODEL_SPACED) pos += out.write(toSpaced, pos, 'latin1');
       last = edits[i + 1]!;
     }
-    out += text.slice(last);
-    return out.length > 0 ? out : null;
-  };
+    buf.copy(out, pos, last);
+    return out;
+  }
+}
 
-  return {
-    push(chunk) {
-      const buf = rest === null ? chunk : Buffer.concat([rest, chunk]);
-      // Cut at the last newline: a newline byte never sits inside a multi-byte UTF-8 character.
-      const nl = buf.lastIndexOf(NL);
-      if (nl < 0) {
-        rest = buf;
-        return null;
-      }
-      if (nl === buf.length - 1) {
-        rest = null;
-        return processLines(buf);
-      }
-      rest = buf.subarray(nl + 1);
-      return processLines(buf.subarray(0, nl + 1));
-    },
-    end() {
-      if (rest === null) return null;
-      const r = rest;
-      rest = null;
-      const out = processLines(r);
-      return out === null ? null : typeof out === 'string' ? Buffer.from(out) : out;
-    },
-    get sawDone() {
-      return sawDone;
-    },
-    get usage() {
-      return usage;
-    },
-    get contentChunks() {
-      return contentChunks;
-    },
-  };
+/** Creates a rewriter for one stream. */
+export function createSseRewriter(opts: SseRewriterOptions): SseRewriter {
+  return new Rewriter(opts);
 }

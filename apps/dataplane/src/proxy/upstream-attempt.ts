@@ -6,8 +6,9 @@ import type { ResolvedUpstream } from '../config/config-view.ts';
 import type { RuntimeFailure } from '../metrics.ts';
 import type { UpstreamTimeouts } from '../upstream/upstream-pools.ts';
 import { readJsonAnswer } from './json-answer.ts';
+import { binaryOf } from './binary.ts';
 import { createSseRewriter } from './sse-rewriter.ts';
-import type { SseRewriter } from './sse-rewriter.ts';
+import type { SseOutput, SseRewriter } from './sse-rewriter.ts';
 import { cutError, idleTimeout, streamErrorEvent, transportError } from './upstream-errors.ts';
 
 /** How one try against one replica ended. */
@@ -15,7 +16,15 @@ export type AttemptOutcome =
   /** The runtime answered >= 300 (body read, capped); nothing was sent to the client. */
   | { readonly kind: 'status'; readonly status: number; readonly text: string; readonly retryAfter: string | undefined }
   /** A complete JSON answer, ready to send (model rewritten). */
-  | { readonly kind: 'json'; readonly status: number; readonly text: string; readonly usage: ChatUsage | null; readonly completionEstimate: number }
+  | {
+      readonly kind: 'json';
+      readonly status: number;
+      /** The body to send; `binary`: one character per byte (write it as latin1, its length is its size). */
+      readonly body: string;
+      readonly binary: boolean;
+      readonly usage: ChatUsage | null;
+      readonly completionEstimate: number;
+    }
   /**
    * An SSE stream relayed to the client, all but its last bytes ([DONE], or an error event then [DONE]): `end`
    * sends them. The caller writes the usage record first, so a node killed between the two cannot have sent a
@@ -99,7 +108,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
   idleTimer: NodeJS.Timeout | null = null;
   onDrain: (() => void) | null = null;
   /** SSE output waiting for the end of the tick. */
-  pending: (Buffer | string)[] | null = null;
+  pending: SseOutput[] | null = null;
 
   constructor(o: AttemptOptions, resolve: (o: AttemptOutcome) => void) {
     this.o = o;
@@ -156,10 +165,10 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
   }
 
   /** Ends the client's response with `last`, when called. */
-  ender(last: Buffer | string | undefined): () => void {
+  ender(last: SseOutput | undefined): () => void {
     const res = this.o.res;
     return () => {
-      if (!res.writableEnded) res.end(last);
+      if (!res.writableEnded) res.end(last, 'latin1');
     };
   }
 
@@ -170,8 +179,8 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
       const res = this.o.res;
       const tail = this.takePending(this.rw!.end());
       if (!this.sentToClient) this.startClientStream();
-      if (tail !== null && !res.writableEnded) res.write(tail);
-      this.settleStream(this.rw!.sawDone ? 200 : e.status, this.rw!.sawDone ? null : failure, this.ender(streamErrorEvent(e)));
+      if (tail !== null && !res.writableEnded) res.write(tail, 'latin1');
+      this.settleStream(this.rw!.sawDone ? 200 : e.status, this.rw!.sawDone ? null : failure, this.ender(binaryOf(streamErrorEvent(e))));
       return;
     }
     this.settle({ kind: 'error', err, answered: this.status !== 0, apiError: e });
@@ -247,33 +256,40 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
         return;
       }
       if (!this.sentToClient) this.startClientStream();
-      if (cutTail !== null) res.write(cutTail);
-      this.settleStream(502, 'cut', this.ender(streamErrorEvent(cutError())));
+      if (cutTail !== null) res.write(cutTail, 'latin1');
+      this.settleStream(502, 'cut', this.ender(binaryOf(streamErrorEvent(cutError()))));
       return;
     }
     const buf = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size);
     this.chunks = [];
-    const text = buf.toString('utf8');
     if (this.mode === 'error') {
+      const text = buf.toString('utf8');
       this.settle({ kind: 'status', status: this.status, text: text.slice(0, MAX_ERROR_BODY), retryAfter: headerOf(this.headers ?? {}, 'retry-after') });
       return;
     }
-    const answer = readJsonAnswer(text, this.o.upstream.servedModel, this.o.clientModel);
+    const answer = readJsonAnswer(buf, this.o.upstream.servedModel, this.o.clientModel);
     if (answer === null) {
       this.settle({ kind: 'error', err: null, answered: true, apiError: new ApiError('upstream_error', 'The model runtime sent an unreadable answer.') });
       return;
     }
-    this.settle({ kind: 'json', status: this.status, text: answer.text, usage: answer.usage, completionEstimate: answer.completionEstimate });
+    this.settle({
+      kind: 'json',
+      status: this.status,
+      body: answer.body,
+      binary: answer.binary,
+      usage: answer.usage,
+      completionEstimate: answer.completionEstimate,
+    });
   }
 
-  /** Takes the SSE output gathered this tick (plus `last`) as one string or buffer. */
-  takePending(last: Buffer | string | null): Buffer | string | null {
+  /** Takes the SSE output gathered this tick (plus `last`) as one binary string or buffer. */
+  takePending(last: SseOutput | null): SseOutput | null {
     const p = this.pending;
     this.pending = null;
     if (p === null) return last;
     if (last !== null) p.push(last);
     if (p.length === 1) return p[0]!;
-    return p.every((x) => typeof x === 'string') ? p.join('') : Buffer.concat(p.map((x) => (typeof x === 'string' ? Buffer.from(x) : x)));
+    return p.every((x) => typeof x === 'string') ? p.join('') : Buffer.concat(p.map((x) => (typeof x === 'string' ? Buffer.from(x, 'latin1') : x)));
   }
 
   readonly flush = (): void => {
@@ -281,7 +297,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
     const out = this.takePending(null)!;
     if (!this.sentToClient) this.startClientStream();
     const res = this.o.res;
-    if (!res.write(out)) {
+    if (!res.write(out, 'latin1')) {
       this.controller?.pause();
       if (this.onDrain === null) {
         this.onDrain = () => this.controller?.resume();

@@ -1,3 +1,4 @@
+import { labelKeyJoiner } from '../metrics.ts';
 import type { RoutingPolicyName } from './routing-settings.ts';
 
 /** Why the router used the policy it used. */
@@ -31,9 +32,10 @@ export function createRoutingMetrics(): RoutingMetrics {
   const bump = (m: Map<string, number>, k: string): void => {
     m.set(k, (m.get(k) ?? 0) + 1);
   };
+  const decisionKey = labelKeyJoiner();
   return {
     decision(target, replica, policy, reason) {
-      bump(decisions, `${target}${SEP}${replica}${SEP}${policy}${SEP}${reason}`);
+      bump(decisions, decisionKey(target, replica, policy, reason));
     },
     score(target, replica, score, prefix) {
       scores.set(`${target}${SEP}${replica}`, { score, prefix });

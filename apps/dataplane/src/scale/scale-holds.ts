@@ -7,7 +7,7 @@ import { deploymentKey } from '../config/config-view.ts';
 import type { RouteTarget } from '../config/config-view.ts';
 import { checkContextLength, estimatePromptTokens, requestedCompletion } from '../limits/token-budget.ts';
 import { streamErrorEvent } from '../proxy/upstream-errors.ts';
-import type { UsageSink } from '../usage/usage-reporter.ts';
+import { afterDurable, type UsageSink } from '../usage/usage-reporter.ts';
 import { coldStartComment, type ColdStartPhase } from './cold-start-progress.ts';
 import { SCALE_UP_TIMEOUT_HEADER, holdMs } from './hold-deadline.ts';
 import type { HoldBounds } from './hold-deadline.ts';
@@ -396,6 +396,7 @@ export function createScaleHolds(
           }
           sink.record(r);
         },
+        whenDurable: (fn) => afterDurable(sink, fn),
       };
     },
     current(target) {

@@ -5,6 +5,17 @@ import { openUsageSpool, type SpoolEntry, type UsageSpool } from './usage-spool.
 /** Where the request path drops usage records; must not block or throw. */
 export interface UsageSink {
   record(record: UsageRecord): void;
+  /**
+   * Calls `fn` once every record given so far is durable (in the node's spool, so a kill -9 of the process no
+   * longer loses it): the end of an answer waits on this. Absent: nothing to wait for, call `fn` at once.
+   */
+  whenDurable?(fn: () => void): void;
+}
+
+/** Runs `fn` once the sink's records are durable (at once for a sink that keeps nothing). */
+export function afterDurable(sink: UsageSink, fn: () => void): void {
+  if (sink.whenDurable === undefined) fn();
+  else sink.whenDurable(fn);
 }
 
 export interface UsageReporter extends UsageSink {
@@ -29,7 +40,7 @@ export interface UsageReporterOptions {
    * control plane is away and are replayed at the next start. Without it, records live in memory only.
    */
   readonly spoolDir?: string;
-  /** Spool group-commit interval (fdatasync), default 5 ms. */
+  /** Spool group-commit interval (fdatasync), default 100 ms. */
   readonly fsyncMs?: number;
   /**
    * Memory-only mode: records kept while the control plane is away; the oldest are dropped beyond it.
@@ -71,7 +82,8 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
       const res = await request(endpoint, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization },
-        body: JSON.stringify({ records: batch.map((e) => e.record) }),
+        // The spooled records are JSON already.
+        body: `{"records":[${batch.map((e) => e.json).join(',')}]}`,
         headersTimeout: 10_000,
         bodyTimeout: 10_000,
       });
@@ -100,7 +112,29 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
     retryAt = Date.now() + backoffMs;
   };
 
+  /** Answers waiting for their records to reach the spool (`whenDurable`), and the pending commit. */
+  let waiting: (() => void)[] = [];
+  let commitScheduled = false;
+  const commit = (): void => {
+    commitScheduled = false;
+    try {
+      spool?.commit();
+    } catch (err) {
+      opts.onError?.(err); // disk trouble: the records are still queued in memory and will be sent
+    }
+    const fns = waiting;
+    waiting = [];
+    for (const fn of fns) fn();
+  };
+  const scheduleCommit = (): void => {
+    if (commitScheduled) return;
+    commitScheduled = true;
+    // Once per event-loop turn: the records of every answer that ended in this turn go out in one write(2).
+    setImmediate(commit);
+  };
+
   const drain = async (): Promise<void> => {
+    commit();
     for (;;) {
       if (queue.length === 0 && spilled > 0 && spool !== null) {
         queue = spool.takeSpilled();
@@ -145,26 +179,33 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
   return {
     recovered,
     record(r) {
-      let entry: SpoolEntry = { record: r, segment: null };
+      let entry: SpoolEntry | null = null;
       if (spool !== null && !closed) {
         try {
           if (spilled === 0 && queue.length >= maxPending) spool.beginSpill();
           if (spilled > 0 || queue.length >= maxPending) {
             spool.append(r);
             spilled++;
+            scheduleCommit();
             return;
           }
           entry = spool.append(r);
+          scheduleCommit();
         } catch (err) {
           opts.onError?.(err); // disk trouble: keep it in memory rather than lose it
         }
       }
+      entry ??= { json: JSON.stringify(r), segment: null };
       queue.push(entry);
       if (spool === null && queue.length > maxPending) {
         dropped += queue.length - maxPending;
         queue.splice(0, queue.length - maxPending);
       }
       if (queue.length >= maxBatch && !closed && Date.now() >= retryAt) void flush();
+    },
+    whenDurable(fn) {
+      if (commitScheduled) waiting.push(fn);
+      else fn();
     },
     async flush() {
       retryAt = 0;
@@ -176,6 +217,7 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
     async close() {
       closed = true;
       clearInterval(timer);
+      commit();
       if (inFlight) await inFlight;
       retryAt = 0;
       await flush();

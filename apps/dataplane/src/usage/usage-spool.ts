@@ -17,9 +17,10 @@ import {
 import { join } from 'node:path';
 import { usageRecordSchema, type UsageRecord } from '@infer/shared';
 
-// A node's usage on its own disk until the control plane acknowledged it. Each record is written
-// (write(2), synchronously) before `append` returns, so it survives a crash of this process (kill -9)
-// from that instant; fdatasync is batched (group commit every `fsyncMs`), which bounds what a crash of
+// A node's usage on its own disk until the control plane acknowledged it. `append` buffers the record's
+// line; `commit` writes every buffered line with one write(2) (the reporter commits once per event-loop
+// turn, before the answers of those records end), so a record survives a crash of this process (kill -9)
+// from that instant. fdatasync is batched (group commit every `fsyncMs`), which bounds what a crash of
 // the whole machine can lose to that window. Files are append-only segments of JSON lines: the active
 // one is truncated once everything in it was acknowledged, older ones (rotated past `maxSegmentBytes`,
 // or left by an earlier process) are deleted once acknowledged.
@@ -34,14 +35,19 @@ interface Segment {
   bytes: number;
 }
 
-/** A spooled record, handed back to `ack` once the control plane stored it. */
+/**
+ * A spooled record, handed back to `ack` once the control plane stored it. Only its JSON is kept (one flat
+ * string): queued records survive several young-generation collections, and a string is one object to copy
+ * where the record object is fifteen.
+ */
 export interface SpoolEntry {
-  readonly record: UsageRecord;
+  /** The record as JSON (one line, without its newline), as written to the spool and sent in batches. */
+  readonly json: string;
   readonly segment: Segment | null;
 }
 
 export interface UsageSpoolOptions {
-  /** Group-commit interval of fdatasync (default 5 ms). */
+  /** Group-commit interval of fdatasync (default 100 ms). */
   readonly fsyncMs?: number;
   /** Rotate the active segment past this size while older records are unacknowledged (default 8 MiB). */
   readonly maxSegmentBytes?: number;
@@ -53,8 +59,10 @@ export interface UsageSpool {
   readonly recovered: readonly SpoolEntry[];
   /** Lines of earlier segments that were not a usage record (a torn last write after a machine crash). */
   readonly skippedLines: number;
-  /** Writes the record to disk (durable against a process crash once this returns); throws on I/O errors. */
+  /** Buffers the record's line for the next `commit` (until then it is in this process's memory only). */
   append(record: UsageRecord): SpoolEntry;
+  /** Writes every buffered line with one write(2): durable against a process crash once this returns; throws on I/O errors. */
+  commit(): void;
   /** The control plane stored these: their space can be reclaimed. */
   ack(entries: readonly SpoolEntry[]): void;
   /** Moves a record the control plane refuses outright to `rejected.ndjson` (kept for an operator), then acks it. */
@@ -121,7 +129,7 @@ function fsyncDir(dir: string): void {
 
 /** Opens (creating 0700) the spool directory, reads what an earlier process left, starts a new active segment. */
 export function openUsageSpool(dir: string, opts: UsageSpoolOptions = {}): UsageSpool {
-  const fsyncMs = opts.fsyncMs ?? 5;
+  const fsyncMs = opts.fsyncMs ?? 100;
   const maxSegmentBytes = opts.maxSegmentBytes ?? 8 * 1024 * 1024;
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const lockPath = takeLock(dir);
@@ -150,7 +158,7 @@ export function openUsageSpool(dir: string, opts: UsageSpoolOptions = {}): Usage
       }
       if (parsed?.success) {
         segment.unacked++;
-        recovered.push({ record: parsed.data, segment });
+        recovered.push({ json: line, segment });
       } else skippedLines++;
     }
     if (segment.unacked === 0) unlinkSync(path);
@@ -167,6 +175,16 @@ export function openUsageSpool(dir: string, opts: UsageSpoolOptions = {}): Usage
   active = openSegment();
 
   const spilled: Segment[] = [];
+  /** Records (JSON) appended to the active segment and not yet written. */
+  let buffered: string[] = [];
+
+  const commit = (): void => {
+    if (buffered.length === 0) return;
+    const lines = buffered;
+    buffered = [];
+    writeSync(active.fd!, lines.length === 1 ? `${lines[0]!}\n` : `${lines.join('\n')}\n`);
+    scheduleSync();
+  };
 
   let syncTimer: NodeJS.Timeout | null = null;
   let syncing = false;
@@ -202,6 +220,7 @@ export function openUsageSpool(dir: string, opts: UsageSpoolOptions = {}): Usage
   const reclaim = (segment: Segment): void => {
     if (segment.unacked > 0) return;
     if (segment === active) {
+      buffered = []; // acknowledged before they were written: nothing of them needs the disk
       if (segment.bytes > 0 && segment.fd !== null) {
         ftruncateSync(segment.fd, 0);
         segment.bytes = 0;
@@ -222,20 +241,20 @@ export function openUsageSpool(dir: string, opts: UsageSpoolOptions = {}): Usage
     append(record) {
       if (closed) throw new Error('usage spool is closed');
       if (active.bytes >= maxSegmentBytes && active.unacked > 0) {
+        commit();
         const spill = active.spill;
         closeSegmentFd(active);
         active = openSegment();
         active.spill = spill;
         if (spill) spilled.push(active);
       }
-      const line = `${JSON.stringify(record)}\n`;
-      const bytes = Buffer.byteLength(line);
-      writeSync(active.fd!, line);
-      active.bytes += bytes;
+      const json = JSON.stringify(record);
+      buffered.push(json);
+      active.bytes += json.length + 1; // characters: the rotation size is approximate
       active.unacked++;
-      scheduleSync();
-      return { record, segment: active };
+      return { json, segment: active };
     },
+    commit,
     ack(entries) {
       const touched = new Set<Segment>();
       for (const e of entries) {
@@ -247,6 +266,7 @@ export function openUsageSpool(dir: string, opts: UsageSpoolOptions = {}): Usage
     },
     beginSpill() {
       if (active.spill) return;
+      commit();
       if (active.unacked > 0) {
         closeSegmentFd(active);
         active = openSegment();
@@ -255,6 +275,7 @@ export function openUsageSpool(dir: string, opts: UsageSpoolOptions = {}): Usage
       spilled.push(active);
     },
     takeSpilled() {
+      commit();
       if (active.spill) {
         closeSegmentFd(active);
         active = openSegment();
@@ -274,7 +295,7 @@ export function openUsageSpool(dir: string, opts: UsageSpoolOptions = {}): Usage
           try {
             const parsed = usageRecordSchema.safeParse(JSON.parse(line));
             if (parsed.success) {
-              entries.push({ record: parsed.data, segment });
+              entries.push({ json: line, segment });
               found++;
             }
           } catch {
@@ -287,13 +308,18 @@ export function openUsageSpool(dir: string, opts: UsageSpoolOptions = {}): Usage
       return entries;
     },
     quarantine(entry) {
-      appendFileSync(join(dir, 'rejected.ndjson'), `${JSON.stringify(entry.record)}\n`, { mode: 0o600 });
+      appendFileSync(join(dir, 'rejected.ndjson'), `${entry.json}\n`, { mode: 0o600 });
       this.ack([entry]);
     },
     close() {
       if (closed) return;
       closed = true;
       if (syncTimer !== null) clearTimeout(syncTimer);
+      try {
+        commit();
+      } catch (err) {
+        opts.onError?.(err);
+      }
       const fd = active.fd;
       if (fd !== null) {
         active.fd = null;
