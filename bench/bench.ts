@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import { runClosedLoop, runCount, runOpenLoop, type CaseStats, type RequestSpec } from './load.ts';
 import { cpuMs, killChildren, rssKiB, type Child } from './processes.ts';
-import { renderMarkdown, summarize, type CaseCpu, type CaseResult, type Mode, type SoakResult, type TargetName } from './report.ts';
+import { renderMarkdown, summarize, type CaseCpu, type InterleavedCpu, type CaseResult, type Mode, type SoakResult, type TargetName } from './report.ts';
 import { startStack, BENCH_MODEL } from './stack.ts';
 import { renderCapacity, runStreamCapacity } from './stream-capacity.ts';
 
@@ -27,11 +27,13 @@ interface Options {
   readonly streams: number;
   readonly streamChunks: number;
   readonly chunkMs: number;
+  /** Interleaved rounds of data plane and bare relay at saturation for the CPU ratio (0: the single cases). */
+  readonly cpuRounds: number;
 }
 
 const USAGE = `usage: pnpm bench [--duration 5] [--rates 500,2000] [--connections 64] [--json]
                   [--upstream URL --model NAME [--upstream-key KEY]] [--soak N] [--cpu-prof DIR]
-                  [--streams 1000 (0: skip) --stream-chunks 100 --chunk-ms 50]`;
+                  [--streams 1000 (0: skip) --stream-chunks 100 --chunk-ms 50] [--cpu-rounds 3 (0: single cases)]`;
 
 function parseOptions(argv: readonly string[]): Options {
   const { values } = parseArgs({
@@ -49,6 +51,7 @@ function parseOptions(argv: readonly string[]): Options {
       streams: { type: 'string', default: '1000' },
       'stream-chunks': { type: 'string', default: '100' },
       'chunk-ms': { type: 'string', default: '50' },
+      'cpu-rounds': { type: 'string', default: '3' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -82,6 +85,7 @@ function parseOptions(argv: readonly string[]): Options {
     streams: positive('streams', values.streams, true, true),
     streamChunks: positive('stream-chunks', values['stream-chunks'], true),
     chunkMs: positive('chunk-ms', values['chunk-ms'], false, true),
+    cpuRounds: positive('cpu-rounds', values['cpu-rounds'], true, true),
   });
 }
 
@@ -190,6 +194,34 @@ async function main(): Promise<void> {
     }
   }
 
+  // The CPU ratio to the bare relay from rounds that alternate the two (see InterleavedCpu in report.ts).
+  let interleaved: InterleavedCpu | null = null;
+  if (opts.cpuRounds > 0) {
+    const secondsPerRun = Math.max(1, opts.durationS / 2);
+    const zero = (): { us: number; n: number } => ({ us: 0, n: 0 });
+    const totals = { dataplane: { json: zero(), stream: zero() }, 'bare-proxy': { json: zero(), stream: zero() } };
+    for (let r = 0; r < opts.cpuRounds; r++) {
+      for (const mode of ['json', 'stream'] as const) {
+        for (const target of r % 2 === 0 ? (['dataplane', 'bare-proxy'] as const) : (['bare-proxy', 'dataplane'] as const)) {
+          const m = await measured(target, () => runClosedLoop(pools[target], specs[target][mode], opts.connections, secondsPerRun));
+          const s = countSent(target, m.stats);
+          if (s.non2xx + s.errors > 0) throw new Error(`${target} ${mode}: failures in the CPU rounds: ${s.firstFailure ?? ''}`);
+          const t = totals[target][mode];
+          t.us += (m.cpu.proxyUs ?? Number.NaN) * s.ok;
+          t.n += s.ok;
+        }
+      }
+      log(`cpu ratio: round ${r + 1}/${opts.cpuRounds} done`);
+    }
+    const perReq = (t: { us: number; n: number }): number => t.us / t.n;
+    interleaved = {
+      rounds: opts.cpuRounds,
+      secondsPerRun,
+      dataplane: { json: perReq(totals.dataplane.json), stream: perReq(totals.dataplane.stream) },
+      bare: { json: perReq(totals['bare-proxy'].json), stream: perReq(totals['bare-proxy'].stream) },
+    };
+  }
+
   const soak = opts.soak > 0 ? await runSoak(pools.dataplane, specs.dataplane, stack.dataplane, stack.dataplaneReadyRssKiB, opts) : null;
   if (soak) dataplaneRequests += soak.requests;
   await Promise.all(Object.values(pools).map((p) => p.close()));
@@ -197,7 +229,7 @@ async function main(): Promise<void> {
 
   // Streaming capacity: its own slow sim and proxies (nginx where installed), once the main stack is down.
   const capacity = opts.streams > 0 ? await runStreamCapacity({ streams: opts.streams, chunks: opts.streamChunks, chunkMs: opts.chunkMs }, log) : null;
-  const summary = summarize(cases, opts.rates, opts.connections, chunksPerResponse);
+  const summary = summarize(cases, opts.rates, opts.connections, chunksPerResponse, interleaved);
   const table = renderMarkdown(summary, soak);
   const meteringLine = `Metering: the control-plane stub received ${usage} usage records for ${dataplaneRequests} data-plane requests (warm-up included)${usage === dataplaneRequests ? '' : ' (MISMATCH)'}.`;
   const machine = `${cpus().length} cores (${cpus()[0]?.model.trim() ?? 'unknown CPU'}), Node ${process.version}, ${process.platform}/${process.arch}`;

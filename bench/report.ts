@@ -32,6 +32,19 @@ export interface SoakResult {
   readonly dataplaneCpuUs: number | null;
 }
 
+/**
+ * CPU per request of the data plane and of the bare relay at saturation, from rounds that alternate the two (the
+ * order flips each round), so that both see the same machine: on a shared, noisy host a single case each, minutes
+ * apart, can move the ratio by a third either way.
+ */
+export interface InterleavedCpu {
+  readonly rounds: number;
+  readonly secondsPerRun: number;
+  /** µs per request, summed over the rounds (total CPU over total requests). */
+  readonly dataplane: Readonly<Record<Mode, number>>;
+  readonly bare: Readonly<Record<Mode, number>>;
+}
+
 export interface Summary {
   readonly direct_rps: number;
   readonly dataplane_rps: number;
@@ -43,6 +56,13 @@ export interface Summary {
    * and what each costs per streamed chunk (the stream case's CPU per request over its chunks per response).
    */
   readonly cpu_vs_bare: { readonly json: number; readonly stream: number };
+  /** Where `cpu_vs_bare` comes from: interleaved rounds (see InterleavedCpu), or null for the single saturation cases. */
+  readonly cpu_interleaved: {
+    readonly rounds: number;
+    readonly seconds_per_run: number;
+    readonly dataplane_us: { readonly json: number; readonly stream: number };
+    readonly bare_proxy_us: { readonly json: number; readonly stream: number };
+  } | null;
   readonly stream_cpu_us_per_chunk: { readonly dataplane: number | null; readonly bare_proxy: number | null; readonly chunks_per_response: number | null };
   readonly added_ms: readonly { readonly mode: Mode; readonly rate: number; readonly p50: number; readonly p99: number }[];
   readonly cases: readonly {
@@ -78,9 +98,18 @@ function find(cases: readonly CaseResult[], target: TargetName, mode: Mode, load
 }
 
 /** Numbers for the table and for `--json`. */
-export function summarize(cases: readonly CaseResult[], rates: readonly number[], connections: number, chunksPerResponse: number | null = null): Summary {
+export function summarize(
+  cases: readonly CaseResult[],
+  rates: readonly number[],
+  connections: number,
+  chunksPerResponse: number | null = null,
+  interleaved: InterleavedCpu | null = null,
+): Summary {
   const sat = { kind: 'saturation', connections } as const;
-  const satCpu = (t: TargetName, m: Mode): number => find(cases, t, m, sat)?.cpu?.proxyUs ?? Number.NaN;
+  const satCpu = (t: TargetName, m: Mode): number => {
+    if (interleaved !== null && t !== 'direct') return (t === 'dataplane' ? interleaved.dataplane : interleaved.bare)[m];
+    return find(cases, t, m, sat)?.cpu?.proxyUs ?? Number.NaN;
+  };
   const perChunk = (t: TargetName): number | null => {
     const c = satCpu(t, 'stream');
     return chunksPerResponse === null || chunksPerResponse <= 0 || !Number.isFinite(c) ? null : round(c / chunksPerResponse, 1);
@@ -118,6 +147,15 @@ export function summarize(cases: readonly CaseResult[], rates: readonly number[]
       json: ratio(satCpu('dataplane', 'json'), satCpu('bare-proxy', 'json')),
       stream: ratio(satCpu('dataplane', 'stream'), satCpu('bare-proxy', 'stream')),
     },
+    cpu_interleaved:
+      interleaved === null
+        ? null
+        : {
+            rounds: interleaved.rounds,
+            seconds_per_run: interleaved.secondsPerRun,
+            dataplane_us: { json: round(interleaved.dataplane.json, 1), stream: round(interleaved.dataplane.stream, 1) },
+            bare_proxy_us: { json: round(interleaved.bare.json, 1), stream: round(interleaved.bare.stream, 1) },
+          },
     stream_cpu_us_per_chunk: { dataplane: perChunk('dataplane'), bare_proxy: perChunk('bare-proxy'), chunks_per_response: chunksPerResponse },
     added_ms: added,
     cases: cases.map((c) => ({
@@ -157,8 +195,13 @@ export function renderMarkdown(s: Summary, soak: SoakResult | null): string {
     lines.push(`- reference floor, bare-proxy/direct: json ${s.bare_proxy_ratio.json}, stream ${s.bare_proxy_ratio.stream}`);
   }
   if (Number.isFinite(s.cpu_vs_bare.json)) {
+    const i = s.cpu_interleaved;
+    const how =
+      i === null
+        ? 'the saturation cases above'
+        : `${i.rounds} interleaved rounds of ${i.seconds_per_run} s per target and mode, the order flipped each round: dataplane json ${us(i.dataplane_us.json)} µs, stream ${us(i.dataplane_us.stream)} µs; bare-proxy json ${us(i.bare_proxy_us.json)} µs, stream ${us(i.bare_proxy_us.stream)} µs`;
     lines.push(
-      `- CPU per request at saturation, dataplane/bare-proxy: json ${s.cpu_vs_bare.json}x (target 1.3x), stream ${s.cpu_vs_bare.stream}x (target 1.5x)`,
+      `- CPU per request at saturation, dataplane/bare-proxy (${how}): json ${s.cpu_vs_bare.json}x (target 1.3x), stream ${s.cpu_vs_bare.stream}x (target 1.5x)`,
     );
   }
   const pc = s.stream_cpu_us_per_chunk;
