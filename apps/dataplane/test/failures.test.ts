@@ -135,6 +135,21 @@ describe('timeouts', () => {
     expect(rec.completionTokens).toBe(contentChunks);
     expect(rec.estimated).toBe(true);
   });
+
+  it('the idle timeout counts from the last chunk: a stream that keeps sending outlives it many times over', async () => {
+    // Tokens 50 ms apart for about 0.6 s against a 150 ms idle timeout (armed once, re-armed from the last chunk).
+    a.sim.setFaults({ slowTokenMs: 50 });
+    const { chat, sink } = await start([a.url], { timeouts: { idleMs: 150 } });
+    const res = await post(chat, chatBody({ model: NAME, stream: true, max_tokens: 12 }), undefined, { 'x-request-id': 'steady-1' });
+    expect(res.status).toBe(200);
+    const data = dataLines(await res.text());
+    expect(data.at(-1)).toBe('[DONE]');
+    expect(data.some((d) => d.includes('"error"'))).toBe(false);
+    await waitFor(() => sink.records.some((r) => r.requestId.startsWith('steady-1.')));
+    const rec = sink.records.find((r) => r.requestId.startsWith('steady-1.'))!;
+    expect(rec.status).toBe(200);
+    expect(rec.completionTokens).toBe(12);
+  });
 });
 
 describe('cut mid-stream', () => {
