@@ -2,7 +2,7 @@
 // imports) bundled by rolldown into one ESM file, `dist/server.js`; npm packages stay external and load from
 // node_modules as before. Running it instead of the .ts sources spares Node's TypeScript stripper (amaro, ~11 MiB
 // of wasm memory) and many module objects: 16-19 MiB less RSS holding 1,000 streams, CPU per request within noise
-// (bench/RESULTS.md, "Memory at 1,000 streams (this session)").
+// (bench/RESULTS.md, "Memory at 1,000 streams (second session)").
 //
 // `node apps/dataplane/build.ts [outDir]` (the package's `bundle` script), or `buildDataplane()` from code
 // (scripts/start.ts, the benches, test/bundle.test.ts).

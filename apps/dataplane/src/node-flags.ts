@@ -18,7 +18,7 @@ export const DATAPLANE_NODE_FLAGS: readonly string[] = Object.freeze(['--max-sem
  * `MALLOC_ARENA_MAX=2`: glibc otherwise gives each thread that allocates (V8's platform and GC workers, libuv's
  * pool) its own malloc arena, up to 8 per core, and memory freed in one arena is not reused by another. Holding
  * 1,000 streams, peak RSS was 10 to 27 MiB lower with it in four same-run comparisons (bench/RESULTS.md, "Memory at
- * 1,000 streams (this session)"), CPU per request within the run-to-run noise. MALLOC_TRIM_THRESHOLD_ and
+ * 1,000 streams (second session)"), CPU per request within the run-to-run noise. MALLOC_TRIM_THRESHOLD_ and
  * MALLOC_MMAP_THRESHOLD_ were measured too and are not set: no steady gain, more kernel time per stream in two runs.
  */
 export const DATAPLANE_NODE_ENV: Readonly<Record<string, string>> = Object.freeze({ MALLOC_ARENA_MAX: '2' });
