@@ -251,3 +251,23 @@ export async function errorOf(res: Response): Promise<{ message: string; type: s
   if (typeof body.error?.message !== 'string' || typeof body.error.type !== 'string') throw new Error(`not an OpenAI error body: ${text}`);
   return body.error;
 }
+
+/** A usage record with placeholder fields, for tests of the reporter and the spool. */
+export function fakeRecord(requestId: string): UsageRecord {
+  return {
+    requestId,
+    tenantId: 't',
+    keyId: 'k',
+    endpointId: 'e',
+    deploymentId: null,
+    mode: 'shared',
+    model: 'm',
+    promptTokens: 1,
+    completionTokens: 2,
+    estimated: false,
+    status: 200,
+    ttftMs: 1,
+    latencyMs: 2,
+    startedAt: new Date().toISOString(),
+  };
+}

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { UsageRecord } from '@infer/shared';
 import { createUsageReporter } from '../src/index.ts';
 import { openUsageSpool } from '../src/usage/usage-spool.ts';
-import { deadUrl, startUsageServer, waitFor } from './helpers.ts';
+import { deadUrl, fakeRecord, startUsageServer, waitFor } from './helpers.ts';
 
 const dirs: string[] = [];
 const spoolDir = (): string => {
@@ -17,24 +17,6 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function fakeRecord(requestId: string): UsageRecord {
-  return {
-    requestId,
-    tenantId: 't',
-    keyId: 'k',
-    endpointId: 'e',
-    deploymentId: null,
-    mode: 'shared',
-    model: 'm',
-    promptTokens: 1,
-    completionTokens: 2,
-    estimated: false,
-    status: 200,
-    ttftMs: 1,
-    latencyMs: 2,
-    startedAt: new Date().toISOString(),
-  };
-}
 const segmentBytes = (dir: string): number =>
   readdirSync(dir)
     .filter((n) => n.startsWith('usage-'))

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createUsageReporter } from '../src/index.ts';
 import type { UsageReporter } from '../src/index.ts';
-import { NAME, chatBody, deadUrl, makeSnapshot, post, startDataplane, startSim, startUsageServer, waitFor } from './helpers.ts';
+import { NAME, chatBody, deadUrl, fakeRecord, makeSnapshot, post, startDataplane, startSim, startUsageServer, waitFor } from './helpers.ts';
 import type { StartedApp, StartedSim, UsageServer } from './helpers.ts';
 
 let sim: StartedSim;
@@ -119,22 +119,3 @@ describe('usage reporter', () => {
     expect(rep.pending()).toBe(1);
   });
 });
-
-function fakeRecord(requestId: string) {
-  return {
-    requestId,
-    tenantId: 't',
-    keyId: 'k',
-    endpointId: 'e',
-    deploymentId: null,
-    mode: 'shared' as const,
-    model: 'm',
-    promptTokens: 1,
-    completionTokens: 2,
-    estimated: false,
-    status: 200,
-    ttftMs: 1,
-    latencyMs: 2,
-    startedAt: new Date().toISOString(),
-  };
-}
