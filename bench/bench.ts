@@ -213,12 +213,12 @@ async function main(): Promise<void> {
       }
       log(`cpu ratio: round ${r + 1}/${opts.cpuRounds} done`);
     }
-    const perReq = (t: { us: number; n: number }): number => t.us / t.n;
+    const perReq = (t: { us: number; n: number }): number => Math.round((t.us / t.n) * 10) / 10;
     interleaved = {
       rounds: opts.cpuRounds,
-      secondsPerRun,
-      dataplane: { json: perReq(totals.dataplane.json), stream: perReq(totals.dataplane.stream) },
-      bare: { json: perReq(totals['bare-proxy'].json), stream: perReq(totals['bare-proxy'].stream) },
+      seconds_per_run: secondsPerRun,
+      dataplane_us: { json: perReq(totals.dataplane.json), stream: perReq(totals.dataplane.stream) },
+      bare_proxy_us: { json: perReq(totals['bare-proxy'].json), stream: perReq(totals['bare-proxy'].stream) },
     };
   }
 

@@ -39,10 +39,10 @@ export interface SoakResult {
  */
 export interface InterleavedCpu {
   readonly rounds: number;
-  readonly secondsPerRun: number;
+  readonly seconds_per_run: number;
   /** µs per request, summed over the rounds (total CPU over total requests). */
-  readonly dataplane: Readonly<Record<Mode, number>>;
-  readonly bare: Readonly<Record<Mode, number>>;
+  readonly dataplane_us: Readonly<Record<Mode, number>>;
+  readonly bare_proxy_us: Readonly<Record<Mode, number>>;
 }
 
 export interface Summary {
@@ -57,12 +57,7 @@ export interface Summary {
    */
   readonly cpu_vs_bare: { readonly json: number; readonly stream: number };
   /** Where `cpu_vs_bare` comes from: interleaved rounds (see InterleavedCpu), or null for the single saturation cases. */
-  readonly cpu_interleaved: {
-    readonly rounds: number;
-    readonly seconds_per_run: number;
-    readonly dataplane_us: { readonly json: number; readonly stream: number };
-    readonly bare_proxy_us: { readonly json: number; readonly stream: number };
-  } | null;
+  readonly cpu_interleaved: InterleavedCpu | null;
   readonly stream_cpu_us_per_chunk: { readonly dataplane: number | null; readonly bare_proxy: number | null; readonly chunks_per_response: number | null };
   readonly added_ms: readonly { readonly mode: Mode; readonly rate: number; readonly p50: number; readonly p99: number }[];
   readonly cases: readonly {
@@ -107,7 +102,7 @@ export function summarize(
 ): Summary {
   const sat = { kind: 'saturation', connections } as const;
   const satCpu = (t: TargetName, m: Mode): number => {
-    if (interleaved !== null && t !== 'direct') return (t === 'dataplane' ? interleaved.dataplane : interleaved.bare)[m];
+    if (interleaved !== null && t !== 'direct') return (t === 'dataplane' ? interleaved.dataplane_us : interleaved.bare_proxy_us)[m];
     return find(cases, t, m, sat)?.cpu?.proxyUs ?? Number.NaN;
   };
   const perChunk = (t: TargetName): number | null => {
@@ -147,15 +142,7 @@ export function summarize(
       json: ratio(satCpu('dataplane', 'json'), satCpu('bare-proxy', 'json')),
       stream: ratio(satCpu('dataplane', 'stream'), satCpu('bare-proxy', 'stream')),
     },
-    cpu_interleaved:
-      interleaved === null
-        ? null
-        : {
-            rounds: interleaved.rounds,
-            seconds_per_run: interleaved.secondsPerRun,
-            dataplane_us: { json: round(interleaved.dataplane.json, 1), stream: round(interleaved.dataplane.stream, 1) },
-            bare_proxy_us: { json: round(interleaved.bare.json, 1), stream: round(interleaved.bare.stream, 1) },
-          },
+    cpu_interleaved: interleaved,
     stream_cpu_us_per_chunk: { dataplane: perChunk('dataplane'), bare_proxy: perChunk('bare-proxy'), chunks_per_response: chunksPerResponse },
     added_ms: added,
     cases: cases.map((c) => ({
