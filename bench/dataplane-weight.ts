@@ -13,7 +13,8 @@
  *
  * usage: node bench/dataplane-weight.ts [--variant 'name|root|flags|ENV=v']... [--requests 4000] [--rounds 3]
  *          [--connections 32] [--streams 1000] [--stream-chunks 100] [--chunk-ms 50] [--heap-snapshot]
- *          [--cpu-prof DIR] [--json]
+ *          [--prompt-kib 0] [--cpu-prof DIR] [--json]
+ * (`--prompt-kib N`: the requests of both cases carry a conversation of about N KiB instead of one short question.)
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -47,6 +48,7 @@ const { values } = parseArgs({
     streams: { type: 'string', default: '0' },
     'stream-chunks': { type: 'string', default: '100' },
     'chunk-ms': { type: 'string', default: '50' },
+    'prompt-kib': { type: 'string', default: '0' },
     'heap-snapshot': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
     json: { type: 'boolean', default: false },
@@ -73,6 +75,7 @@ const connections = num(values.connections);
 const streams = num(values.streams);
 const chunks = num(values['stream-chunks']);
 const chunkMs = num(values['chunk-ms']);
+const promptKib = num(values['prompt-kib']);
 const log = (line: string): void => console.error(`[weight] ${line}`);
 
 const dir = mkdtempSync(join(tmpdir(), 'infer-weight-'));
@@ -182,10 +185,27 @@ async function startDataplane(v: Variant, configFile: string, stubUrl: string, e
   return { child, url };
 }
 
+/**
+ * The request's messages: one short question, or (`--prompt-kib N`) a multi-turn conversation of about N KiB, as a
+ * chat client sends its whole history on each turn (accented text and quotes included, as real prompts have).
+ */
+function conversation(kib: number): { role: string; content: string }[] {
+  const messages = [{ role: 'system', content: 'You are a concise assistant.' }];
+  const turn = 'Explain how a "KV cache" speeds up decoding, with one example (café, naïve, 東京). ';
+  let bytes = 0;
+  for (let i = 0; bytes < kib * 1024; i++) {
+    const content = turn.repeat(4);
+    messages.push({ role: i % 2 === 0 ? 'user' : 'assistant', content });
+    bytes += Buffer.byteLength(content) + 32;
+  }
+  messages.push({ role: 'user', content: 'Write a haiku about latency.' });
+  return messages;
+}
+
 function spec(path: string, stream: boolean, bearer: string | null, model: string, maxTokens: number): RequestSpec {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (bearer !== null) headers['authorization'] = `Bearer ${bearer}`;
-  const body = Buffer.from(JSON.stringify({ model, messages: [{ role: 'user', content: 'Write a haiku about latency.' }], max_tokens: maxTokens, stream }));
+  const body = Buffer.from(JSON.stringify({ model, messages: conversation(promptKib), max_tokens: maxTokens, stream }));
   return { path, headers, body, stream, expect: Buffer.from(model) };
 }
 

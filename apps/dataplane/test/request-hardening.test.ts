@@ -116,4 +116,42 @@ describe('exceedsJsonDepth', () => {
     expect(exceedsJsonDepth(JSON.stringify({ s: `\\"${'{'.repeat(1000)}` }))).toBe(false);
     expect(exceedsJsonDepth(`${'{"a":'.repeat(70)}1${'}'.repeat(70)}`)).toBe(true);
   });
+
+  it('agrees with a walk of every character on random bodies (escaped quotes and backslashes, brackets in strings)', () => {
+    // The plain definition: step through each character, skipping the one after a backslash inside a string.
+    const reference = (text: string, max: number): boolean => {
+      let depth = 0;
+      let inString = false;
+      for (let i = 0; i < text.length; i++) {
+        const c = text[i];
+        if (inString) {
+          if (c === '\\') i++;
+          else if (c === '"') inString = false;
+        } else if (c === '"') inString = true;
+        else if (c === '[' || c === '{') {
+          if (++depth > max) return true;
+        } else if (c === ']' || c === '}') depth--;
+      }
+      return false;
+    };
+    let seed = 12;
+    const rand = (n: number): number => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed % n;
+    };
+    const pieces = ['[', ']', '{', '}', '"', '\\', '\\\\', '\\"', 'a', 'é', '東', ',', ':', ' '];
+    let deep = 0;
+    for (let n = 0; n < 3000; n++) {
+      const max = 1 + rand(8);
+      let text = '';
+      const length = rand(120);
+      for (let i = 0; i < length; i++) text += pieces[rand(pieces.length)];
+      const want = reference(text, max);
+      if (want) deep++;
+      expect(exceedsJsonDepth(text, max), text).toBe(want);
+    }
+    // Both outcomes were exercised.
+    expect(deep).toBeGreaterThan(100);
+    expect(deep).toBeLessThan(2900);
+  });
 });

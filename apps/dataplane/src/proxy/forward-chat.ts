@@ -12,6 +12,7 @@ import type { OriginState, UpstreamPools, UpstreamTimeouts } from '../upstream/u
 import type { Router } from '../routing/router.ts';
 import type { RoutingMetrics } from '../routing/routing-metrics.ts';
 import { afterDurable, type UsageSink } from '../usage/usage-reporter.ts';
+import { rawPayload } from './raw-payload.ts';
 import { createUpstreamAttempt } from './upstream-attempt.ts';
 import type { AttemptOutcome } from './upstream-attempt.ts';
 import { firstByteTimeout, isConnectError, isResetBeforeAnswer, runtimeError, transportError } from './upstream-errors.ts';
@@ -30,6 +31,11 @@ export interface ChatCall {
   readonly clientModel: string;
   /** The coerced request body; `model` and `stream_options` are overwritten here. */
   readonly body: Record<string, unknown>;
+  /**
+   * The body's bytes as the client sent them, when `body` is exactly their parse (no coercion): the runtime's request
+   * is spliced from them (raw-payload.ts) rather than serialised again. Absent: `body` is serialised.
+   */
+  readonly bodyBytes?: Buffer | undefined;
   /**
    * Its concurrency-gate slot: ended once the call returned and every runtime request it made has really ended
    * (a timed-out attempt may end later), so the gate never admits more than the replicas are running.
@@ -102,6 +108,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
   const { body, target } = call;
   const { metrics } = deps;
   const stream = body['stream'] === true;
+  const sentModel = body['model']; // before the attempts overwrite it
   const clientOptions = body['stream_options'] as Record<string, unknown> | null | undefined;
   const wantsUsage = stream && clientOptions?.['include_usage'] === true;
   if (stream) body['stream_options'] = { ...clientOptions, include_usage: true }; // always meter streams
@@ -220,7 +227,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
         const run = createUpstreamAttempt({
           pool: state.pool,
           upstream,
-          payload: JSON.stringify(body),
+          payload: (call.bodyBytes !== undefined ? rawPayload(call.bodyBytes, sentModel, upstream.servedModel, stream) : null) ?? JSON.stringify(body),
           requestId: call.requestId,
           timeouts: deps.timeouts,
           stream,

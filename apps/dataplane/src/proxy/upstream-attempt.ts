@@ -48,7 +48,8 @@ export type AttemptOutcome =
 export interface AttemptOptions {
   readonly pool: Pool;
   readonly upstream: ResolvedUpstream;
-  readonly payload: string;
+  /** The request body: JSON text, or its UTF-8 bytes. */
+  readonly payload: string | Buffer;
   readonly requestId: string;
   readonly timeouts: UpstreamTimeouts;
   readonly stream: boolean;

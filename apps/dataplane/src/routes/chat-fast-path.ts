@@ -107,7 +107,8 @@ export function createChatFastPath(opts: ChatFastPathOptions): FastPath {
         bodyFailed(x, Object.assign(new Error('Request body size did not match Content-Length'), { code: 'FST_ERR_CTP_INVALID_CONTENT_LENGTH' }));
         return;
       }
-      const text = chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks, received).toString('utf8');
+      const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received);
+      const text = raw.toString('utf8');
       // Refused before anything is parsed or counted: deep nesting would blow the stack further on.
       if (exceedsJsonDepth(text)) {
         chat.fail(x, tooDeepError());
@@ -115,7 +116,7 @@ export function createChatFastPath(opts: ChatFastPathOptions): FastPath {
       }
       parseJson(text, (parseErr, body) => {
         if (parseErr !== null) bodyFailed(x, parseErr);
-        else void chat.serve(x, key, dedicated, body);
+        else void chat.serve(x, key, dedicated, body, raw);
       });
     };
     req.on('data', onData);

@@ -43,10 +43,11 @@ export interface ChatHandlerDeps extends ForwardDeps {
 
 export interface ChatHandler {
   /**
-   * Serves an authenticated chat request whose body was read (`dedicated`: the URL's tenant and name).
+   * Serves an authenticated chat request whose body was read (`dedicated`: the URL's tenant and name; `bytes`: the
+   * body as received, when the caller has it: the runtime's request is then spliced from them, see raw-payload.ts).
    * Writes the answer, or the error, itself and counts the request once; never rejects.
    */
-  serve(x: ChatExchange, key: ResolvedKey, dedicated: DedicatedParams | null, rawBody: unknown): Promise<void>;
+  serve(x: ChatExchange, key: ResolvedKey, dedicated: DedicatedParams | null, rawBody: unknown, bytes?: Buffer): Promise<void>;
   /** Answers a chat request that failed before `serve` (auth, body), and counts it. */
   fail(x: ChatExchange, err: unknown): void;
 }
@@ -90,10 +91,11 @@ function unknownSharedModel(view: ConfigView, model: string): ApiError {
 /** Optional fields that OpenAI's API (and clients that serialise unset options) send as `null`, meaning "not set". */
 const NULLABLE_OPTIONALS = ['model', 'stream', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'n', 'seed'] as const;
 
-function parseBody(raw: unknown): Record<string, unknown> {
+/** The validated body; `asSent`: it is the parsed JSON unchanged (the hand-written check took it), not a coerced copy. */
+function parseBody(raw: unknown): { body: Record<string, unknown>; asSent: boolean } {
   // Common, well-typed bodies skip zod; everything else gets the schema (and its error messages).
   const fast = fastChatBody(raw);
-  if (fast !== null) return fast;
+  if (fast !== null) return { body: fast, asSent: true };
   if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) {
     const b = raw as Record<string, unknown>;
     // `null` optionals mean unset: drop them (Reflect.deleteProperty: the names are a fixed list).
@@ -101,7 +103,7 @@ function parseBody(raw: unknown): Record<string, unknown> {
   }
   const parsed = chatRequestSchema.safeParse(raw);
   if (!parsed.success) throw validationError(parsed.error);
-  return parsed.data;
+  return { body: parsed.data, asSent: false };
 }
 
 /** The chat routes' logic after auth and body reading: model resolution, limits, forwarding, errors. */
@@ -114,7 +116,7 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
     if (deps.logInfo === true) logRequest(x.log, x.requestId, 'chat', x.mode, '', status, performance.now() - x.startPerf);
   };
 
-  const serve = async (x: ChatExchange, key: ResolvedKey, dedicated: DedicatedParams | null, rawBody: unknown): Promise<void> => {
+  const serve = async (x: ChatExchange, key: ResolvedKey, dedicated: DedicatedParams | null, rawBody: unknown, bytes?: Buffer): Promise<void> => {
     let forwarding = false;
     let held: HeldTicket | null = null;
     try {
@@ -122,8 +124,9 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
       let target: RouteTarget;
       let clientModel: string;
       let body: Record<string, unknown>;
+      let asSent: boolean;
       if (dedicated === null) {
-        body = parseBody(rawBody);
+        ({ body, asSent } = parseBody(rawBody));
         const model = body['model'] as string | undefined;
         if (model === undefined) throw new ApiError('invalid_request', "Missing required parameter: 'model'.", 'model');
         const shared = view.endpointByName.get(model);
@@ -132,7 +135,7 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
         clientModel = model;
       } else {
         target = findDeployment(view, key, dedicated);
-        body = parseBody(rawBody);
+        ({ body, asSent } = parseBody(rawBody));
         clientModel = dedicatedModel(body['model'] as string | undefined, target);
       }
       const usageId = meterId(x.requestId, x.callerId);
@@ -161,6 +164,7 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
           mode: x.mode,
           clientModel,
           body,
+          bodyBytes: asSent ? bytes : undefined,
           admission,
         },
         x.res,

@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import { rawPayload } from './raw-payload.ts';
+
+/** What the runtime must receive: the client's body with the served model and, for a stream, usage forced on. */
+function expected(text: string, served: string, stream: boolean): unknown {
+  const body = JSON.parse(text) as Record<string, unknown>;
+  body['model'] = served;
+  if (stream) body['stream_options'] = { ...(body['stream_options'] as object | undefined), include_usage: true };
+  return body;
+}
+
+function check(text: string, served: string, stream: boolean): Buffer {
+  const raw = Buffer.from(text);
+  const out = rawPayload(raw, (JSON.parse(text) as Record<string, unknown>)['model'], served, stream);
+  expect(out).not.toBeNull();
+  expect(JSON.parse(out!.toString('utf8'))).toEqual(expected(text, served, stream));
+  return out!;
+}
+
+const MESSAGES = '"messages":[{"role":"user","content":"Say \\"model\\": no, and é 日本"}]';
+
+describe('rawPayload', () => {
+  it('replaces the top-level model value, keeping every other byte', () => {
+    const text = `{"model":"public-name",${MESSAGES},"max_tokens":16}`;
+    const out = check(text, 'org/served-7b', false);
+    expect(out.toString('utf8')).toBe(`{"model":"org/served-7b",${MESSAGES},"max_tokens":16}`);
+  });
+
+  it('handles whitespace around the colon, escapes in the old value and names that need escaping', () => {
+    check(`{ \n\t"model" :\r\n "a\\"b\\\\" , ${MESSAGES}}`, 'served "quoted" \\ name', false);
+    check(`{${MESSAGES}, "model": "\\u0070ublic"}`, 'served', true);
+  });
+
+  it('inserts model when the body has none (a dedicated endpoint) and stream_options for a stream', () => {
+    const out = check(`  {${MESSAGES},"stream":true}`, 'served', true);
+    expect(out.toString('utf8')).toBe(`  {"model":"served","stream_options":{"include_usage":true},${MESSAGES},"stream":true}`);
+  });
+
+  it('returns the bytes themselves when nothing changes', () => {
+    const raw = Buffer.from(`{"model":"same",${MESSAGES}}`);
+    expect(rawPayload(raw, 'same', 'same', false)).toBe(raw);
+    check(`{"model":"same",${MESSAGES},"stream":true}`, 'same', true);
+  });
+
+  it('a nested model key does not matter when the body has no model of its own', () => {
+    check(`{${MESSAGES},"tools":[{"type":"function","function":{"name":"f","parameters":{"properties":{"model":{"type":"string"}}}}}]}`, 'served', false);
+  });
+
+  it('gives up (the caller serialises the parsed body) whenever the edit is not certain', () => {
+    const tools = `"tools":[{"type":"function","function":{"name":"f","parameters":{"properties":{"model":{"type":"string"}}}}}]`;
+    // "model" twice: which one is top-level is not known without parsing.
+    expect(rawPayload(Buffer.from(`{"model":"m",${MESSAGES},${tools}}`), 'm', 'served', false)).toBeNull();
+    expect(rawPayload(Buffer.from(`{"model":"a","model":"m",${MESSAGES}}`), 'm', 'served', false)).toBeNull();
+    // The client's own stream_options on a stream: merged by the parsed path.
+    expect(rawPayload(Buffer.from(`{"model":"m",${MESSAGES},"stream":true,"stream_options":{"include_usage":false}}`), 'm', 'served', true)).toBeNull();
+    // Not UTF-8: the parsed body holds U+FFFD where these bytes are, and that is what the runtime must get.
+    const bad = Buffer.concat([Buffer.from(`{"model":"m","messages":[{"role":"user","content":"`), Buffer.from([0xff, 0xfe]), Buffer.from('"}]}')]);
+    expect(rawPayload(bad, 'm', 'served', false)).toBeNull();
+    // A byte-order mark or anything but an object first.
+    expect(rawPayload(Buffer.from(`\ufeff{"model":"m",${MESSAGES}}`), 'm', 'served', false)).toBeNull();
+    // A model that is not a string never reaches here from the check, and is refused if it did.
+    expect(rawPayload(Buffer.from(`{"model":5,${MESSAGES}}`), 5, 'served', false)).toBeNull();
+    // A cut body.
+    expect(rawPayload(Buffer.from('{"model":"m'), 'm', 'served', false)).toBeNull();
+  });
+});
