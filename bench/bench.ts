@@ -7,7 +7,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
-import { runClosedLoop, runCount, runOpenLoop, type CaseStats, type RequestSpec } from './load.ts';
+import { chatMessages, runClosedLoop, runCount, runOpenLoop, type CaseStats, type RequestSpec } from './load.ts';
 import { cpuMs, killChildren, rssKiB, type Child } from './processes.ts';
 import { renderMarkdown, summarize, type CaseCpu, type InterleavedCpu, type CaseResult, type Mode, type SoakResult, type TargetName } from './report.ts';
 import { startStack, BENCH_MODEL } from './stack.ts';
@@ -29,11 +29,14 @@ interface Options {
   readonly chunkMs: number;
   /** Interleaved rounds of data plane and bare relay at saturation for the CPU ratio (0: the single cases). */
   readonly cpuRounds: number;
+  /** Requests carry a conversation of about this many KiB (0: one short user message). */
+  readonly promptKib: number;
 }
 
 const USAGE = `usage: pnpm bench [--duration 5] [--rates 500,2000] [--connections 64] [--json]
                   [--upstream URL --model NAME [--upstream-key KEY]] [--soak N] [--cpu-prof DIR]
-                  [--streams 1000 (0: skip) --stream-chunks 100 --chunk-ms 50] [--cpu-rounds 3 (0: single cases)]`;
+                  [--streams 1000 (0: skip) --stream-chunks 100 --chunk-ms 50] [--cpu-rounds 3 (0: single cases)]
+                  [--prompt-kib 0 (N: each request carries a conversation of about N KiB)]`;
 
 function parseOptions(argv: readonly string[]): Options {
   const { values } = parseArgs({
@@ -52,6 +55,7 @@ function parseOptions(argv: readonly string[]): Options {
       'stream-chunks': { type: 'string', default: '100' },
       'chunk-ms': { type: 'string', default: '50' },
       'cpu-rounds': { type: 'string', default: '3' },
+      'prompt-kib': { type: 'string', default: '0' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -86,11 +90,12 @@ function parseOptions(argv: readonly string[]): Options {
     streamChunks: positive('stream-chunks', values['stream-chunks'], true),
     chunkMs: positive('chunk-ms', values['chunk-ms'], false, true),
     cpuRounds: positive('cpu-rounds', values['cpu-rounds'], true, true),
+    promptKib: positive('prompt-kib', values['prompt-kib'], true, true),
   });
 }
 
-function requestSpec(path: string, model: string, expect: string, stream: boolean, bearer: string | null): RequestSpec {
-  const body = Buffer.from(JSON.stringify({ model, messages: [{ role: 'user', content: 'Write a haiku about latency.' }], max_tokens: 16, stream }));
+function requestSpec(path: string, model: string, expect: string, stream: boolean, bearer: string | null, promptKib: number): RequestSpec {
+  const body = Buffer.from(JSON.stringify({ model, messages: chatMessages(promptKib), max_tokens: 16, stream }));
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (bearer) headers['authorization'] = `Bearer ${bearer}`;
   return Object.freeze({ path, headers: Object.freeze(headers), body, stream, expect: Buffer.from(expect) });
@@ -130,18 +135,18 @@ async function main(): Promise<void> {
   };
   const specs: Record<TargetName, Record<Mode, RequestSpec>> = {
     direct: {
-      json: requestSpec('/v1/chat/completions', opts.model, opts.model, false, opts.upstreamKey),
-      stream: requestSpec('/v1/chat/completions', opts.model, opts.model, true, opts.upstreamKey),
+      json: requestSpec('/v1/chat/completions', opts.model, opts.model, false, opts.upstreamKey, opts.promptKib),
+      stream: requestSpec('/v1/chat/completions', opts.model, opts.model, true, opts.upstreamKey, opts.promptKib),
     },
     // The data plane must rewrite the served model name back to the catalog name: checked on every response.
     dataplane: {
-      json: requestSpec('/endpoints/v1/chat/completions', BENCH_MODEL, BENCH_MODEL, false, stack.apiKey),
-      stream: requestSpec('/endpoints/v1/chat/completions', BENCH_MODEL, BENCH_MODEL, true, stack.apiKey),
+      json: requestSpec('/endpoints/v1/chat/completions', BENCH_MODEL, BENCH_MODEL, false, stack.apiKey, opts.promptKib),
+      stream: requestSpec('/endpoints/v1/chat/completions', BENCH_MODEL, BENCH_MODEL, true, stack.apiKey, opts.promptKib),
     },
     // The reference floor relays the runtime's bytes as they are (served name, upstream key passed on).
     'bare-proxy': {
-      json: requestSpec('/v1/chat/completions', opts.model, opts.model, false, opts.upstreamKey),
-      stream: requestSpec('/v1/chat/completions', opts.model, opts.model, true, opts.upstreamKey),
+      json: requestSpec('/v1/chat/completions', opts.model, opts.model, false, opts.upstreamKey, opts.promptKib),
+      stream: requestSpec('/v1/chat/completions', opts.model, opts.model, true, opts.upstreamKey, opts.promptKib),
     },
   };
 
@@ -236,7 +241,7 @@ async function main(): Promise<void> {
   const upstreamLine = opts.upstream
     ? `upstream ${opts.upstream} (model ${opts.model})`
     : 'upstream: runtime-sim, ttft 0, itl 0 (simulated responses; with no token delay a stream arrives at once, so TTFB is close to the full-stream time)';
-  const optionLine = `duration ${opts.durationS}s per case, rates ${opts.rates.join(',') || 'none'} req/s (open loop, latency from the scheduled send time), saturation ${opts.connections} connections (closed loop), body: one user message, max_tokens 16`;
+  const optionLine = `duration ${opts.durationS}s per case, rates ${opts.rates.join(',') || 'none'} req/s (open loop, latency from the scheduled send time), saturation ${opts.connections} connections (closed loop), body: ${opts.promptKib > 0 ? `a conversation of about ${opts.promptKib} KiB (${chatMessages(opts.promptKib).length} messages)` : 'one user message'}, max_tokens 16`;
   const md = [
     '# Data-plane benchmark',
     '',

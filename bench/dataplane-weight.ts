@@ -24,7 +24,7 @@ import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { configSnapshotSchema, generateSecret, hashSecret, secretDisplayPrefix, SECRET_PREFIX } from '@infer/shared';
-import { runCount, Samples, type RequestSpec } from './load.ts';
+import { chatMessages, runCount, Samples, type RequestSpec } from './load.ts';
 import { cpuMs, freePort, rssKiB, startNode, waitReady, type Child } from './processes.ts';
 
 const here = (rel: string): string => fileURLToPath(new URL(`../${rel}`, import.meta.url));
@@ -185,27 +185,10 @@ async function startDataplane(v: Variant, configFile: string, stubUrl: string, e
   return { child, url };
 }
 
-/**
- * The request's messages: one short question, or (`--prompt-kib N`) a multi-turn conversation of about N KiB, as a
- * chat client sends its whole history on each turn (accented text and quotes included, as real prompts have).
- */
-function conversation(kib: number): { role: string; content: string }[] {
-  const messages = [{ role: 'system', content: 'You are a concise assistant.' }];
-  const turn = 'Explain how a "KV cache" speeds up decoding, with one example (café, naïve, 東京). ';
-  let bytes = 0;
-  for (let i = 0; bytes < kib * 1024; i++) {
-    const content = turn.repeat(4);
-    messages.push({ role: i % 2 === 0 ? 'user' : 'assistant', content });
-    bytes += Buffer.byteLength(content) + 32;
-  }
-  messages.push({ role: 'user', content: 'Write a haiku about latency.' });
-  return messages;
-}
-
 function spec(path: string, stream: boolean, bearer: string | null, model: string, maxTokens: number): RequestSpec {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (bearer !== null) headers['authorization'] = `Bearer ${bearer}`;
-  const body = Buffer.from(JSON.stringify({ model, messages: conversation(promptKib), max_tokens: maxTokens, stream }));
+  const body = Buffer.from(JSON.stringify({ model, messages: chatMessages(promptKib), max_tokens: maxTokens, stream }));
   return { path, headers, body, stream, expect: Buffer.from(model) };
 }
 

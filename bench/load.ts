@@ -2,6 +2,24 @@ import { performance } from 'node:perf_hooks';
 import type { Dispatcher, Pool } from 'undici';
 
 /** One kind of request the generator sends again and again (built once, reused by every send). */
+/**
+ * A bench request's messages: one short question, or (`promptKib` > 0) a multi-turn conversation of about that many
+ * KiB, as a chat client sends its whole history on each turn (accented text, CJK and quotes, as real prompts have).
+ */
+export function chatMessages(promptKib: number): { role: string; content: string }[] {
+  const question = { role: 'user', content: 'Write a haiku about latency.' };
+  if (promptKib <= 0) return [question];
+  const messages = [{ role: 'system', content: 'You are a concise assistant.' }];
+  const turn = 'Explain how a "KV cache" speeds up decoding, with one example (café, naïve, 東京). ';
+  for (let bytes = 0, i = 0; bytes < promptKib * 1024; i++) {
+    const content = turn.repeat(4);
+    messages.push({ role: i % 2 === 0 ? 'user' : 'assistant', content });
+    bytes += Buffer.byteLength(content) + 32;
+  }
+  messages.push(question);
+  return messages;
+}
+
 export interface RequestSpec {
   readonly path: string;
   readonly headers: Readonly<Record<string, string>>;
