@@ -76,6 +76,8 @@ describe('server.ts', () => {
         CONTROL_PLANE_URL: usage.url,
         NODE_TOKEN: 'node-token',
         USAGE_FLUSH_MS: '600000',
+        // Its own spool: the default (.data/dataplane-usage-<PORT>) may hold records an earlier run left, replayed at start.
+        USAGE_SPOOL_DIR: join(dir, 'spool'),
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -12,6 +12,7 @@ import type { OriginState, UpstreamPools, UpstreamTimeouts } from '../upstream/u
 import type { Router } from '../routing/router.ts';
 import type { RoutingMetrics } from '../routing/routing-metrics.ts';
 import { afterDurable, type UsageSink } from '../usage/usage-reporter.ts';
+import type { ChatBody } from './chat-body.ts';
 import { rawPayload } from './raw-payload.ts';
 import { createUpstreamAttempt } from './upstream-attempt.ts';
 import type { AttemptOutcome } from './upstream-attempt.ts';
@@ -29,13 +30,8 @@ export interface ChatCall {
   readonly mode: 'shared' | 'dedicated';
   /** The name written back into responses: what the client sent, or the catalog Name. */
   readonly clientModel: string;
-  /** The coerced request body; `model` and `stream_options` are overwritten here. */
-  readonly body: Record<string, unknown>;
-  /**
-   * The body's bytes as the client sent them, when `body` is exactly their parse (no coercion): the runtime's request
-   * is spliced from them (raw-payload.ts) rather than serialised again. Absent: `body` is serialised.
-   */
-  readonly bodyBytes?: Buffer | undefined;
+  /** The request body (the parsed form is dropped once the runtime has it, where its bytes can stand for it). */
+  readonly input: ChatBody;
   /**
    * Its concurrency-gate slot: ended once the call returned and every runtime request it made has really ended
    * (a timed-out attempt may end later), so the gate never admits more than the replicas are running.
@@ -105,13 +101,22 @@ function retryable(o: AttemptOutcome): boolean {
  * ApiError it throws is for the caller to send (already counted).
  */
 export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: ServerResponse, log: FastifyBaseLogger): Promise<void> {
-  const { body, target } = call;
+  const { input, target } = call;
   const { metrics } = deps;
-  const stream = body['stream'] === true;
-  const sentModel = body['model']; // before the attempts overwrite it
-  const clientOptions = body['stream_options'] as Record<string, unknown> | null | undefined;
+  // (No local holds the parsed body: a suspended async function keeps its locals, and it may be released below.)
+  const stream = input.value['stream'] === true;
+  const sentModel = input.value['model'];
+  const clientOptions = input.value['stream_options'] as Record<string, unknown> | null | undefined;
   const wantsUsage = stream && clientOptions?.['include_usage'] === true;
-  if (stream) body['stream_options'] = { ...clientOptions, include_usage: true }; // always meter streams
+  /** The replica's served name, once one was picked. */
+  let served: string | null = null;
+  /** The body as the runtime gets it: the served model, and usage always on for a stream (streams are always metered). */
+  const prepared = (): Record<string, unknown> => {
+    const b = input.value;
+    if (served !== null) b['model'] = served;
+    if (stream) b['stream_options'] = { ...clientOptions, include_usage: true };
+    return b;
+  };
 
   let ttftMs: number | null = null;
   let recorded = false;
@@ -122,7 +127,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
    */
   const record = (status: number, usage: ChatUsage | null, completionEstimate: number, prefilled = false): void => {
     recorded = true;
-    const promptTokens = usage?.prompt_tokens ?? (status < 400 || completionEstimate > 0 || prefilled ? countPromptTokens(body) : 0);
+    const promptTokens = usage?.prompt_tokens ?? (status < 400 || completionEstimate > 0 || prefilled ? countPromptTokens(prepared()) : 0);
     const completionTokens = usage?.completion_tokens ?? completionEstimate;
     const latencyMs = performance.now() - call.startPerf;
     deps.usage.record({
@@ -197,7 +202,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       }
     }
     for (let attempt = 0; attempt < maxAttempts; attempt++) {
-      const picked = deps.router !== undefined ? deps.router.pick(target, tried, body, log, cap) : null;
+      const picked = deps.router !== undefined ? deps.router.pick(target, tried, input.value, log, cap) : null;
       const upstream: ResolvedUpstream | null = deps.router !== undefined ? (picked?.upstream ?? null) : deps.pools.pick(target.upstreams, tried, cap);
       if (upstream === null) {
         // Every replica left untried is full (a retry, a replica that left or was ejected while its requests
@@ -211,7 +216,8 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
         continue;
       }
       const state: OriginState = deps.pools.get(upstream.origin);
-      if (body['model'] !== upstream.servedModel) body['model'] = upstream.servedModel;
+      served = upstream.servedModel;
+      const spliced = input.bytes !== undefined ? rawPayload(input.bytes, sentModel, served, stream) : null;
       // One request per connection (no pipelining): beyond the pool's cap it waits for a socket.
       if (++state.inFlight > state.connections) deps.routingMetrics?.connectionWait(upstream.id);
       open++;
@@ -227,7 +233,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
         const run = createUpstreamAttempt({
           pool: state.pool,
           upstream,
-          payload: (call.bodyBytes !== undefined ? rawPayload(call.bodyBytes, sentModel, upstream.servedModel, stream) : null) ?? JSON.stringify(body),
+          payload: spliced ?? JSON.stringify(prepared()),
           requestId: call.requestId,
           timeouts: deps.timeouts,
           stream,
@@ -246,6 +252,8 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
           onStreamError: deps.onStreamError,
         });
         current = run;
+        // The runtime has the request (undici holds its bytes): the parsed body need not wait with it.
+        if (spliced !== null) input.release();
         if (clientGone) run.abort();
         outcome = await run.done;
       } finally {

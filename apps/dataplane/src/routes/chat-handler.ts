@@ -8,6 +8,7 @@ import { sendError } from '../error-handler.ts';
 import type { Admission, Limits } from '../limits/limits.ts';
 import { logRequest } from '../logging.ts';
 import { fastChatBody } from '../proxy/fast-chat-body.ts';
+import { ChatBody } from '../proxy/chat-body.ts';
 import { forwardChat } from '../proxy/forward-chat.ts';
 import { meterId } from '../request-id.ts';
 import type { HeldTicket, ScaleHolds } from '../scale/scale-holds.ts';
@@ -91,11 +92,11 @@ function unknownSharedModel(view: ConfigView, model: string): ApiError {
 /** Optional fields that OpenAI's API (and clients that serialise unset options) send as `null`, meaning "not set". */
 const NULLABLE_OPTIONALS = ['model', 'stream', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'n', 'seed'] as const;
 
-/** The validated body; `asSent`: it is the parsed JSON unchanged (the hand-written check took it), not a coerced copy. */
-function parseBody(raw: unknown): { body: Record<string, unknown>; asSent: boolean } {
+/** The validated body, with its bytes when it is their parse unchanged (the hand-written check took it, no coercion). */
+function parseBody(raw: unknown, bytes: Buffer | undefined): ChatBody {
   // Common, well-typed bodies skip zod; everything else gets the schema (and its error messages).
   const fast = fastChatBody(raw);
-  if (fast !== null) return { body: fast, asSent: true };
+  if (fast !== null) return new ChatBody(fast, bytes);
   if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) {
     const b = raw as Record<string, unknown>;
     // `null` optionals mean unset: drop them (Reflect.deleteProperty: the names are a fixed list).
@@ -103,7 +104,7 @@ function parseBody(raw: unknown): { body: Record<string, unknown>; asSent: boole
   }
   const parsed = chatRequestSchema.safeParse(raw);
   if (!parsed.success) throw validationError(parsed.error);
-  return { body: parsed.data, asSent: false };
+  return new ChatBody(parsed.data, undefined);
 }
 
 /** The chat routes' logic after auth and body reading: model resolution, limits, forwarding, errors. */
@@ -123,11 +124,11 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
       const view = store.view!; // auth passed, so a snapshot is loaded (and never unloaded)
       let target: RouteTarget;
       let clientModel: string;
-      let body: Record<string, unknown>;
-      let asSent: boolean;
+      // Held only through `input` from here: the forwarder may drop the parsed form while the runtime works.
+      let input: ChatBody;
       if (dedicated === null) {
-        ({ body, asSent } = parseBody(rawBody));
-        const model = body['model'] as string | undefined;
+        input = parseBody(rawBody, bytes);
+        const model = input.value['model'] as string | undefined;
         if (model === undefined) throw new ApiError('invalid_request', "Missing required parameter: 'model'.", 'model');
         const shared = view.endpointByName.get(model);
         if (shared === undefined) throw unknownSharedModel(view, model);
@@ -135,16 +136,17 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
         clientModel = model;
       } else {
         target = findDeployment(view, key, dedicated);
-        ({ body, asSent } = parseBody(rawBody));
-        clientModel = dedicatedModel(body['model'] as string | undefined, target);
+        input = parseBody(rawBody, bytes);
+        clientModel = dedicatedModel(input.value['model'] as string | undefined, target);
       }
+      rawBody = null; // (a suspended async function keeps its parameters)
       const usageId = meterId(x.requestId, x.callerId);
       // Serverless (src/scale): no ready replica yet, or earlier requests still held: wait in arrival order.
-      held = deps.scale?.hold(x.res, target, usageId, body) ?? null;
+      held = deps.scale?.hold(x.res, target, usageId, input.value) ?? null;
       if (held !== null) target = await held.target;
       if (!target.ready) throw new ApiError('no_healthy_upstream', NO_REPLICA);
       // Context length, RPM/TPM reservation, replica slot (src/limits); the slot frees when the answer ends.
-      const admitted = limits.admit(usageId, key, target, body, x.res);
+      const admitted = limits.admit(usageId, key, target, input.value, x.res);
       const waited = admitted instanceof Promise;
       const admission: Admission = waited ? await admitted : admitted;
       // A request that waited for its slot is routed among the deployment's replicas of now (src/scale).
@@ -163,8 +165,7 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
           target,
           mode: x.mode,
           clientModel,
-          body,
-          bodyBytes: asSent ? bytes : undefined,
+          input,
           admission,
         },
         x.res,
