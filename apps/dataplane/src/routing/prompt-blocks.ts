@@ -23,32 +23,56 @@ function textOf(content: unknown): string {
  */
 export function promptBlocks(body: Record<string, unknown>, seed: number, blockChars = PROMPT_BLOCK_CHARS, maxBlocks = MAX_PROMPT_BLOCKS): number[] {
   const messages = body['messages'];
-  const out: number[] = [];
-  if (!Array.isArray(messages)) return out;
-  let a = (0x811c9dc5 ^ seed) >>> 0;
-  let b = (0x9747b28c ^ Math.imul(seed, 0x5bd1e995)) >>> 0;
-  let filled = 0;
-  const feed = (c: number): boolean => {
-    a = Math.imul(a ^ c, 0x01000193);
-    b = Math.imul(b ^ c, 0x5bd1e995);
-    b ^= b >>> 13;
-    if (++filled === blockChars) {
-      filled = 0;
-      out.push((a >>> 0) * 0x100000 + ((b >>> 0) & 0xfffff));
-      if (out.length >= maxBlocks) return false;
-    }
-    return true;
-  };
+  const h = new BlockHasher(seed, blockChars, maxBlocks);
+  if (!Array.isArray(messages)) return h.out;
   for (const m of messages) {
     if (m === null || typeof m !== 'object') continue;
-    const role = String((m as { role?: unknown }).role);
-    const text = textOf((m as { content?: unknown }).content);
-    for (let i = 0; i < role.length; i++) if (!feed(role.charCodeAt(i))) return out;
-    if (!feed(0)) return out;
-    for (let i = 0; i < text.length; i++) if (!feed(text.charCodeAt(i))) return out;
-    if (!feed(1)) return out;
+    // Each message: its role, a 0, its text, a 1.
+    if (!h.feed(String((m as { role?: unknown }).role), 0) || !h.feed(textOf((m as { content?: unknown }).content), 1)) break;
   }
-  return out;
+  return h.out;
+}
+
+/**
+ * The two hash lanes over a stream of characters, cut every `blockChars`. The per-character loop runs on locals
+ * (a closure called per character, its state in a context, cost about 11 ns a character: 80 µs for an 8 KiB
+ * conversation on every request to a target of several replicas).
+ */
+class BlockHasher {
+  readonly out: number[] = [];
+  private a: number;
+  private b: number;
+  private filled = 0;
+  private readonly blockChars: number;
+  private readonly maxBlocks: number;
+
+  constructor(seed: number, blockChars: number, maxBlocks: number) {
+    this.a = (0x811c9dc5 ^ seed) >>> 0;
+    this.b = (0x9747b28c ^ Math.imul(seed, 0x5bd1e995)) >>> 0;
+    this.blockChars = blockChars;
+    this.maxBlocks = maxBlocks;
+  }
+
+  /** Feeds the characters of `text`, then the code `end`; false once `maxBlocks` blocks are out. */
+  feed(text: string, end: number): boolean {
+    let { a, b, filled } = this;
+    const { blockChars, maxBlocks, out } = this;
+    for (let i = 0; i <= text.length; i++) {
+      const c = i < text.length ? text.charCodeAt(i) : end;
+      a = Math.imul(a ^ c, 0x01000193);
+      b = Math.imul(b ^ c, 0x5bd1e995);
+      b ^= b >>> 13;
+      if (++filled === blockChars) {
+        filled = 0;
+        out.push((a >>> 0) * 0x100000 + ((b >>> 0) & 0xfffff));
+        if (out.length >= maxBlocks) return false;
+      }
+    }
+    this.a = a;
+    this.b = b;
+    this.filled = filled;
+    return true;
+  }
 }
 
 /** A small stable hash of a target id (the seed of its prompt blocks). */
