@@ -25,6 +25,42 @@ describe('prompt blocks', () => {
     const c = promptBlocks(body(`x${sys.slice(1)}`, 'first question'), 1, 128);
     expect(c.some((h, i) => h === a[i])).toBe(false);
   });
+  it('hashes the stream of role, 0, text, 1 per message in pairs of characters, whatever the lengths', () => {
+    // The definition, on the whole stream at once.
+    const reference = (messages: { role: string; content: string }[], seed: number, blockChars: number): number[] => {
+      const stream: number[] = [];
+      for (const m of messages) {
+        for (const ch of m.role) stream.push(ch.charCodeAt(0));
+        stream.push(0);
+        for (let i = 0; i < m.content.length; i++) stream.push(m.content.charCodeAt(i));
+        stream.push(1);
+      }
+      let a = (0x811c9dc5 ^ seed) >>> 0;
+      let b = (0x9747b28c ^ Math.imul(seed, 0x5bd1e995)) >>> 0;
+      const out: number[] = [];
+      for (let i = 0; i + 1 < stream.length; i += 2) {
+        const c = stream[i]! | (stream[i + 1]! << 16);
+        a = Math.imul(a ^ c, 0x01000193);
+        b = Math.imul(b ^ c, 0x5bd1e995);
+        b ^= b >>> 13;
+        if ((i + 2) % blockChars === 0) out.push((a >>> 0) * 0x100000 + ((b >>> 0) & 0xfffff));
+      }
+      return out;
+    };
+    const texts = ['', 'a', 'bc', 'déf', '東京の', 'x'.repeat(127), 'y'.repeat(128), 'z'.repeat(129)];
+    for (const blockChars of [2, 8, 16]) {
+      for (const first of texts) {
+        for (const second of texts) {
+          const messages = [
+            { role: 'system', content: first },
+            { role: 'user', content: second },
+            { role: 'tool', content: `${first}${second}` },
+          ];
+          expect(promptBlocks({ messages }, 7, blockChars)).toEqual(reference(messages, 7, blockChars));
+        }
+      }
+    }
+  });
   it('is bounded', () => {
     expect(promptBlocks(body('z'.repeat(1_000_000), ''), 1, 128, 512)).toHaveLength(512);
   });
