@@ -21,8 +21,7 @@ export function exceedsJsonDepth(text: string, max: number = MAX_JSON_DEPTH): bo
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === QUOTE) {
-      let end = text.indexOf('"', i + 1);
-      while (end > 0 && escaped(text, end)) end = text.indexOf('"', end + 1);
+      const end = closingQuote(text, i);
       if (end < 0) return false; // an unterminated string: the parser refuses the body
       i = end;
     } else if (c === 0x5b || c === 0x7b) {
@@ -40,6 +39,16 @@ function hasMoreThan(text: string, max: number): boolean {
   for (let i = text.indexOf('{'); i >= 0; i = text.indexOf('{', i + 1)) if (++count > max) return true;
   for (let i = text.indexOf('['); i >= 0; i = text.indexOf('[', i + 1)) if (++count > max) return true;
   return false;
+}
+
+/**
+ * The index of the quote that closes the JSON string opened at `open` (a quote preceded by an even run of
+ * backslashes), found with `indexOf`; -1 when the string is never closed.
+ */
+export function closingQuote(text: string, open: number): number {
+  let end = text.indexOf('"', open + 1);
+  while (end > 0 && escaped(text, end)) end = text.indexOf('"', end + 1);
+  return end;
 }
 
 /** True when the quote at `at` is escaped: an odd run of backslashes before it. */

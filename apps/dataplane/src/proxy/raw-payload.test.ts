@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { rawPayload } from './raw-payload.ts';
+import { numbersCanonical, rawPayload } from './raw-payload.ts';
 
 /** What the runtime must receive: the client's body with the served model and, for a stream, usage forced on. */
 function expected(text: string, served: string, stream: boolean): unknown {
@@ -62,5 +62,19 @@ describe('rawPayload', () => {
     expect(rawPayload(Buffer.from(`{"model":5,${MESSAGES}}`), 5, 'served', false)).toBeNull();
     // A cut body.
     expect(rawPayload(Buffer.from('{"model":"m'), 'm', 'served', false)).toBeNull();
+  });
+});
+
+describe('numbersCanonical', () => {
+  it('refuses integers written with a fraction or an exponent (serialising again writes them otherwise), nothing else', () => {
+    expect(numbersCanonical('{"max_tokens":16,"temperature":0.7,"top_p":1,"seed":-3,"x":1.5e-3}')).toBe(true);
+    expect(numbersCanonical('{"max_tokens":16.0}')).toBe(false);
+    expect(numbersCanonical('{"max_tokens": 1e2}')).toBe(false);
+    expect(numbersCanonical('{"n":[1,2,1.5E1]}')).toBe(false);
+    expect(numbersCanonical('{"temperature":1.0}')).toBe(false);
+    // Inside strings, escaped quotes included, digits are text.
+    expect(numbersCanonical('{"content":"16.0 \\"1e2\\" 3.0","max_tokens":16}')).toBe(true);
+    expect(numbersCanonical('{"content":"ends with a backslash \\\\","n":2.0}')).toBe(false);
+    expect(numbersCanonical('{"ok":true,"no":false,"nothing":null}')).toBe(true);
   });
 });

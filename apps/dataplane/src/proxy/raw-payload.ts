@@ -1,4 +1,5 @@
 import { isUtf8 } from 'node:buffer';
+import { closingQuote } from './json-depth.ts';
 
 /**
  * The runtime's request body made from the client's own bytes, with only the edits the data plane makes spliced
@@ -15,7 +16,9 @@ import { isUtf8 } from 'node:buffer';
  * is always escaped), so when there is one and the body has a string `model`, it is the top-level key.
  *
  * The caller passes only bodies that the hand-written check (fast-chat-body.ts) took as they are: the parsed body
- * is then exactly what these bytes say.
+ * is then exactly what these bytes say. And only bodies whose numbers are written as serialising them again would
+ * write them (`numbersCanonical`): a runtime with a strict parser (TGI, Ollama) refuses `"max_tokens": 16.0`, which
+ * the parsed path sends as `16`.
  */
 export function rawPayload(raw: Buffer, clientModel: unknown, servedModel: string, stream: boolean): Buffer | null {
   let open = 0;
@@ -87,3 +90,40 @@ function splice(raw: Buffer, at: number, insert: string, from: number, to: numbe
   raw.copy(out, pos, to);
   return out;
 }
+
+/**
+ * False when a number outside the body's strings has an integer value but a fraction or exponent part (`16.0`,
+ * `1e2`): `JSON.stringify` writes those as integers, the client's bytes would not. Strings are jumped over with
+ * `indexOf`, so the walk costs the few characters between them.
+ */
+export function numbersCanonical(text: string): boolean {
+  const n = text.length;
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) {
+      const end = closingQuote(text, i);
+      if (end < 0) return true; // an unterminated string: the parser refused the body already
+      i = end;
+    } else if (c === MINUS || (c >= DIGIT_0 && c <= DIGIT_9)) {
+      let j = i + 1;
+      let plain = true;
+      for (; j < n; j++) {
+        const d = text.charCodeAt(j);
+        if (d >= DIGIT_0 && d <= DIGIT_9) continue;
+        if (d === DOT || d === LOWER_E || d === UPPER_E || d === PLUS || d === MINUS) plain = false;
+        else break;
+      }
+      if (!plain && Number.isInteger(Number(text.slice(i, j)))) return false;
+      i = j - 1;
+    }
+  }
+  return true;
+}
+
+const MINUS = 0x2d;
+const PLUS = 0x2b;
+const DOT = 0x2e;
+const DIGIT_0 = 0x30;
+const DIGIT_9 = 0x39;
+const LOWER_E = 0x65;
+const UPPER_E = 0x45;

@@ -1,0 +1,83 @@
+// The runtime's request is spliced from the client's bytes (src/proxy/raw-payload.ts): what the runtime receives must be
+// what it received when the parsed body was serialised again.
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NAME, SECRET_A, SERVED, deadUrl, makeSnapshot, memorySink, post, startDataplane } from './helpers.ts';
+import type { StartedApp } from './helpers.ts';
+
+describe('the request a runtime receives', () => {
+  let upstream: Server;
+  let dp: StartedApp;
+  const received: { raw: string; contentType: string | undefined }[] = [];
+
+  beforeAll(async () => {
+    // A runtime that keeps what it was sent and answers a minimal chat completion.
+    upstream = createServer((req: IncomingMessage, res: ServerResponse) => {
+      if (req.method !== 'POST') {
+        res.writeHead(404).end(); // metrics scrapes and health probes: nothing to record
+        return;
+      }
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        received.push({ raw: Buffer.concat(chunks).toString('utf8'), contentType: req.headers['content-type'] });
+        const body = JSON.stringify({
+          id: 'chatcmpl-raw',
+          object: 'chat.completion',
+          created: 1,
+          model: SERVED,
+          choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+          usage: { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6 },
+        });
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body);
+      });
+    });
+    upstream.listen(0, '127.0.0.1');
+    await once(upstream, 'listening');
+    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    dp = await startDataplane(makeSnapshot({ sim: url, faulty: url, dead: await deadUrl() }), memorySink());
+  });
+  afterAll(async () => {
+    await dp.app.close();
+    upstream.close();
+  });
+
+  const sendRaw = async (text: string, headers: Record<string, string> = {}): Promise<{ raw: string; contentType: string | undefined }> => {
+    const before = received.length;
+    const res = await post(`${dp.url}/endpoints/v1/chat/completions`, text, undefined, headers);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { model: string }).model).toBe(NAME);
+    expect(received.length).toBe(before + 1);
+    return received[before]!;
+  };
+
+  it('carries the client bytes with only model changed: their spacing and escapes too', async () => {
+    // Serialising the parsed body again would drop the spaces and write \u00e9 as é.
+    const messages = '[ {"role": "user", "content": "Keep \\"model\\": as written, \\u00e9 é 東京"} ]';
+    const got = await sendRaw(`{ "model": "${NAME}", "messages": ${messages}, "max_tokens": 16, "temperature": 0.7 }`);
+    expect(got.raw).toBe(`{ "model": "${SERVED}", "messages": ${messages}, "max_tokens": 16, "temperature": 0.7 }`);
+    expect(got.contentType).toBe('application/json');
+  });
+
+  it('sends what serialising the parsed body sends whenever the bytes would differ from it', async () => {
+    // An integer written as a float: runtimes with strict parsers (TGI, Ollama) refuse 16.0 for an integer field.
+    const asFloat = await sendRaw(`{"model":"${NAME}","messages":[{"role":"user","content":"hi"}],"max_tokens":16.0}`);
+    expect(asFloat.raw).toBe(JSON.stringify({ model: SERVED, messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 }));
+    // "model" twice (a tool schema's property): parsed and serialised.
+    const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { model: { type: 'string' } } } } }];
+    const withTools = await sendRaw(JSON.stringify({ model: NAME, messages: [{ role: 'user', content: 'hi' }], tools }));
+    expect(JSON.parse(withTools.raw)).toEqual({ model: SERVED, messages: [{ role: 'user', content: 'hi' }], tools });
+    // Bytes that are not UTF-8: the runtime gets the replacement character the parsed body holds.
+    const badUtf8 = Buffer.concat([Buffer.from(`{"model":"${NAME}","messages":[{"role":"user","content":"a`), Buffer.from([0xff]), Buffer.from('b"}]}')]);
+    const before = received.length;
+    const res = await fetch(`${dp.url}/endpoints/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET_A}` },
+      body: new Uint8Array(badUtf8),
+    });
+    expect(res.status).toBe(200);
+    expect(JSON.parse(received[before]!.raw)).toMatchObject({ messages: [{ role: 'user', content: 'a\ufffdb' }] });
+  });
+});
