@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { numbersCanonical, rawPayload } from './raw-payload.ts';
+import { integersAsWritten, rawPayload } from './raw-payload.ts';
 
 /** What the runtime must receive: the client's body with the served model and, for a stream, usage forced on. */
 function expected(text: string, served: string, stream: boolean): unknown {
@@ -65,16 +65,18 @@ describe('rawPayload', () => {
   });
 });
 
-describe('numbersCanonical', () => {
-  it('refuses integers written with a fraction or an exponent (serialising again writes them otherwise), nothing else', () => {
-    expect(numbersCanonical('{"max_tokens":16,"temperature":0.7,"top_p":1,"seed":-3,"x":1.5e-3}')).toBe(true);
-    expect(numbersCanonical('{"max_tokens":16.0}')).toBe(false);
-    expect(numbersCanonical('{"max_tokens": 1e2}')).toBe(false);
-    expect(numbersCanonical('{"n":[1,2,1.5E1]}')).toBe(false);
-    expect(numbersCanonical('{"temperature":1.0}')).toBe(false);
-    // Inside strings, escaped quotes included, digits are text.
-    expect(numbersCanonical('{"content":"16.0 \\"1e2\\" 3.0","max_tokens":16}')).toBe(true);
-    expect(numbersCanonical('{"content":"ends with a backslash \\\\","n":2.0}')).toBe(false);
-    expect(numbersCanonical('{"ok":true,"no":false,"nothing":null}')).toBe(true);
+describe('integersAsWritten', () => {
+  const check = (text: string): boolean => integersAsWritten(Buffer.from(text), JSON.parse(text) as Record<string, unknown>);
+  it('refuses a top-level integer written with a fraction or an exponent, wherever its key occurs, nothing else', () => {
+    expect(check('{"max_tokens":16,"temperature":0.7,"top_p":1,"seed":-3,"x":1.5e-3}')).toBe(true);
+    expect(check('{"max_tokens":16.0}')).toBe(false);
+    expect(check('{"max_tokens" : 1e2}')).toBe(false);
+    expect(check('{"temperature": 1.0, "n": 2}')).toBe(false);
+    // The key also nested, where the top-level one is the odd one.
+    expect(check('{"tools":[{"n":3}],"n":3.0}')).toBe(false);
+    // The key as a value, or in a string, is not a member.
+    expect(check('{"content":"max_tokens\\": 16.0","list":["n"],"n":2}')).toBe(true);
+    // Numbers that are not integers, or not top-level, go as written.
+    expect(check('{"temperature":0.50,"tools":[{"minimum":1.0}]}')).toBe(true);
   });
 });

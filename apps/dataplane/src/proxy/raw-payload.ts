@@ -1,5 +1,4 @@
 import { isUtf8 } from 'node:buffer';
-import { closingQuote } from './json-depth.ts';
 
 /**
  * The runtime's request body made from the client's own bytes, with only the edits the data plane makes spliced
@@ -16,9 +15,9 @@ import { closingQuote } from './json-depth.ts';
  * is always escaped), so when there is one and the body has a string `model`, it is the top-level key.
  *
  * The caller passes only bodies that the hand-written check (fast-chat-body.ts) took as they are: the parsed body
- * is then exactly what these bytes say. And only bodies whose numbers are written as serialising them again would
- * write them (`numbersCanonical`): a runtime with a strict parser (TGI, Ollama) refuses `"max_tokens": 16.0`, which
- * the parsed path sends as `16`.
+ * is then exactly what these bytes say. And only bodies whose integer members are written as serialising them again
+ * would write them (`integersAsWritten`): a runtime with a strict parser (TGI, Ollama) refuses `"max_tokens": 16.0`,
+ * which the parsed path sends as `16`.
  */
 export function rawPayload(raw: Buffer, clientModel: unknown, servedModel: string, stream: boolean): Buffer | null {
   let open = 0;
@@ -92,29 +91,28 @@ function splice(raw: Buffer, at: number, insert: string, from: number, to: numbe
 }
 
 /**
- * False when a number outside the body's strings has an integer value but a fraction or exponent part (`16.0`,
- * `1e2`): `JSON.stringify` writes those as integers, the client's bytes would not. Strings are jumped over with
- * `indexOf`, so the walk costs the few characters between them.
+ * False when one of the body's top-level members with an integer value is written with a fraction or an exponent
+ * (`"max_tokens": 16.0`, `1e2`): `JSON.stringify` writes those as integers, the client's bytes would not, and a
+ * runtime with a strict parser refuses them for an integer field. Every place the member's key occurs is looked at
+ * (it may occur nested too), with native `indexOf`: a few searches for the few numeric members a chat body has.
+ * Numbers deeper in the body (a tool's JSON schema) are free JSON to a runtime and go as written.
  */
-export function numbersCanonical(text: string): boolean {
-  const n = text.length;
-  for (let i = 0; i < n; i++) {
-    const c = text.charCodeAt(i);
-    if (c === QUOTE) {
-      const end = closingQuote(text, i);
-      if (end < 0) return true; // an unterminated string: the parser refused the body already
-      i = end;
-    } else if (c === MINUS || (c >= DIGIT_0 && c <= DIGIT_9)) {
-      let j = i + 1;
-      let plain = true;
-      for (; j < n; j++) {
-        const d = text.charCodeAt(j);
-        if (d >= DIGIT_0 && d <= DIGIT_9) continue;
-        if (d === DOT || d === LOWER_E || d === UPPER_E || d === PLUS || d === MINUS) plain = false;
-        else break;
+export function integersAsWritten(raw: Buffer, body: Record<string, unknown>): boolean {
+  for (const k in body) {
+    const v = body[k];
+    if (typeof v !== 'number' || !Number.isInteger(v)) continue;
+    const key = keyBytes(k);
+    for (let at = raw.indexOf(key); at >= 0; at = raw.indexOf(key, at + key.length)) {
+      let i = at + key.length;
+      while (i < raw.length && isSpace(raw[i]!)) i++;
+      if (raw[i] !== COLON) continue;
+      i++;
+      while (i < raw.length && isSpace(raw[i]!)) i++;
+      for (; i < raw.length; i++) {
+        const d = raw[i]!;
+        if (d === DOT || d === LOWER_E || d === UPPER_E) return false;
+        if (!((d >= DIGIT_0 && d <= DIGIT_9) || d === MINUS || d === PLUS)) break;
       }
-      if (!plain && Number.isInteger(Number(text.slice(i, j)))) return false;
-      i = j - 1;
     }
   }
   return true;
@@ -127,3 +125,14 @@ const DIGIT_0 = 0x30;
 const DIGIT_9 = 0x39;
 const LOWER_E = 0x65;
 const UPPER_E = 0x45;
+
+/** `"key"` as bytes, kept for the names bodies repeat (bounded: a body's own names are not kept beyond it). */
+const keyCache = new Map<string, Buffer>();
+function keyBytes(k: string): Buffer {
+  let b = keyCache.get(k);
+  if (b === undefined) {
+    b = Buffer.from(JSON.stringify(k));
+    if (keyCache.size < 64) keyCache.set(k, b);
+  }
+  return b;
+}

@@ -5,7 +5,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { authenticate } from '../auth.ts';
 import type { ConfigStore } from '../config/config-store.ts';
 import { exceedsJsonDepth, tooDeepError } from '../proxy/json-depth.ts';
-import { numbersCanonical } from '../proxy/raw-payload.ts';
+import { integersAsWritten } from '../proxy/raw-payload.ts';
 import { genReqId } from '../request-id.ts';
 import type { ChatExchange, ChatHandler, DedicatedParams } from './chat-handler.ts';
 import { setRawCorsHeaders } from './cors-routes.ts';
@@ -22,6 +22,8 @@ export interface ChatFastPathOptions {
   /** True once the app is closing: requests then go to Fastify, which refuses them with its 503. */
   readonly closing: () => boolean;
 }
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Answers a request itself (true) or leaves it to Fastify (false). */
 export type FastPath = (req: IncomingMessage, res: ServerResponse) => boolean;
@@ -118,7 +120,7 @@ export function createChatFastPath(opts: ChatFastPathOptions): FastPath {
       parseJson(text, (parseErr, body) => {
         if (parseErr !== null) bodyFailed(x, parseErr);
         // The bytes go along when the runtime may get them as they are (proxy/raw-payload.ts).
-        else void chat.serve(x, key, dedicated, body, numbersCanonical(text) ? raw : undefined);
+        else void chat.serve(x, key, dedicated, body, isRecord(body) && integersAsWritten(raw, body) ? raw : undefined);
       });
     };
     req.on('data', onData);
