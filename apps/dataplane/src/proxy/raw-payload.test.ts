@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { integersAsWritten, rawPayload } from './raw-payload.ts';
+import { membersAsWritten, rawPayload } from './raw-payload.ts';
 
 /** What the runtime must receive: the client's body with the served model and, for a stream, usage forced on. */
 function expected(text: string, served: string, stream: boolean): unknown {
@@ -28,7 +28,7 @@ describe('rawPayload', () => {
 
   it('handles whitespace around the colon, escapes in the old value and names that need escaping', () => {
     check(`{ \n\t"model" :\r\n "a\\"b\\\\" , ${MESSAGES}}`, 'served "quoted" \\ name', false);
-    check(`{${MESSAGES}, "model": "\\u0070ublic"}`, 'served', true);
+    check(`{${MESSAGES}, "model": "p\\/ublic"}`, 'served', true);
   });
 
   it('inserts model when the body has none (a dedicated endpoint) and stream_options for a stream', () => {
@@ -65,18 +65,43 @@ describe('rawPayload', () => {
   });
 });
 
-describe('integersAsWritten', () => {
-  const check = (text: string): boolean => integersAsWritten(Buffer.from(text), JSON.parse(text) as Record<string, unknown>);
+describe('membersAsWritten', () => {
+  const check = (text: string): boolean => membersAsWritten(Buffer.from(text), JSON.parse(text) as Record<string, unknown>);
   it('refuses a top-level integer written with a fraction or an exponent, wherever its key occurs, nothing else', () => {
     expect(check('{"max_tokens":16,"temperature":0.7,"top_p":1,"seed":-3,"x":1.5e-3}')).toBe(true);
     expect(check('{"max_tokens":16.0}')).toBe(false);
     expect(check('{"max_tokens" : 1e2}')).toBe(false);
     expect(check('{"temperature": 1.0, "n": 2}')).toBe(false);
-    // The key also nested, where the top-level one is the odd one.
-    expect(check('{"tools":[{"n":3}],"n":3.0}')).toBe(false);
     // The key as a value, or in a string, is not a member.
     expect(check('{"content":"max_tokens\\": 16.0","list":["n"],"n":2}')).toBe(true);
     // Numbers that are not integers, or not top-level, go as written.
     expect(check('{"temperature":0.50,"tools":[{"minimum":1.0}]}')).toBe(true);
+  });
+
+  it('refuses an integer member whose key occurs twice as a key (a duplicate, or the same name nested)', () => {
+    expect(check('{"max_tokens":100000,"max_tokens":1}')).toBe(false);
+    expect(check('{"tools":[{"n":3}],"n":3}')).toBe(false);
+  });
+
+  it('refuses numbers a double cannot hold, and bodies of many numeric members (each costs a search)', () => {
+    expect(check('{"presence_penalty":1e400}')).toBe(false);
+    const many = `{${Array.from({ length: 9 }, (_, i) => `"k${i}":1`).join(',')}}`;
+    expect(check(many)).toBe(false);
+    const huge = `{${Array.from({ length: 50_000 }, (_, i) => `"k${i}":1`).join(',')}}`;
+    expect(check(huge)).toBe(false);
+    expect(check(`{${Array.from({ length: 8 }, (_, i) => `"k${i}":1`).join(',')}}`)).toBe(true);
+  });
+});
+
+describe('rawPayload and escaped names', () => {
+  it('gives up on any \\u escape: an escaped top-level key is invisible to a byte search', () => {
+    // "mod\u0065l" is the top-level model; the literal "model" is nested.
+    const text = '{"mod\\u0065l":"pub","messages":[{"role":"user","content":"hi"}],"metadata":{"model":"b"}}';
+    const parsed = JSON.parse(text) as Record<string, unknown>;
+    expect(parsed['model']).toBe('pub');
+    expect(rawPayload(Buffer.from(text), parsed['model'], 'served', false)).toBeNull();
+    // A stream whose client's stream_options hides behind an escape would otherwise keep include_usage off.
+    const so = '{"stream":true,"stream_opti\\u006fns":{"include_usage":false},"messages":[{"role":"user","content":"hi"}]}';
+    expect(rawPayload(Buffer.from(so), undefined, 'served', true)).toBeNull();
   });
 });

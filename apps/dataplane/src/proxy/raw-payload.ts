@@ -8,21 +8,21 @@ import { isUtf8 } from 'node:buffer';
  * the splice copies bytes once.
  *
  * Null whenever the edit is not certain to be right, and the caller serialises the parsed body as before: the
- * bytes are not valid UTF-8 (the parsed body holds U+FFFD for them), do not start with `{`, `"model"` occurs more
+ * bytes are not valid UTF-8 (the parsed body holds U+FFFD for them), do not start with `{`, hold a `\u` escape
+ * anywhere (a key spelled `"mod\u0065l"` is `model` to every parser but not to a byte search), `"model"` occurs more
  * than once where the body has one (a tool schema may have a `model` property), or the client sent `stream_options`
- * on a stream. Every
- * occurrence of the bytes `"model"` is a string token whose text is exactly `model` (inside a JSON string a quote
- * is always escaped), so when there is one and the body has a string `model`, it is the top-level key.
+ * on a stream. Without escapes, every occurrence of the bytes `"model"` is a string token whose text is exactly
+ * `model` (inside a JSON string a quote is always escaped), so when there is one and the body has a string `model`,
+ * it is the top-level key.
  *
  * The caller passes only bodies that the hand-written check (fast-chat-body.ts) took as they are: the parsed body
- * is then exactly what these bytes say. And only bodies whose integer members are written as serialising them again
- * would write them (`integersAsWritten`): a runtime with a strict parser (TGI, Ollama) refuses `"max_tokens": 16.0`,
- * which the parsed path sends as `16`.
+ * is then exactly what these bytes say. And only bodies whose numeric members are written as serialising them
+ * again would write them (`membersAsWritten`).
  */
 export function rawPayload(raw: Buffer, clientModel: unknown, servedModel: string, stream: boolean): Buffer | null {
   let open = 0;
   while (open < raw.length && isSpace(raw[open]!)) open++;
-  if (raw[open] !== BRACE_OPEN || !isUtf8(raw)) return null;
+  if (raw[open] !== BRACE_OPEN || raw.indexOf(UNICODE_ESCAPE) >= 0 || !isUtf8(raw)) return null;
 
   let insert = '';
   if (stream) {
@@ -54,6 +54,7 @@ const BRACE_OPEN = 0x7b;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const COLON = 0x3a;
+const UNICODE_ESCAPE = Buffer.from('\\u');
 const MODEL_KEY = Buffer.from('"model"');
 const STREAM_OPTIONS_KEY = Buffer.from('"stream_options"');
 const STREAM_OPTIONS_MEMBER = '"stream_options":{"include_usage":true},';
@@ -90,22 +91,34 @@ function splice(raw: Buffer, at: number, insert: string, from: number, to: numbe
   return out;
 }
 
+/** Top-level numeric members a body may have and still be spliced (chat bodies have a few; each costs a search). */
+const MAX_NUMERIC_MEMBERS = 8;
+
 /**
- * False when one of the body's top-level members with an integer value is written with a fraction or an exponent
- * (`"max_tokens": 16.0`, `1e2`): `JSON.stringify` writes those as integers, the client's bytes would not, and a
- * runtime with a strict parser refuses them for an integer field. Every place the member's key occurs is looked at
- * (it may occur nested too), with native `indexOf`: a few searches for the few numeric members a chat body has.
+ * False unless the body's top-level numeric members are written as `JSON.stringify` would write them, once each:
+ * - an integer with a fraction or an exponent (`"max_tokens": 16.0`, `1e2`): serialising writes `16`, and a runtime
+ *   with a strict parser (TGI, Ollama) refuses `16.0` for an integer field;
+ * - an integer member's key twice (as a key, anywhere): serialising keeps the last, a strict parser refuses
+ *   duplicates, and a parser that keeps the first would see another `max_tokens` than the limits did;
+ * - a number too large for a double (`1e400`): serialising writes `null`;
+ * - more than a few numeric members: each costs a search of the whole body, so a body of thousands would cost
+ *   quadratic time (the parsed path serialises it in linear time).
  * Numbers deeper in the body (a tool's JSON schema) are free JSON to a runtime and go as written.
  */
-export function integersAsWritten(raw: Buffer, body: Record<string, unknown>): boolean {
+export function membersAsWritten(raw: Buffer, body: Record<string, unknown>): boolean {
+  let numeric = 0;
   for (const k in body) {
     const v = body[k];
-    if (typeof v !== 'number' || !Number.isInteger(v)) continue;
-    const key = keyBytes(k);
+    if (typeof v !== 'number') continue;
+    if (++numeric > MAX_NUMERIC_MEMBERS || !Number.isFinite(v)) return false;
+    if (!Number.isInteger(v)) continue;
+    const key = KNOWN_KEYS.get(k) ?? Buffer.from(JSON.stringify(k));
+    let seen = 0;
     for (let at = raw.indexOf(key); at >= 0; at = raw.indexOf(key, at + key.length)) {
       let i = at + key.length;
       while (i < raw.length && isSpace(raw[i]!)) i++;
-      if (raw[i] !== COLON) continue;
+      if (raw[i] !== COLON) continue; // the name as a value, not a key
+      if (++seen > 1) return false;
       i++;
       while (i < raw.length && isSpace(raw[i]!)) i++;
       for (; i < raw.length; i++) {
@@ -126,13 +139,10 @@ const DIGIT_9 = 0x39;
 const LOWER_E = 0x65;
 const UPPER_E = 0x45;
 
-/** `"key"` as bytes, kept for the names bodies repeat (bounded: a body's own names are not kept beyond it). */
-const keyCache = new Map<string, Buffer>();
-function keyBytes(k: string): Buffer {
-  let b = keyCache.get(k);
-  if (b === undefined) {
-    b = Buffer.from(JSON.stringify(k));
-    if (keyCache.size < 64) keyCache.set(k, b);
-  }
-  return b;
-}
+/** `"name"` as bytes for the numeric members chat bodies carry (others are made per request). */
+const KNOWN_KEYS: ReadonlyMap<string, Buffer> = new Map(
+  ['max_tokens', 'max_completion_tokens', 'n', 'seed', 'temperature', 'top_p', 'top_k', 'top_logprobs', 'presence_penalty', 'frequency_penalty'].map((k) => [
+    k,
+    Buffer.from(JSON.stringify(k)),
+  ]),
+);

@@ -5,7 +5,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { authenticate } from '../auth.ts';
 import type { ConfigStore } from '../config/config-store.ts';
 import { exceedsJsonDepth, tooDeepError } from '../proxy/json-depth.ts';
-import { integersAsWritten } from '../proxy/raw-payload.ts';
+import { membersAsWritten } from '../proxy/raw-payload.ts';
 import { genReqId } from '../request-id.ts';
 import type { ChatExchange, ChatHandler, DedicatedParams } from './chat-handler.ts';
 import { setRawCorsHeaders } from './cors-routes.ts';
@@ -120,7 +120,7 @@ export function createChatFastPath(opts: ChatFastPathOptions): FastPath {
       parseJson(text, (parseErr, body) => {
         if (parseErr !== null) bodyFailed(x, parseErr);
         // The bytes go along when the runtime may get them as they are (proxy/raw-payload.ts).
-        else void chat.serve(x, key, dedicated, body, isRecord(body) && integersAsWritten(raw, body) ? raw : undefined);
+        else void chat.serve(x, key, dedicated, body, isRecord(body) && membersAsWritten(raw, body) ? raw : undefined);
       });
     };
     req.on('data', onData);

@@ -80,6 +80,22 @@ describe('prefix index', () => {
     expect(idx.size).toBe(6);
     expect(idx.match([1, 2, 3, 4], ['r-a']).get('r-a')).toBe(2);
   });
+
+  it('never holds more than its bound, and never evicts a block touched once per half of it', () => {
+    const max = 64;
+    const idx = createPrefixIndex(max);
+    const hot = [1_000_000, 1_000_001];
+    for (let i = 0; i < 5_000; i++) {
+      idx.record([i], 'r-cold');
+      // The hot prefix comes back once per max / 2 new blocks (here every 30).
+      if (i % 30 === 0) idx.record(hot, i % 60 === 0 ? 'r-a' : 'r-b');
+      expect(idx.size).toBeLessThanOrEqual(max);
+    }
+    expect(idx.match(hot, ['r-a', 'r-b']).get('r-b')).toBe(2);
+    // A block not seen for more than the bound is gone.
+    expect(idx.match([0], ['r-cold']).has('r-cold')).toBe(false);
+    expect(idx.match([4_999], ['r-cold']).get('r-cold')).toBe(1);
+  });
 });
 
 describe('scorer', () => {
