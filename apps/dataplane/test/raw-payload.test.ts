@@ -53,30 +53,37 @@ describe('the request a runtime receives', () => {
     return received[before]!;
   };
 
-  it('carries the client bytes with only model changed, their spacing too', async () => {
+  it('carries the client bytes of a conversation-sized body with only model changed, their spacing too', async () => {
     // Serialising the parsed body again would drop the spaces.
-    const messages = '[ {"role": "user", "content": "Keep \\"model\\": as written, é 東京"} ]';
+    const long = 'a conversation so far. '.repeat(60);
+    const messages = `[ {"role": "user", "content": "Keep \\"model\\": as written, é 東京 ${long}"} ]`;
     const got = await sendRaw(`{ "model": "${NAME}", "messages": ${messages}, "max_tokens": 16, "temperature": 0.7 }`);
     expect(got.raw).toBe(`{ "model": "${SERVED}", "messages": ${messages}, "max_tokens": 16, "temperature": 0.7 }`);
     expect(got.contentType).toBe('application/json');
   });
 
+  it('serialises a short body again (below SPLICE_MIN_BYTES the splice costs more than it saves)', async () => {
+    const got = await sendRaw(`{ "model": "${NAME}", "messages": [ {"role": "user", "content": "hi"} ] }`);
+    expect(got.raw).toBe(JSON.stringify({ model: SERVED, messages: [{ role: 'user', content: 'hi' }] }));
+  });
+
   it('sends what serialising the parsed body sends whenever the bytes would differ from it', async () => {
+    // Each body is long enough to be spliced (SPLICE_MIN_BYTES) if nothing stopped it.
+    const hi = `hi ${'x'.repeat(1100)}`;
     // An integer written as a float: runtimes with strict parsers (TGI, Ollama) refuse 16.0 for an integer field.
-    const asFloat = await sendRaw(`{"model":"${NAME}","messages":[{"role":"user","content":"hi"}],"max_tokens":16.0}`);
-    expect(asFloat.raw).toBe(JSON.stringify({ model: SERVED, messages: [{ role: 'user', content: 'hi' }], max_tokens: 16 }));
-    // "model" twice (a tool schema's property): parsed and serialised.
-    const tools = [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { model: { type: 'string' } } } } }];
-    const withTools = await sendRaw(JSON.stringify({ model: NAME, messages: [{ role: 'user', content: 'hi' }], tools }));
-    expect(JSON.parse(withTools.raw)).toEqual({ model: SERVED, messages: [{ role: 'user', content: 'hi' }], tools });
+    const asFloat = await sendRaw(`{"model":"${NAME}","messages":[{"role":"user","content":"${hi}"}],"max_tokens":16.0}`);
+    expect(asFloat.raw).toBe(JSON.stringify({ model: SERVED, messages: [{ role: 'user', content: hi }], max_tokens: 16 }));
+    // "model" twice (here a nested one first, with a string value): parsed and serialised.
+    const nested = await sendRaw(JSON.stringify({ metadata: { model: 'mine' }, model: NAME, messages: [{ role: 'user', content: hi }] }));
+    expect(JSON.parse(nested.raw)).toEqual({ metadata: { model: 'mine' }, model: SERVED, messages: [{ role: 'user', content: hi }] });
     // The top-level model spelled with an escape, a nested "model" written plainly: only the top-level one changes.
-    const escaped = await sendRaw(`{"mod\\u0065l":"${NAME}","messages":[{"role":"user","content":"hi"}],"metadata":{"model":"mine"}}`);
-    expect(JSON.parse(escaped.raw)).toEqual({ model: SERVED, messages: [{ role: 'user', content: 'hi' }], metadata: { model: 'mine' } });
+    const escaped = await sendRaw(`{"mod\\u0065l":"${NAME}","messages":[{"role":"user","content":"${hi}"}],"metadata":{"model":"mine"}}`);
+    expect(JSON.parse(escaped.raw)).toEqual({ model: SERVED, messages: [{ role: 'user', content: hi }], metadata: { model: 'mine' } });
     // A duplicate key: the runtime gets the value the limits saw (the last), once.
-    const dup = await sendRaw(`{"model":"${NAME}","messages":[{"role":"user","content":"hi"}],"max_tokens":100000,"max_tokens":1}`);
-    expect(dup.raw).toBe(JSON.stringify({ model: SERVED, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 }));
+    const dup = await sendRaw(`{"model":"${NAME}","messages":[{"role":"user","content":"${hi}"}],"max_tokens":100000,"max_tokens":1}`);
+    expect(dup.raw).toBe(JSON.stringify({ model: SERVED, messages: [{ role: 'user', content: hi }], max_tokens: 1 }));
     // Bytes that are not UTF-8: the runtime gets the replacement character the parsed body holds.
-    const badUtf8 = Buffer.concat([Buffer.from(`{"model":"${NAME}","messages":[{"role":"user","content":"a`), Buffer.from([0xff]), Buffer.from('b"}]}')]);
+    const badUtf8 = Buffer.concat([Buffer.from(`{"model":"${NAME}","messages":[{"role":"user","content":"a`), Buffer.from([0xff]), Buffer.from(`b${hi}"}]}`)]);
     const before = received.length;
     const res = await fetch(`${dp.url}/endpoints/v1/chat/completions`, {
       method: 'POST',
@@ -84,6 +91,6 @@ describe('the request a runtime receives', () => {
       body: new Uint8Array(badUtf8),
     });
     expect(res.status).toBe(200);
-    expect(JSON.parse(received[before]!.raw)).toMatchObject({ messages: [{ role: 'user', content: 'a\ufffdb' }] });
+    expect(JSON.parse(received[before]!.raw)).toMatchObject({ messages: [{ role: 'user', content: `a\ufffdb${hi}` }] });
   });
 });

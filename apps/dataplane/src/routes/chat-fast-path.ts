@@ -23,6 +23,13 @@ export interface ChatFastPathOptions {
   readonly closing: () => boolean;
 }
 
+/**
+ * Bodies shorter than this go to the runtime serialised again rather than spliced from their bytes. For a one-line
+ * body the splice's checks and copies (ten native calls) measured 0 to 10% more CPU per request than serialising
+ * (bench/RESULTS.md, fourth session); from a few KiB the splice saves a quarter to a third.
+ */
+export const SPLICE_MIN_BYTES = 1024;
+
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Answers a request itself (true) or leaves it to Fastify (false). */
@@ -119,8 +126,9 @@ export function createChatFastPath(opts: ChatFastPathOptions): FastPath {
       }
       parseJson(text, (parseErr, body) => {
         if (parseErr !== null) bodyFailed(x, parseErr);
-        // The bytes go along when the runtime may get them as they are (proxy/raw-payload.ts).
-        else void chat.serve(x, key, dedicated, body, isRecord(body) && membersAsWritten(raw, body) ? raw : undefined);
+        // The bytes go along when the runtime may get them as they are (proxy/raw-payload.ts) and the body is long
+        // enough for the splice to pay: a short one is serialised again for less than the splice's native calls cost.
+        else void chat.serve(x, key, dedicated, body, raw.length >= SPLICE_MIN_BYTES && isRecord(body) && membersAsWritten(raw, body) ? raw : undefined);
       });
     };
     req.on('data', onData);
