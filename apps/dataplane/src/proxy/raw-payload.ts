@@ -20,8 +20,7 @@ import { isUtf8 } from 'node:buffer';
  * again would write them (`membersAsWritten`).
  */
 export function rawPayload(raw: Buffer, clientModel: unknown, servedModel: string, stream: boolean): Buffer | null {
-  let open = 0;
-  while (open < raw.length && isSpace(raw[open]!)) open++;
+  const open = skipSpace(raw, 0);
   if (raw[open] !== BRACE_OPEN || raw.indexOf(UNICODE_ESCAPE) >= 0 || !isUtf8(raw)) return null;
 
   let insert = '';
@@ -37,14 +36,9 @@ export function rawPayload(raw: Buffer, clientModel: unknown, servedModel: strin
   const key = raw.indexOf(MODEL_KEY);
   if (key < 0 || raw.indexOf(MODEL_KEY, key + MODEL_KEY.length) >= 0) return null;
   if (clientModel === servedModel) return insert === '' ? raw : splice(raw, open + 1, insert, -1, -1, '');
-  // The value: `:` then a string, whitespace allowed around the colon.
-  let i = key + MODEL_KEY.length;
-  while (i < raw.length && isSpace(raw[i]!)) i++;
-  if (raw[i] !== COLON) return null;
-  i++;
-  while (i < raw.length && isSpace(raw[i]!)) i++;
-  if (raw[i] !== QUOTE) return null;
-  const valueStart = i;
+  // The value: a string.
+  const valueStart = valueAfter(raw, key + MODEL_KEY.length);
+  if (valueStart < 0 || raw[valueStart] !== QUOTE) return null;
   const valueEnd = stringEnd(raw, valueStart);
   if (valueEnd < 0) return null;
   return splice(raw, open + 1, insert, valueStart, valueEnd, JSON.stringify(servedModel));
@@ -60,6 +54,18 @@ const STREAM_OPTIONS_KEY = Buffer.from('"stream_options"');
 const STREAM_OPTIONS_MEMBER = '"stream_options":{"include_usage":true},';
 
 const isSpace = (b: number): boolean => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+
+/** The index of the first non-whitespace byte at or after `i`. */
+function skipSpace(raw: Buffer, i: number): number {
+  while (i < raw.length && isSpace(raw[i]!)) i++;
+  return i;
+}
+
+/** Where the value of a member starts, `keyEnd` being just past its key: after `:` (whitespace around it); -1 when no `:` follows (the name is a value, not a key). */
+function valueAfter(raw: Buffer, keyEnd: number): number {
+  const colon = skipSpace(raw, keyEnd);
+  return raw[colon] === COLON ? skipSpace(raw, colon + 1) : -1;
+}
 
 /** The index just past the string token that starts at `start` (a quote), or -1. */
 function stringEnd(raw: Buffer, start: number): number {
@@ -115,13 +121,10 @@ export function membersAsWritten(raw: Buffer, body: Record<string, unknown>): bo
     const key = KNOWN_KEYS.get(k) ?? Buffer.from(JSON.stringify(k));
     let seen = 0;
     for (let at = raw.indexOf(key); at >= 0; at = raw.indexOf(key, at + key.length)) {
-      let i = at + key.length;
-      while (i < raw.length && isSpace(raw[i]!)) i++;
-      if (raw[i] !== COLON) continue; // the name as a value, not a key
+      const value = valueAfter(raw, at + key.length);
+      if (value < 0) continue; // the name as a value, not a key
       if (++seen > 1) return false;
-      i++;
-      while (i < raw.length && isSpace(raw[i]!)) i++;
-      for (; i < raw.length; i++) {
+      for (let i = value; i < raw.length; i++) {
         const d = raw[i]!;
         if (d === DOT || d === LOWER_E || d === UPPER_E) return false;
         if (!((d >= DIGIT_0 && d <= DIGIT_9) || d === MINUS || d === PLUS)) break;
