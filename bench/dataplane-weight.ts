@@ -13,7 +13,9 @@
  *
  * usage: node bench/dataplane-weight.ts [--variant 'name|root|flags|ENV=v']... [--requests 4000] [--rounds 3]
  *          [--connections 32] [--streams 1000] [--stream-chunks 100] [--chunk-ms 50] [--heap-snapshot]
- *          [--prompt-kib 0] [--cpu-prof DIR] [--json]
+ *          [--prompt-kib 0] [--modes json,stream] [--bare-flags='--flag ...'] [--cpu-prof DIR] [--json]
+ * (`--bare-flags`: one more bare relay, started with these Node flags, e.g. the node's own `--max-semi-space-size=2`, to
+ * see how much of the gap is that young-generation cap, which the node keeps for its RSS; ratios stay to the plain relay.)
  * (`--prompt-kib N`: the requests of both cases carry a conversation of about N KiB instead of one short question.)
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -49,6 +51,8 @@ const { values } = parseArgs({
     'stream-chunks': { type: 'string', default: '100' },
     'chunk-ms': { type: 'string', default: '50' },
     'prompt-kib': { type: 'string', default: '0' },
+    modes: { type: 'string', default: 'json,stream' },
+    'bare-flags': { type: 'string', default: '' },
     'heap-snapshot': { type: 'boolean', default: false },
     'cpu-prof': { type: 'string' },
     json: { type: 'boolean', default: false },
@@ -76,6 +80,10 @@ const streams = num(values.streams);
 const chunks = num(values['stream-chunks']);
 const chunkMs = num(values['chunk-ms']);
 const promptKib = num(values['prompt-kib']);
+const modes = values.modes.split(',').map((m) => {
+  if (m !== 'json' && m !== 'stream') throw new Error(`--modes takes json and/or stream, not ${m}`);
+  return m;
+});
 const log = (line: string): void => console.error(`[weight] ${line}`);
 
 const dir = mkdtempSync(join(tmpdir(), 'infer-weight-'));
@@ -206,20 +214,19 @@ async function cpuCase(): Promise<CpuRow[]> {
   const simUrl = await startSim(0, 4096);
   const configFile = writeSnapshot('cpu', simUrl, 4);
   const stubUrl = await startStub(configFile);
-  const bareProxyPort = await freePort();
-  const bareProf = values['cpu-prof'] !== undefined ? ['--cpu-prof', '--cpu-prof-dir', resolve(values['cpu-prof'], 'bare-proxy')] : [];
-  const bare = start(startNode('bare-proxy', here('bench/bare-proxy.ts'), [String(bareProxyPort), simUrl, SERVED], {}, bareProf));
-  const bareUrl = `http://127.0.0.1:${bareProxyPort}`;
-  await waitReady(bare, `${bareUrl}/healthz`);
-  const targets: { name: string; child: Child; url: string; json: RequestSpec; stream: RequestSpec }[] = [
-    {
-      name: 'bare-proxy',
-      child: bare,
-      url: bareUrl,
-      json: spec('/v1/chat/completions', false, null, SERVED, 16),
-      stream: spec('/v1/chat/completions', true, null, SERVED, 16),
-    },
-  ];
+  type Target = { name: string; child: Child; url: string; json: RequestSpec; stream: RequestSpec };
+  const startBare = async (name: string, flags: readonly string[]): Promise<Target> => {
+    const port = await freePort();
+    const prof = values['cpu-prof'] !== undefined ? ['--cpu-prof', '--cpu-prof-dir', resolve(values['cpu-prof'], name)] : [];
+    const child = start(startNode(name, here('bench/bare-proxy.ts'), [String(port), simUrl, SERVED], {}, [...prof, ...flags]));
+    const url = `http://127.0.0.1:${port}`;
+    await waitReady(child, `${url}/healthz`);
+    return { name, child, url, json: spec('/v1/chat/completions', false, null, SERVED, 16), stream: spec('/v1/chat/completions', true, null, SERVED, 16) };
+  };
+  // The reference (Node's defaults), and with --bare-flags the same relay under those flags as one more target.
+  const targets: Target[] = [await startBare('bare-proxy', [])];
+  const bareFlags = values['bare-flags'].split(' ').filter((f) => f !== '');
+  if (bareFlags.length > 0) targets.push(await startBare(`bare-proxy ${bareFlags.join(' ')}`, bareFlags));
   for (const v of variants) {
     const profArgs = values['cpu-prof'] !== undefined ? ['--cpu-prof', '--cpu-prof-dir', resolve(values['cpu-prof'], v.name)] : [];
     const node = await startDataplane(v, configFile, stubUrl, {}, profArgs);
@@ -235,14 +242,14 @@ async function cpuCase(): Promise<CpuRow[]> {
   const rows = new Map<string, CpuRow>();
   // Warm-up: JIT, pools and caches, not measured.
   for (const t of targets) {
-    for (const mode of ['json', 'stream'] as const) {
+    for (const mode of modes) {
       await runCount(pools.get(t.name)!, t[mode], connections, Math.min(2000, requests));
       rows.set(`${t.name}/${mode}`, { target: t.name, mode, requests: 0, failed: 0, cpuMs: 0, sysMs: 0 });
     }
   }
   for (let r = 0; r < rounds; r++) {
     const order = targets.map((_, i) => targets[(i + r) % targets.length]!);
-    for (const mode of ['json', 'stream'] as const) {
+    for (const mode of modes) {
       for (const t of order) {
         const row = rows.get(`${t.name}/${mode}`)!;
         const c0 = cpuMs(t.child.pid);

@@ -249,7 +249,7 @@ describe('pnpm start', () => {
       expect(readFileSync(demoFile, 'utf8')).toBe(before);
       expect((await chatWith(demo)).status).toBe(200);
     } finally {
-      expect(await stop(first.child)).toBe(0);
+      expect(await stop(first.child), first.output()).toBe(0);
     }
     // Ctrl-C stopped every process it started.
     expect(await isUp(`http://127.0.0.1:${env.PORT}/healthz`)).toBe(false);
@@ -264,7 +264,7 @@ describe('pnpm start', () => {
       expect(demo['INFERENCE_API_KEY']).toBe(key);
       expect((await chatWith(demo, key!)).status).toBe(200);
     } finally {
-      expect(await stop(second.child)).toBe(0);
+      expect(await stop(second.child), second.output()).toBe(0);
     }
 
     // Without demo.env the old secrets cannot be shown again (only hashes are stored): a new key is issued.
