@@ -292,8 +292,11 @@ describe('web console', () => {
     const model = (await page.getByTestId('deployment-model').textContent()) ?? '';
     expect(model).toMatch(new RegExp(`^[^/]+/${entryName}$`));
 
-    // Wake, and at once send a request: it is held through the cold start, then answered.
+    // Wake, and once the control plane took the wake (the page says a replica is starting), send a request: it is
+    // held through the cold start, then answered. (Sent before the wake is answered, the node's own wake for the
+    // held request can win the race and be the scale event's reason.)
     await page.getByRole('button', { name: 'Wake' }).click();
+    await page.getByRole('status').filter({ hasText: 'Waking: a replica is starting' }).waitFor();
     const res = await fetch(`${url}/chat/completions`, {
       method: 'POST',
       headers: { Authorization: `Bearer ${platform.env['INFERENCE_API_KEY']}`, 'Content-Type': 'application/json' },
