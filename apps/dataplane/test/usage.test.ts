@@ -110,6 +110,28 @@ describe('usage reporter', () => {
     }
   });
 
+  it('a busy node posts whole batches: what arrives during a POST waits for a full batch or the timer', async () => {
+    const s = await startUsageServer();
+    const rep = createUsageReporter({ url: s.url, nodeToken: 't', flushMs: 60_000, maxBatch: 10 });
+    try {
+      // 35 at once: the 10th starts a POST; 25 more arrive while it is in flight.
+      for (let i = 0; i < 35; i++) rep.record(fakeRecord(`batch-${i}`));
+      await waitFor(() => rep.pending() === 5);
+      // 5 more make a whole batch again; the 5 left over before them are not sent alone.
+      for (let i = 35; i < 40; i++) rep.record(fakeRecord(`batch-${i}`));
+      await waitFor(() => s.records.length === 40);
+      expect(s.posts.map((p) => p.count)).toEqual([10, 10, 10, 10]);
+      // Less than a batch goes on flush() (and on the timer, and at close).
+      for (let i = 40; i < 43; i++) rep.record(fakeRecord(`batch-${i}`));
+      await rep.flush();
+      expect(s.posts.map((p) => p.count)).toEqual([10, 10, 10, 10, 3]);
+      expect(new Set(s.records.map((r) => r.requestId)).size).toBe(43);
+    } finally {
+      await rep.close();
+      await s.close();
+    }
+  });
+
   it('keeps records while the control plane is down', async () => {
     const rep = createUsageReporter({ url: await deadUrl(), nodeToken: 't', flushMs: 20 });
     rep.record(fakeRecord('kept-1'));

@@ -133,14 +133,21 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
     setImmediate(commit);
   };
 
-  const drain = async (): Promise<void> => {
+  /**
+   * Sends the queue in batches: everything (`all`: the timer, flush(), close()), or only while a whole batch is
+   * waiting (a busy node: the rest goes with the next whole batch or the timer). A POST costs the node about 230 µs
+   * of CPU up to 250 records and 530-680 µs with 500 (`node bench/usage-post.ts`), so sending whatever arrived during
+   * the previous POST, as the drain once did (about 81 records at 10,000 requests/s), cost 3 µs per record instead
+   * of about 1, and the control plane one ingest transaction per 81 records instead of per 500.
+   */
+  const drain = async (all: boolean): Promise<void> => {
     commit();
     for (;;) {
       if (queue.length === 0 && spilled > 0 && spool !== null) {
         queue = spool.takeSpilled();
         spilled = 0;
       }
-      if (queue.length === 0) return;
+      if (queue.length === 0 || (!all && queue.length < batchSize)) return;
       const batch = queue.slice(0, batchSize);
       const droppedBefore = dropped;
       const outcome = await send(batch);
@@ -161,9 +168,9 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
     }
   };
 
-  const flush = (): Promise<void> => {
+  const flush = (all = true): Promise<void> => {
     if (inFlight === null) {
-      inFlight = drain().finally(() => {
+      inFlight = drain(all).finally(() => {
         inFlight = null;
       });
     }
@@ -201,7 +208,7 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
         dropped += queue.length - maxPending;
         queue.splice(0, queue.length - maxPending);
       }
-      if (queue.length >= maxBatch && !closed && Date.now() >= retryAt) void flush();
+      if (queue.length >= maxBatch && !closed && Date.now() >= retryAt) void flush(false);
     },
     whenDurable(fn) {
       if (commitScheduled) waiting.push(fn);
