@@ -48,12 +48,13 @@ try {
   console.log('|--:|--:|--:|--:|--:|');
   for (const n of sizes) {
     const queued = Array.from({ length: n }, (_, i) => record(i));
-    // As the reporter sends a batch: the queued records' JSON joined into one body, the answer read.
+    // As the reporter sends a batch: the queued records' JSON joined into one body (per POST), the answer read.
+    const body = (): string => `{"records":[${queued.join(',')}]}`;
     const post = async (): Promise<void> => {
       const res = await request(`${base}/internal/v1/usage`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: 'Bearer bench' },
-        body: `{"records":[${queued.join(',')}]}`,
+        body: body(),
       });
       await res.body.text();
       if (res.statusCode !== 200) throw new Error(`stub answered ${res.statusCode}`);
@@ -63,7 +64,7 @@ try {
     for (let i = 0; i < posts; i++) await post();
     const t = process.cpuUsage(t0);
     const perPost = (t.user + t.system) / posts;
-    const bytes = Buffer.byteLength(`{"records":[${queued.join(',')}]}`);
+    const bytes = Buffer.byteLength(body());
     console.log(`| ${n} | ${bytes} | ${Math.round(perPost)} | ${Math.round(t.system / posts)} | ${(perPost / n).toFixed(2)} |`);
   }
 } finally {
