@@ -12,6 +12,7 @@ import type { OriginState, UpstreamPools, UpstreamTimeouts } from '../upstream/u
 import type { Router } from '../routing/router.ts';
 import type { RoutingMetrics } from '../routing/routing-metrics.ts';
 import { afterDurable, type UsageSink } from '../usage/usage-reporter.ts';
+import { isoTime } from '../usage/iso-time.ts';
 import type { ChatBody } from './chat-body.ts';
 import { rawPayload } from './raw-payload.ts';
 import { createUpstreamAttempt } from './upstream-attempt.ts';
@@ -144,7 +145,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       status,
       ttftMs,
       latencyMs,
-      startedAt: new Date(call.startedAt).toISOString(),
+      startedAt: isoTime(call.startedAt),
     });
     metrics.observeChat(call.mode, target.name, ttftMs, latencyMs, promptTokens, completionTokens);
     // Counted here with the real outcome (a stream that failed after its 200 header, a client that left).
