@@ -9,14 +9,14 @@ let cachedPrefix = '';
  * value (a fraction of a millisecond, a year outside 0-9999) takes Date.
  */
 export function isoTime(ms: number): string {
+  if (!Number.isInteger(ms)) return new Date(ms).toISOString();
   const second = Math.floor(ms / 1000);
   if (second !== cachedSecond) {
-    const full = Number.isInteger(ms) ? new Date(second * 1000).toISOString() : '';
+    const full = new Date(second * 1000).toISOString();
     if (full.length !== 24) return new Date(ms).toISOString();
     cachedSecond = second;
     cachedPrefix = full.slice(0, 20);
   }
   const milli = ms - second * 1000;
-  if (!Number.isInteger(milli)) return new Date(ms).toISOString();
   return `${cachedPrefix}${milli < 10 ? '00' : milli < 100 ? '0' : ''}${milli}Z`;
 }
