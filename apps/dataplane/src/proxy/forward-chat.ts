@@ -232,7 +232,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       let outcome: AttemptOutcome;
       try {
         const run = createUpstreamAttempt({
-          pool: state.pool,
+          pool: state.chat,
           upstream,
           payload: spliced ?? JSON.stringify(prepared()),
           requestId: call.requestId,
@@ -253,7 +253,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
           onStreamError: deps.onStreamError,
         });
         current = run;
-        // The runtime has the request (undici holds its bytes): the parsed body need not wait with it.
+        // The runtime has the request (the chat pool holds its bytes): the parsed body need not wait with it.
         if (spliced !== null) input.release();
         if (clientGone) run.abort();
         outcome = await run.done;

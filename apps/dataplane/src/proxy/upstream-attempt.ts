@@ -1,8 +1,8 @@
-import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { ApiError } from '@infer/shared';
 import type { ChatUsage } from '@infer/shared';
-import type { Dispatcher, Pool } from 'undici';
+import type { H1Controller, H1Handler, H1Head, H1Pool } from '../upstream/h1-pool.ts';
 import type { ResolvedUpstream } from '../config/config-view.ts';
 import type { RuntimeFailure } from '../metrics.ts';
 import type { UpstreamTimeouts } from '../upstream/upstream-pools.ts';
@@ -46,7 +46,7 @@ export type AttemptOutcome =
   | { readonly kind: 'client_gone' };
 
 export interface AttemptOptions {
-  readonly pool: Pool;
+  readonly pool: H1Pool;
   readonly upstream: ResolvedUpstream;
   /** The request body: JSON text, or its UTF-8 bytes. */
   readonly payload: string | Buffer;
@@ -59,7 +59,7 @@ export interface AttemptOptions {
   readonly res: ServerResponse;
   readonly onFirstByte: () => void;
   /**
-   * The runtime request really ended (its response end, or undici's error after a failure or an abort): called
+   * The runtime request really ended (its response end, or the pool's error after a failure or an abort): called
    * once, possibly after `done` (a timeout or a client that left settles first, then the request is aborted).
    */
   readonly onEnd: () => void;
@@ -85,21 +85,16 @@ const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache
 const CLIENT_CLOSED = 499;
 const noop = (): void => {};
 
-const headerOf = (h: IncomingHttpHeaders, name: string): string | undefined => {
-  const v = h[name];
-  return Array.isArray(v) ? v[0] : v;
-};
-
-/** One request to one replica through undici's `dispatch` (no stream objects, one handler object). */
-class AttemptHandler implements Dispatcher.DispatchHandler {
+/** One request to one replica through the chat pool's `dispatch` (h1-pool.ts: no stream objects, one handler object). */
+class AttemptHandler implements H1Handler {
   readonly o: AttemptOptions;
   readonly resolve: (o: AttemptOutcome) => void;
-  controller: Dispatcher.DispatchController | null = null;
+  controller: H1Controller | null = null;
   settled = false;
   ended = false;
   aborted = false;
   status = 0;
-  headers: IncomingHttpHeaders | null = null;
+  head: H1Head | null = null;
   mode: 'none' | 'error' | 'json' | 'sse' = 'none';
   chunks: Buffer[] = [];
   size = 0;
@@ -199,24 +194,25 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
     this.settle({ kind: 'error', err, answered: this.status !== 0, apiError: e });
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
+  onRequestStart(controller: H1Controller): void {
     this.controller = controller;
     if (this.aborted) controller.abort(new Error('aborted'));
   }
 
-  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+  onResponseStart(_c: H1Controller, head: H1Head): void {
     if (this.settled) return;
+    const statusCode = head.status;
     this.status = statusCode;
-    this.headers = headers;
+    this.head = head;
     if (statusCode >= 300) this.mode = 'error';
-    else if (this.o.stream && (headerOf(headers, 'content-type') ?? '').startsWith('text/event-stream')) {
+    else if (this.o.stream && (head.get('content-type') ?? '').startsWith('text/event-stream')) {
       this.mode = 'sse';
       const { upstream, clientModel, wantsUsage } = this.o;
       this.rw = createSseRewriter({ from: upstream.servedModel, to: clientModel, dropUsageChunk: !wantsUsage });
     } else this.mode = 'json';
   }
 
-  onResponseData(_c: Dispatcher.DispatchController, chunk: Buffer): void {
+  onResponseData(_c: H1Controller, chunk: Buffer): void {
     if (this.settled) return;
     this.lastDataAt = performance.now();
     if (!this.gotFirstByte) {
@@ -278,7 +274,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
     this.chunks = [];
     if (this.mode === 'error') {
       const text = buf.toString('utf8');
-      this.settle({ kind: 'status', status: this.status, text: text.slice(0, MAX_ERROR_BODY), retryAfter: headerOf(this.headers ?? {}, 'retry-after') });
+      this.settle({ kind: 'status', status: this.status, text: text.slice(0, MAX_ERROR_BODY), retryAfter: this.head?.get('retry-after') });
       return;
     }
     const answer = readJsonAnswer(buf, this.o.upstream.servedModel, this.o.clientModel);
@@ -326,7 +322,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
     if (!this.o.res.headersSent) this.o.res.writeHead(200, SSE_HEADERS);
   }
 
-  onResponseError(_c: Dispatcher.DispatchController, err: Error): void {
+  onResponseError(_c: H1Controller, err: Error): void {
     this.end();
     if (this.settled) return;
     if (this.mode === 'sse' && (this.sentToClient || this.pending !== null)) this.o.onStreamError?.(err);
@@ -342,6 +338,6 @@ export function createUpstreamAttempt(o: AttemptOptions): UpstreamAttempt {
   });
   const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': o.requestId };
   if (o.upstream.authorization !== null) headers['authorization'] = o.upstream.authorization;
-  o.pool.dispatch({ origin: o.upstream.origin, path: o.upstream.chatPath, method: 'POST', headers, body: o.payload }, handler);
+  o.pool.dispatch({ path: o.upstream.chatPath, method: 'POST', headers, body: o.payload }, handler);
   return { done, clientLeft: () => handler.clientLeft(), abort: () => handler.abortByClient() };
 }

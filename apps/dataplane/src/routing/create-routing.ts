@@ -91,7 +91,7 @@ export function createRouting(o: RoutingOptions, pools: UpstreamPools, store: Co
     if (store.view !== null) for (const u of upstreamsOf(store.view)) if (!ids.has(u.origin)) ids.set(u.origin, u.id);
     for (const s of pools.states()) {
       const id = ids.get(s.origin);
-      if (id !== undefined) lines.push(`dataplane_upstream_waiting_for_connection{replica="${esc(id)}"} ${s.pool.stats.pending}`);
+      if (id !== undefined) lines.push(`dataplane_upstream_waiting_for_connection{replica="${esc(id)}"} ${s.chat.stats.pending}`);
     }
   });
   return {

@@ -1,4 +1,5 @@
 import { buildConnector, Pool } from 'undici';
+import { H1Pool, type H1Connector } from './h1-pool.ts';
 import { guardConnector, type AddressGuard } from '@infer/shared/address-guard';
 import type { ResolvedUpstream } from '../config/config-view.ts';
 import { adapterFor } from '../runtimes/runtime-registry.ts';
@@ -24,9 +25,14 @@ export const defaultEjection: EjectionPolicy = defaultOutlierPolicy;
 /** One origin's pool, its in-flight count (the balancer's load signal) and its health. */
 export interface OriginState {
   readonly origin: string;
-  /** Replaced by a larger one when the admitted concurrency grows (the old one finishes its requests). */
+  /**
+   * The chat requests' connections (h1-pool.ts): replaced by a larger pool when the admitted concurrency grows (the
+   * old one finishes its requests).
+   */
+  chat: H1Pool;
+  /** Health probes and metrics scrapes: undici, a few connections of their own. */
   pool: Pool;
-  /** The pool's connection cap. */
+  /** The chat pool's connection cap. */
   connections: number;
   /** Whether the pool dials through the address guard (the origin is tenant-given). */
   readonly guarded: boolean;
@@ -124,23 +130,20 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
 
   // undici never follows redirects unless asked (no maxRedirections, no redirect interceptor): an upstream's
   // 3xx is relayed as an answer, never dialled.
-  const plainConnect = buildConnector({ timeout: timeouts.connectMs });
+  // HTTP/1.1 only (no h2 in TLS's ALPN): both clients speak 1.1.
+  const plainConnect = buildConnector({ timeout: timeouts.connectMs, allowH2: false });
   const addressGuard = opts.addressGuard;
   const guardedConnect = addressGuard
-    ? guardConnector(addressGuard.guard, buildConnector({ timeout: timeouts.connectMs, lookup: addressGuard.guard.lookup }))
+    ? guardConnector(addressGuard.guard, buildConnector({ timeout: timeouts.connectMs, allowH2: false, lookup: addressGuard.guard.lookup }))
     : null;
   const guardedOrigin = (origin: string): boolean => guardedConnect !== null && addressGuard?.isTenantOrigin(origin) === true;
 
-  const newPool = (origin: string, connections: number, guarded: boolean): Pool =>
-    new Pool(origin, {
-      connections,
-      pipelining: 1,
-      connect: guarded && guardedConnect !== null ? guardedConnect : plainConnect,
-      // The forwarder runs its own first-byte and idle timers; these are backstops.
-      headersTimeout: 0,
-      bodyTimeout: 0,
-      keepAliveTimeout: 30_000,
-    });
+  const connectorFor = (guarded: boolean): typeof plainConnect => (guarded && guardedConnect !== null ? guardedConnect : plainConnect);
+  // The forwarder runs its own first-byte and idle timers on chat requests; probes and scrapes pass their own.
+  const newPool = (origin: string, guarded: boolean): Pool =>
+    new Pool(origin, { connections: 4, pipelining: 1, connect: connectorFor(guarded), headersTimeout: 0, bodyTimeout: 0, keepAliveTimeout: 30_000 });
+  const newChatPool = (origin: string, connections: number, guarded: boolean): H1Pool =>
+    new H1Pool(origin, { connections, connect: connectorFor(guarded) as unknown as H1Connector, keepAliveTimeout: 30_000 });
 
   const get = (origin: string): OriginState => {
     let s = states.get(origin);
@@ -149,14 +152,15 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
     if (s !== undefined && !s.retired && s.guarded === guarded && s.connections < connections) {
       // More may be admitted now (a snapshot raised Concurrency or added replicas): a larger pool takes new
       // requests, the old one finishes those it carries. Health and in-flight counts stay with the origin.
-      const old = s.pool;
-      s.pool = newPool(origin, connections, guarded);
+      const old = s.chat;
+      s.chat = newChatPool(origin, connections, guarded);
       s.connections = connections;
       old.close().catch(() => {});
     }
     if (s !== undefined && s.retired && s.guarded === guarded) {
-      // Back in the snapshot while its old requests still run: a new pool, the same counts.
-      s.pool = newPool(origin, connections, guarded);
+      // Back in the snapshot while its old requests still run: new pools, the same counts.
+      s.pool = newPool(origin, guarded);
+      s.chat = newChatPool(origin, connections, guarded);
       s.connections = connections;
       s.retired = false;
     }
@@ -164,13 +168,14 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
       // Provenance changed with a snapshot: requests in flight finish on the old pool, new ones get new sockets.
       if (s.probeTimer !== null) clearTimeout(s.probeTimer);
       s.pool.close().catch(() => {});
+      s.chat.close().catch(() => {});
       s = undefined;
     }
     if (s === undefined) {
-      const pool = newPool(origin, connections, guarded);
       s = {
         origin,
-        pool,
+        chat: newChatPool(origin, connections, guarded),
+        pool: newPool(origin, guarded),
         connections,
         guarded,
         inFlight: 0,
@@ -293,7 +298,10 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
         if (origins.has(origin)) continue;
         if (s.probeTimer !== null) clearTimeout(s.probeTimer);
         s.probeTimer = null;
-        if (!s.retired) s.pool.close().catch(() => {});
+        if (!s.retired) {
+          s.pool.close().catch(() => {});
+          s.chat.close().catch(() => {});
+        }
         // Requests still run there: its count stays, so a replica that comes back is not sent more than its slots.
         if (s.inFlight > 0) s.retired = true;
         else states.delete(origin);
@@ -305,7 +313,7 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
       const all = [...states.values()];
       states.clear();
       for (const s of all) if (s.probeTimer !== null) clearTimeout(s.probeTimer);
-      await Promise.all(all.map((s) => s.pool.destroy().catch(() => {})));
+      await Promise.all(all.flatMap((s) => [s.pool.destroy().catch(() => {}), s.chat.destroy()]));
     },
   };
 }

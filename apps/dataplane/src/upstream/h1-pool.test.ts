@@ -1,0 +1,945 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { buildConnector } from 'undici';
+import { H1Head, H1Pool, type H1Connector, type H1Controller, type H1Handler, type H1PoolOptions } from './h1-pool.ts';
+
+// Real sockets only: each test starts a raw TCP server on 127.0.0.1 that writes exact response bytes, and a pool
+// dialled through undici's connector, as upstream-pools.ts builds it.
+
+/** One request as the server read it off the wire. */
+interface SeenRequest {
+  /** Its place among all the requests the server read. */
+  readonly index: number;
+  /** Which server-side connection (in accept order) carried it. */
+  readonly conn: number;
+  /** The request line and header lines, without the blank line. */
+  readonly head: string;
+  readonly body: Buffer;
+  readonly socket: Socket;
+}
+
+interface TestServer {
+  readonly origin: string;
+  readonly sockets: Socket[];
+  readonly closed: Set<Socket>;
+  readonly requests: SeenRequest[];
+  /** Every byte read from any connection. */
+  bytesIn: number;
+}
+
+type Responder = (req: SeenRequest, srv: TestServer) => void;
+
+const servers: Server[] = [];
+const serverSockets: Socket[] = [];
+const pools: H1Pool[] = [];
+
+afterEach(async () => {
+  for (const pool of pools.splice(0)) await pool.destroy();
+  for (const s of serverSockets.splice(0)) s.destroy();
+  await Promise.all(servers.splice(0).map((srv) => new Promise<void>((resolve) => srv.close(() => resolve()))));
+});
+
+/** A raw HTTP/1.1 server: parses requests (Content-Length bodies) and hands each to `respond`, which writes bytes. */
+async function startServer(respond: Responder, onConnection?: (socket: Socket) => void): Promise<TestServer> {
+  const state: TestServer = { origin: '', sockets: [], closed: new Set(), requests: [], bytesIn: 0 };
+  const srv = createServer((socket) => {
+    const conn = state.sockets.length;
+    state.sockets.push(socket);
+    serverSockets.push(socket);
+    // Each write goes out at once (no Nagle delay), so split writes reach the pool as separate reads.
+    socket.setNoDelay(true);
+    socket.on('close', () => state.closed.add(socket));
+    socket.on('error', () => {});
+    if (onConnection !== undefined) {
+      onConnection(socket);
+      if (socket.destroyed) return;
+    }
+    let buf = Buffer.alloc(0);
+    socket.on('data', (chunk: Buffer) => {
+      state.bytesIn += chunk.length;
+      buf = Buffer.concat([buf, chunk]);
+      for (;;) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const head = buf.toString('latin1', 0, end);
+        const m = /\r\ncontent-length: *(\d+)/i.exec(head);
+        const length = m === null ? 0 : Number(m[1]);
+        if (buf.length < end + 4 + length) return;
+        const body = Buffer.from(buf.subarray(end + 4, end + 4 + length));
+        buf = buf.subarray(end + 4 + length);
+        const req: SeenRequest = { index: state.requests.length, conn, head, body, socket };
+        state.requests.push(req);
+        respond(req, state);
+      }
+    });
+  });
+  servers.push(srv);
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', () => resolve()));
+  const { port } = srv.address() as AddressInfo;
+  return Object.assign(state, { origin: `http://127.0.0.1:${port}` });
+}
+
+/** An origin nothing listens on (bound, then released). */
+async function deadOrigin(): Promise<string> {
+  const srv = createServer();
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', () => resolve()));
+  const { port } = srv.address() as AddressInfo;
+  await new Promise<void>((resolve) => srv.close(() => resolve()));
+  return `http://127.0.0.1:${port}`;
+}
+
+function newPool(origin: string, connections = 4, extra: Partial<H1PoolOptions> = {}): H1Pool {
+  const connect = buildConnector({ timeout: 2000, allowH2: false }) as unknown as H1Connector;
+  const pool = new H1Pool(origin, { connections, connect, ...extra });
+  pools.push(pool);
+  return pool;
+}
+
+/** Order in which recorders reached their end (or error), across a test. */
+let finishSeq = 0;
+
+interface Hooks {
+  request?: (c: H1Controller) => void;
+  start?: (c: H1Controller) => void;
+  data?: (c: H1Controller, chunk: Buffer) => void;
+}
+
+/** Records every handler callback; `done` settles on onResponseEnd or onResponseError. */
+class Recorder implements H1Handler {
+  controller: H1Controller | null = null;
+  status = 0;
+  statusMessage = '';
+  head: H1Head | null = null;
+  readonly chunks: Buffer[] = [];
+  trailers: IncomingHttpHeaders | null = null;
+  error: Error | null = null;
+  readonly events: string[] = [];
+  finishedAs = 0;
+  readonly done: Promise<void>;
+  private finish!: () => void;
+  private readonly hooks: Hooks;
+
+  constructor(hooks: Hooks = {}) {
+    this.hooks = hooks;
+    this.done = new Promise((resolve) => (this.finish = resolve));
+  }
+
+  get body(): Buffer {
+    return Buffer.concat(this.chunks);
+  }
+
+  get settled(): boolean {
+    return this.finishedAs > 0;
+  }
+
+  onRequestStart(controller: H1Controller): void {
+    this.controller = controller;
+    this.events.push('requestStart');
+    this.hooks.request?.(controller);
+  }
+
+  onResponseStart(controller: H1Controller, head: H1Head): void {
+    this.events.push('responseStart');
+    this.head = head;
+    this.status = head.status;
+    this.statusMessage = head.statusMessage;
+    this.hooks.start?.(controller);
+  }
+
+  onResponseData(controller: H1Controller, chunk: Buffer): void {
+    this.events.push('data');
+    this.chunks.push(Buffer.from(chunk));
+    this.hooks.data?.(controller, chunk);
+  }
+
+  onResponseEnd(_controller: H1Controller, trailers: IncomingHttpHeaders): void {
+    this.events.push('end');
+    this.trailers = trailers;
+    this.finishedAs = ++finishSeq;
+    this.finish();
+  }
+
+  onResponseError(_controller: H1Controller, err: Error): void {
+    this.events.push('error');
+    this.error = err;
+    this.finishedAs = ++finishSeq;
+    this.finish();
+  }
+}
+
+const codeOf = (err: Error | null): unknown => (err as { code?: unknown } | null)?.code;
+
+function send(pool: H1Pool, body: string | Buffer = 'x', headers: Record<string, string> = {}, hooks: Hooks = {}): Recorder {
+  const rec = new Recorder(hooks);
+  pool.dispatch({ path: '/v1/chat/completions', method: 'POST', headers, body }, rec);
+  return rec;
+}
+
+/** Waits for a response that must succeed; exactly one terminal callback. */
+async function ok(rec: Recorder): Promise<Recorder> {
+  await rec.done;
+  expect(rec.error).toBeNull();
+  expect(rec.events.filter((e) => e === 'end' || e === 'error')).toEqual(['end']);
+  return rec;
+}
+
+/** Waits for a response that must fail; exactly one terminal callback, no end. */
+async function failed(rec: Recorder): Promise<Error> {
+  await rec.done;
+  expect(rec.events.filter((e) => e === 'end' || e === 'error')).toEqual(['error']);
+  return rec.error!;
+}
+
+/** Polls `cond` until it holds, failing after the deadline. */
+async function waitFor(cond: () => boolean, what: string, timeoutMs = 2000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!cond()) {
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
+/** Whether `p` settles within `ms`. */
+const settlesWithin = (p: Promise<unknown>, ms: number): Promise<boolean> =>
+  Promise.race([p.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), ms).unref())]);
+
+/** A few event-loop turns with the socket readable: for the checks that something did NOT happen. */
+const fewTurns = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 25));
+
+/** Resolves once `bytes` have been handed to the kernel (on loopback: readable by the pool's socket). */
+const write = (socket: Socket, bytes: string | Buffer): Promise<void> =>
+  new Promise((resolve) => socket.write(typeof bytes === 'string' ? Buffer.from(bytes, 'latin1') : bytes, () => resolve()));
+
+/** Writes `parts` one socket.write each, with a timer turn between so the pool reads them separately. */
+function writeParts(socket: Socket, parts: Buffer[]): void {
+  let i = 0;
+  const step = (): void => {
+    if (socket.destroyed) return;
+    socket.write(parts[i++]!);
+    if (i < parts.length) setTimeout(step, 1);
+  };
+  step();
+}
+
+const bytesOf = (buf: Buffer): Buffer[] => [...buf].map((b) => Buffer.from([b]));
+const latin1 = (s: string): Buffer => Buffer.from(s, 'latin1');
+
+/** A Content-Length response echoing `body`. */
+const reply = (body: string | Buffer = 'ok', extraHead = ''): Buffer => {
+  const b = typeof body === 'string' ? Buffer.from(body) : body;
+  return Buffer.concat([latin1(`HTTP/1.1 200 OK\r\n${extraHead}Content-Length: ${b.length}\r\n\r\n`), b]);
+};
+const echo: Responder = (req) => req.socket.write(reply(req.body));
+
+describe('H1Pool: the request on the wire', () => {
+  it('writes method, path, host, the given headers, keep-alive and the UTF-8 byte length of a string body', async () => {
+    const srv = await startServer(echo);
+    const pool = newPool(srv.origin);
+    const body = '{"messages":[{"role":"user","content":"é 日本 🙂"}]}';
+    const rec = await ok(send(pool, body, { 'content-type': 'application/json', authorization: 'Bearer abc', 'x-request-id': 'r-1' }));
+
+    const seen = srv.requests[0]!;
+    const lines = seen.head.split('\r\n');
+    expect(lines[0]).toBe('POST /v1/chat/completions HTTP/1.1');
+    const fields = lines.slice(1).map((l) => l.toLowerCase());
+    const port = new URL(srv.origin).port;
+    expect(fields).toContain(`host: 127.0.0.1:${port}`);
+    expect(fields).toContain('connection: keep-alive');
+    expect(fields).toContain('content-type: application/json');
+    expect(fields).toContain('authorization: bearer abc');
+    expect(fields).toContain('x-request-id: r-1');
+    const lengths = fields.filter((l) => l.startsWith('content-length:'));
+    expect(lengths).toEqual([`content-length: ${Buffer.byteLength(body)}`]);
+    expect(Buffer.byteLength(body)).toBeGreaterThan(body.length);
+    expect(seen.body.toString('utf8')).toBe(body);
+    expect(rec.body.toString('utf8')).toBe(body);
+  });
+
+  it('sends a Buffer body byte for byte with its length', async () => {
+    const srv = await startServer(echo);
+    const pool = newPool(srv.origin);
+    const body = Buffer.from([0x00, 0xff, 0x0d, 0x0a, 0x0d, 0x0a, 0xc3, 0x28, 0x7b, 0x7d]);
+    await ok(send(pool, body, { 'content-type': 'application/octet-stream' }));
+    const seen = srv.requests[0]!;
+    expect(seen.head.split('\r\n').filter((l) => l.toLowerCase().startsWith('content-length:'))).toEqual([`content-length: ${body.length}`]);
+    expect(seen.body.equals(body)).toBe(true);
+  });
+
+  it('an empty body still carries content-length: 0', async () => {
+    const srv = await startServer(echo);
+    const pool = newPool(srv.origin);
+    await ok(send(pool, ''));
+    expect(srv.requests[0]!.head.toLowerCase()).toContain('\r\ncontent-length: 0');
+  });
+});
+
+describe('H1Pool: Content-Length responses', () => {
+  const body = Buffer.concat([Buffer.from('{"text":"é 日本"}\r\n\r\nHTTP/1.1 200 OK\r\n'), Buffer.from([0, 255, 13, 10])]);
+  const response = Buffer.concat([
+    latin1('HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nX-Dup: one\r\nx-dup: two\r\nX-DUP: three\r\nX-Padded:   spaced value  \r\nX-Empty:\r\n'),
+    latin1(`Content-Length: ${body.length}\r\n\r\n`),
+    body,
+  ]);
+
+  const check = (rec: Recorder): void => {
+    expect(rec.status).toBe(201);
+    expect(rec.statusMessage).toBe('Created');
+    const head = rec.head!;
+    expect(head).toBeInstanceOf(H1Head);
+    expect(head.get('content-type')).toBe('application/json');
+    // A repeated field: `get` reads the first one, whatever the case of its name on the wire.
+    expect(head.get('x-dup')).toBe('one');
+    expect(head.get('x-padded')).toBe('spaced value');
+    expect(head.get('x-empty')).toBe('');
+    expect(head.get('content-length')).toBe(String(body.length));
+    expect(head.get('x-absent')).toBeUndefined();
+    expect(head.get('x-du')).toBeUndefined();
+    expect(rec.body.equals(body)).toBe(true);
+    expect(rec.events[0]).toBe('requestStart');
+    expect(rec.events[1]).toBe('responseStart');
+    expect(rec.events.at(-1)).toBe('end');
+  };
+
+  it('gives status, reason, the header fields (names case-insensitive, first of a repeated one) and the body bytes exactly', async () => {
+    const srv = await startServer((req) => req.socket.write(response));
+    const pool = newPool(srv.origin);
+    check(await ok(send(pool)));
+  });
+
+  it('parses the same when the response arrives one byte per write', async () => {
+    const srv = await startServer((req) => writeParts(req.socket, bytesOf(response)));
+    const pool = newPool(srv.origin);
+    const rec = await ok(send(pool));
+    check(rec);
+    // The body came in pieces, so the split reads were exercised.
+    expect(rec.chunks.length).toBeGreaterThan(1);
+  });
+
+  it('a status line without a reason phrase has an empty status message', async () => {
+    const srv = await startServer((req) => req.socket.write('HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok'));
+    const pool = newPool(srv.origin);
+    const rec = await ok(send(pool));
+    expect(rec.status).toBe(200);
+    expect(rec.statusMessage).toBe('');
+    expect(rec.body.toString()).toBe('ok');
+  });
+
+  it('Content-Length repeated with the same value is accepted', async () => {
+    const srv = await startServer((req) => req.socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok'));
+    const pool = newPool(srv.origin);
+    expect((await ok(send(pool))).body.toString()).toBe('ok');
+  });
+});
+
+describe('H1Pool: chunked responses', () => {
+  const head = 'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n';
+  const chunks = ['5;ext=1\r\nhello\r\n', '1a; name="quoted;value"\r\nabcdefghijklmnopqrstuvwxyz\r\n', '3 ;bws\r\n\xe9\x00\xff\r\n', 'A\r\ndata: {}\n\n\r\n'];
+  const tail = '0\r\nX-Checksum: abc\r\nX-Other: 1\r\n\r\n';
+  const response = latin1(head + chunks.join('') + tail);
+  const expectedBody = latin1('hello' + 'abcdefghijklmnopqrstuvwxyz' + '\xe9\x00\xff' + 'data: {}\n\n');
+
+  it('concatenates the chunks, skipping extensions and trailers, and keeps the connection', async () => {
+    const srv = await startServer((req) => req.socket.write(response));
+    const pool = newPool(srv.origin);
+    const rec = await ok(send(pool));
+    expect(rec.status).toBe(200);
+    expect(rec.head!.get('transfer-encoding')).toBe('chunked');
+    expect(rec.body.equals(expectedBody)).toBe(true);
+    await ok(send(pool));
+    expect(srv.sockets.length).toBe(1);
+  });
+
+  it('parses the same response split in two writes at every byte boundary', async () => {
+    let split = 1;
+    const srv = await startServer((req) => writeParts(req.socket, [response.subarray(0, split), response.subarray(split)]));
+    const pool = newPool(srv.origin);
+    for (split = 1; split < response.length; split++) {
+      const rec = await ok(send(pool));
+      expect(rec.status, `split at ${split}`).toBe(200);
+      expect(rec.body.equals(expectedBody), `split at ${split}`).toBe(true);
+    }
+    // Every response ended exactly where it should: one connection served them all.
+    expect(srv.sockets.length).toBe(1);
+    expect(srv.requests.length).toBe(response.length - 1);
+  });
+
+  it('Transfer-Encoding chunked with a Content-Length: chunked framing wins, the connection is not reused', async () => {
+    const srv = await startServer((req) =>
+      req.socket.write(req.index === 0 ? 'HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n' : reply('next')),
+    );
+    const pool = newPool(srv.origin);
+    expect((await ok(send(pool))).body.toString()).toBe('ok');
+    expect((await ok(send(pool))).body.toString()).toBe('next');
+    expect(srv.requests.map((r) => r.conn)).toEqual([0, 1]);
+  });
+
+  it('a Transfer-Encoding other than chunked last reads the body to the close', async () => {
+    const srv = await startServer((req) => req.socket.end('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, identity\r\n\r\n2\r\nok\r\n'));
+    const pool = newPool(srv.origin);
+    expect((await ok(send(pool))).body.toString()).toBe('2\r\nok\r\n');
+  });
+
+  it('parses the same response one byte per write', async () => {
+    const srv = await startServer((req) => writeParts(req.socket, bytesOf(response)));
+    const pool = newPool(srv.origin);
+    const rec = await ok(send(pool));
+    expect(rec.body.equals(expectedBody)).toBe(true);
+    await ok(send(pool, 'again'));
+    expect(srv.sockets.length).toBe(1);
+  });
+});
+
+describe('H1Pool: keep-alive', () => {
+  it('two sequential requests share one connection', async () => {
+    const srv = await startServer(echo);
+    const pool = newPool(srv.origin);
+    expect((await ok(send(pool, 'one'))).body.toString()).toBe('one');
+    expect((await ok(send(pool, 'two'))).body.toString()).toBe('two');
+    expect(srv.sockets.length).toBe(1);
+    expect(srv.requests.map((r) => r.conn)).toEqual([0, 0]);
+    expect(pool.stats).toEqual({ pending: 0, connected: 1, busy: 0 });
+  });
+
+  it('a `connection: close` response is not reused: the next request opens a new connection', async () => {
+    const srv = await startServer((req) => req.socket.write(reply('bye', req.index === 0 ? 'Connection: close\r\n' : '')));
+    const pool = newPool(srv.origin);
+    await ok(send(pool));
+    await ok(send(pool));
+    expect(srv.requests.map((r) => r.conn)).toEqual([0, 1]);
+    await waitFor(() => srv.closed.has(srv.sockets[0]!), 'the first connection to close');
+  });
+
+  it('an HTTP/1.0 response without keep-alive is not reused; with `Connection: keep-alive` it is', async () => {
+    const srv = await startServer((req) =>
+      req.socket.write(`HTTP/1.0 200 OK\r\n${req.index >= 1 ? 'Connection: keep-alive\r\n' : ''}Content-Length: 2\r\n\r\nok`),
+    );
+    const pool = newPool(srv.origin);
+    expect((await ok(send(pool))).body.toString()).toBe('ok');
+    await ok(send(pool));
+    await ok(send(pool));
+    expect(srv.requests.map((r) => r.conn)).toEqual([0, 1, 1]);
+  });
+
+  it('an idle connection the server closes is forgotten; the next request succeeds on a new one', async () => {
+    const srv = await startServer(echo);
+    const pool = newPool(srv.origin);
+    await ok(send(pool, 'a'));
+    srv.sockets[0]!.end();
+    await waitFor(() => pool.stats.connected === 0, 'the pool to see the close');
+    expect((await ok(send(pool, 'b'))).body.toString()).toBe('b');
+    expect(srv.requests.map((r) => r.conn)).toEqual([0, 1]);
+  });
+
+  it('an idle connection is not reused once the keepAliveTimeout has passed', async () => {
+    const srv = await startServer(echo);
+    const pool = newPool(srv.origin, 4, { keepAliveTimeout: 50 });
+    await ok(send(pool, 'a'));
+    const t0 = performance.now();
+    await waitFor(() => performance.now() - t0 > 80, '80 ms');
+    await ok(send(pool, 'b'));
+    expect(srv.requests.map((r) => r.conn)).toEqual([0, 1]);
+    await waitFor(() => srv.closed.has(srv.sockets[0]!), 'the expired connection to close');
+  });
+
+  it('`Keep-Alive: timeout=1` (less the 1 s margin) means the connection is never reused', async () => {
+    const srv = await startServer((req) => req.socket.write(reply('ok', 'Keep-Alive: timeout=1\r\n')));
+    const pool = newPool(srv.origin, 4, { keepAliveTimeout: 50 });
+    await ok(send(pool));
+    const t0 = performance.now();
+    await waitFor(() => performance.now() - t0 > 5, 'a few ms');
+    await ok(send(pool));
+    expect(srv.requests.map((r) => r.conn)).toEqual([0, 1]);
+  });
+
+  it('a longer `Keep-Alive: timeout=5` hint keeps the connection in use', async () => {
+    const srv = await startServer((req) => req.socket.write(reply('ok', 'Keep-Alive: timeout=5, max=100\r\n')));
+    const pool = newPool(srv.origin);
+    await ok(send(pool));
+    await ok(send(pool));
+    expect(srv.requests.map((r) => r.conn)).toEqual([0, 0]);
+  });
+});
+
+describe('H1Pool: bodies and statuses', () => {
+  it('a body with neither length nor chunking runs until the server closes, and ends cleanly', async () => {
+    const srv = await startServer((req) => {
+      req.socket.write('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nfirst ');
+      setTimeout(() => req.socket.end('second'), 5);
+    });
+    const pool = newPool(srv.origin);
+    const rec = await ok(send(pool));
+    expect(rec.status).toBe(200);
+    expect(rec.body.toString()).toBe('first second');
+    expect(pool.stats.connected).toBe(0);
+    await ok(send(pool));
+    expect(srv.sockets.length).toBe(2);
+  });
+
+  it('skips 100 Continue and 103 Early Hints before the real response', async () => {
+    const interim = 'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n';
+    const srv = await startServer((req) =>
+      req.index === 0 ? req.socket.write(interim + 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok') : writeParts(req.socket, [latin1(interim), reply('ok')]),
+    );
+    const pool = newPool(srv.origin);
+    for (let i = 0; i < 2; i++) {
+      const rec = await ok(send(pool));
+      expect(rec.status).toBe(200);
+      expect(rec.head!.get('content-length')).toBe('2');
+      expect(rec.head!.get('link')).toBeUndefined();
+      expect(rec.events.filter((e) => e === 'responseStart')).toEqual(['responseStart']);
+      expect(rec.body.toString()).toBe('ok');
+    }
+    expect(srv.sockets.length).toBe(1);
+  });
+
+  it('a 101 Switching Protocols is an UPSTREAM_PROTOCOL error', async () => {
+    const srv = await startServer((req) => req.socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n'));
+    const pool = newPool(srv.origin);
+    const rec = send(pool);
+    expect(codeOf(await failed(rec))).toBe('UPSTREAM_PROTOCOL');
+    expect(rec.events).not.toContain('responseStart');
+  });
+
+  it('a 204 without a body completes and keeps the connection', async () => {
+    const srv = await startServer((req) => req.socket.write('HTTP/1.1 204 No Content\r\nX-Request-Id: r\r\n\r\n'));
+    const pool = newPool(srv.origin);
+    const rec = await ok(send(pool));
+    expect(rec.status).toBe(204);
+    expect(rec.body.length).toBe(0);
+    await ok(send(pool));
+    expect(srv.sockets.length).toBe(1);
+  });
+
+  it('Content-Length: 0 completes at once', async () => {
+    const srv = await startServer((req) => req.socket.write('HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n'));
+    const pool = newPool(srv.origin);
+    const rec = await ok(send(pool));
+    expect(rec.events).toEqual(['requestStart', 'responseStart', 'end']);
+  });
+});
+
+describe('H1Pool: malformed responses', () => {
+  const big = 'a'.repeat(65 * 1024);
+  const cases: { name: string; bytes: string }[] = [
+    { name: 'bad status line (not HTTP)', bytes: 'HTTX/1.1 200 OK\r\nContent-Length: 0\r\n\r\n' },
+    { name: 'bad status line (no code)', bytes: 'HTTP/1.1 OK\r\nContent-Length: 0\r\n\r\n' },
+    { name: 'bad status line (HTTP/2)', bytes: 'HTTP/2 200\r\nContent-Length: 0\r\n\r\n' },
+    { name: 'bad status line (four-digit code)', bytes: 'HTTP/1.1 2000 OK\r\nContent-Length: 0\r\n\r\n' },
+    { name: 'header line without a colon', bytes: 'HTTP/1.1 200 OK\r\nNoColonHere\r\nContent-Length: 0\r\n\r\n' },
+    { name: 'obs-fold continuation line', bytes: 'HTTP/1.1 200 OK\r\nX-A: a\r\n folded: b\r\nContent-Length: 0\r\n\r\n' },
+    { name: 'obs-fold continuation line without colon', bytes: 'HTTP/1.1 200 OK\r\nX-A: a\r\n\tfolded\r\nContent-Length: 0\r\n\r\n' },
+    { name: 'space before the colon', bytes: 'HTTP/1.1 200 OK\r\nContent-Length : 0\r\n\r\n' },
+    { name: 'bare LF line ending inside the head', bytes: 'HTTP/1.1 200 OK\nX-A: a\r\nContent-Length: 0\r\n\r\n' },
+    { name: 'bare CR inside a header value', bytes: 'HTTP/1.1 200 OK\r\nX-A: a\rb\r\nContent-Length: 0\r\n\r\n' },
+    { name: 'NUL in a header value', bytes: 'HTTP/1.1 200 OK\r\nX-A: a\0b\r\nContent-Length: 0\r\n\r\n' },
+    { name: 'empty header name', bytes: 'HTTP/1.1 200 OK\r\n: v\r\nContent-Length: 0\r\n\r\n' },
+    { name: 'header name with a space inside', bytes: 'HTTP/1.1 200 OK\r\nBad Name: v\r\nContent-Length: 0\r\n\r\n' },
+    { name: 'header name with a non-token character', bytes: 'HTTP/1.1 200 OK\r\nX{Y}: v\r\nContent-Length: 0\r\n\r\n' },
+    { name: 'two different Content-Length values', bytes: 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok' },
+    { name: 'non-numeric Content-Length', bytes: 'HTTP/1.1 200 OK\r\nContent-Length: 2x\r\n\r\nok' },
+    { name: 'bad chunk size', bytes: 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n' },
+    { name: 'negative chunk size', bytes: 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\nabc\r\n0\r\n\r\n' },
+    { name: 'chunk data not followed by CRLF', bytes: 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcd\r\n0\r\n\r\n' },
+    { name: 'head over 64 KiB (terminated)', bytes: `HTTP/1.1 200 OK\r\nX-Big: ${big}\r\nContent-Length: 0\r\n\r\n` },
+    { name: 'head over 64 KiB (never terminated)', bytes: `HTTP/1.1 200 OK\r\nX-Big: ${big}${big}` },
+  ];
+
+  it.each(cases)('$name → UPSTREAM_PROTOCOL, connection dropped, pool still usable', async ({ bytes }) => {
+    // The server never closes: the failure must come from the parser, not from the peer.
+    const srv = await startServer((req) => req.socket.write(req.index === 0 ? latin1(bytes) : reply('fine')));
+    const pool = newPool(srv.origin);
+    const err = await failed(send(pool));
+    expect(codeOf(err)).toBe('UPSTREAM_PROTOCOL');
+    expect(pool.stats.connected).toBe(0);
+    await waitFor(() => srv.closed.has(srv.sockets[0]!), 'the bad connection to be closed');
+    const next = await ok(send(pool));
+    expect(next.body.toString()).toBe('fine');
+    expect(srv.requests.map((r) => r.conn)).toEqual([0, 1]);
+  });
+
+  it('bytes after a complete Content-Length response in the same write: the response succeeds, the connection is dropped', async () => {
+    const srv = await startServer((req) =>
+      req.socket.write(req.index === 0 ? 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n' : reply('next')),
+    );
+    const pool = newPool(srv.origin);
+    const rec = await ok(send(pool));
+    expect(rec.body.toString()).toBe('ok');
+    await waitFor(() => pool.stats.connected === 0, 'the connection to be dropped');
+    expect((await ok(send(pool))).body.toString()).toBe('next');
+    expect(srv.requests.map((r) => r.conn)).toEqual([0, 1]);
+  });
+
+  it('bytes arriving on an idle connection: it is dropped, the next request uses a new one', async () => {
+    const srv = await startServer(echo);
+    const pool = newPool(srv.origin);
+    await ok(send(pool, 'a'));
+    srv.sockets[0]!.write('HTTP/1.1 200 OK\r\n');
+    await waitFor(() => pool.stats.connected === 0, 'the connection to be dropped');
+    expect((await ok(send(pool, 'b'))).body.toString()).toBe('b');
+    expect(srv.requests.map((r) => r.conn)).toEqual([0, 1]);
+  });
+});
+
+describe('H1Pool: connection failures', () => {
+  it('the server closing mid-body fails the request', async () => {
+    const srv = await startServer((req) => req.socket.end('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc'));
+    const pool = newPool(srv.origin);
+    const rec = send(pool);
+    const err = await failed(rec);
+    expect(['UND_ERR_SOCKET', 'ECONNRESET']).toContain(codeOf(err));
+    expect(rec.status).toBe(200);
+    expect(rec.body.toString()).toBe('abc');
+  });
+
+  it('the server closing mid-chunk fails the request', async () => {
+    const srv = await startServer((req) => req.socket.end('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab'));
+    const pool = newPool(srv.origin);
+    expect(['UND_ERR_SOCKET', 'ECONNRESET']).toContain(codeOf(await failed(send(pool))));
+  });
+
+  it('the server closing before it sends anything fails the request', async () => {
+    const srv = await startServer((req) => req.socket.end());
+    const pool = newPool(srv.origin);
+    expect(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']).toContain(codeOf(await failed(send(pool))));
+    expect(pool.stats.connected).toBe(0);
+  });
+
+  it('the server dropping the connection as it accepts it fails the request', async () => {
+    const srv = await startServer(echo, (socket) => socket.destroy());
+    const pool = newPool(srv.origin);
+    expect(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']).toContain(codeOf(await failed(send(pool))));
+  });
+
+  it('a refused connection fails the request with ECONNREFUSED', async () => {
+    const pool = newPool(await deadOrigin());
+    const err = await failed(send(pool));
+    expect(codeOf(err)).toBe('ECONNREFUSED');
+    expect(pool.stats).toEqual({ pending: 0, connected: 0, busy: 0 });
+  });
+
+  it('a header value with CR, LF or NUL (or a bad header name) fails at once and nothing is sent', async () => {
+    const srv = await startServer(echo);
+    const pool = newPool(srv.origin);
+    const bad: Record<string, string>[] = [
+      { 'x-a': 'v\r\nx-injected: 1' },
+      { 'x-a': 'a\nb' },
+      { 'x-a': 'a\rb' },
+      { 'x-a': 'a\0b' },
+      { 'bad name': 'v' },
+      { 'x-a:': 'v' },
+    ];
+    for (const headers of bad) {
+      const rec = send(pool, 'x', { 'content-type': 'application/json', ...headers });
+      // Synchronous: dispatch answered before returning.
+      expect(rec.settled).toBe(true);
+      expect(codeOf(rec.error)).toBe('UND_ERR_INVALID_ARG');
+      expect(rec.events).toEqual(['requestStart', 'error']);
+    }
+    expect(pool.stats).toEqual({ pending: 0, connected: 0, busy: 0 });
+    await fewTurns();
+    expect(srv.sockets.length).toBe(0);
+    expect(srv.bytesIn).toBe(0);
+  });
+});
+
+describe('H1Pool: connection cap and queue', () => {
+  it('with one connection, three requests queue and complete in order', async () => {
+    const held: SeenRequest[] = [];
+    const srv = await startServer((req) => (req.index === 0 ? held.push(req) : echo(req, srv)));
+    const pool = newPool(srv.origin, 1);
+    const recs = ['r0', 'r1', 'r2'].map((b) => send(pool, b));
+    await waitFor(() => held.length === 1, 'the first request at the server');
+    expect(pool.stats).toEqual({ pending: 2, connected: 1, busy: 1 });
+    expect(recs.some((r) => r.settled)).toBe(false);
+    held[0]!.socket.write(reply(held[0]!.body));
+    for (const [i, rec] of recs.entries()) expect((await ok(rec)).body.toString()).toBe(`r${i}`);
+    expect(recs[0]!.finishedAs).toBeLessThan(recs[1]!.finishedAs);
+    expect(recs[1]!.finishedAs).toBeLessThan(recs[2]!.finishedAs);
+    expect(srv.requests.map((r) => `${r.conn}:${r.body.toString()}`)).toEqual(['0:r0', '0:r1', '0:r2']);
+    expect(pool.stats).toEqual({ pending: 0, connected: 1, busy: 0 });
+  });
+
+  it('opens up to `connections` in parallel', async () => {
+    const held: SeenRequest[] = [];
+    const srv = await startServer((req) => held.push(req));
+    const pool = newPool(srv.origin, 2);
+    const recs = [send(pool, 'a'), send(pool, 'b'), send(pool, 'c')];
+    await waitFor(() => held.length === 2, 'two requests at the server');
+    expect(pool.stats).toEqual({ pending: 1, connected: 2, busy: 2 });
+    expect(srv.sockets.length).toBe(2);
+    for (const r of held.splice(0)) r.socket.write(reply(r.body));
+    await waitFor(() => held.length === 1, 'the third request at the server');
+    held[0]!.socket.write(reply(held[0]!.body));
+    expect((await Promise.all(recs.map(ok))).map((r) => r.body.toString())).toEqual(['a', 'b', 'c']);
+    expect(srv.sockets.length).toBe(2);
+  });
+});
+
+describe('H1Pool: abort', () => {
+  it('a queued request aborted fails with the reason and never reaches the server', async () => {
+    const held: SeenRequest[] = [];
+    const srv = await startServer((req) => (req.index === 0 ? held.push(req) : echo(req, srv)));
+    const pool = newPool(srv.origin, 1);
+    const first = send(pool, 'A');
+    const queued = send(pool, 'B');
+    await waitFor(() => held.length === 1, 'the first request at the server');
+    expect(pool.stats.pending).toBe(1);
+    const reason = new Error('client went away');
+    queued.controller!.abort(reason);
+    expect(await failed(queued)).toBe(reason);
+    expect(queued.controller!.aborted).toBe(true);
+    expect(pool.stats.pending).toBe(0);
+    held[0]!.socket.write(reply('A'));
+    await ok(first);
+    await ok(send(pool, 'C'));
+    expect(srv.requests.map((r) => r.body.toString())).toEqual(['A', 'C']);
+  });
+
+  it('aborting before the response fails with the reason and closes the socket at the server', async () => {
+    const srv = await startServer(() => {});
+    const pool = newPool(srv.origin);
+    const rec = send(pool);
+    await waitFor(() => srv.requests.length === 1, 'the request at the server');
+    const reason = new Error('cancelled');
+    rec.controller!.abort(reason);
+    expect(await failed(rec)).toBe(reason);
+    await waitFor(() => srv.closed.has(srv.sockets[0]!), 'the server to see the close');
+    expect(pool.stats.connected).toBe(0);
+  });
+
+  it('aborting mid-body (from onResponseData) fails with the reason, nothing after', async () => {
+    const reason = new Error('enough');
+    const srv = await startServer((req) => req.socket.write('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart'));
+    const pool = newPool(srv.origin);
+    const rec = send(pool, 'x', {}, { data: (c) => c.abort(reason) });
+    expect(await failed(rec)).toBe(reason);
+    expect(rec.events).toEqual(['requestStart', 'responseStart', 'data', 'error']);
+    await waitFor(() => srv.closed.has(srv.sockets[0]!), 'the server to see the close');
+    // An abort after the end is a no-op.
+    rec.controller!.abort(new Error('late'));
+    expect(rec.events.at(-1)).toBe('error');
+  });
+
+  it('aborting from onResponseStart fails with the reason and delivers no data', async () => {
+    const reason = new Error('not wanted');
+    const srv = await startServer((req) => req.socket.write(reply('body bytes')));
+    const pool = newPool(srv.origin);
+    const rec = send(pool, 'x', {}, { start: (c) => c.abort(reason) });
+    expect(await failed(rec)).toBe(reason);
+    expect(rec.events).toEqual(['requestStart', 'responseStart', 'error']);
+  });
+});
+
+describe('H1Pool: pause and resume', () => {
+  it('no data arrives while paused although the server sends more; after resume the rest arrives and ends', async () => {
+    const srv = await startServer((req) => req.socket.write(req.index === 0 ? 'HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nfirst:' : reply('next')));
+    const pool = newPool(srv.origin);
+    const rec = send(pool, 'x', {}, { data: (c) => c.pause() });
+    await waitFor(() => rec.chunks.length === 1, 'the first data');
+    await write(srv.sockets[0]!, 'second');
+    await fewTurns();
+    expect(rec.body.toString()).toBe('first:');
+    expect(rec.settled).toBe(false);
+    rec.controller!.resume();
+    await ok(rec);
+    expect(rec.body.toString()).toBe('first:second');
+    // The connection is reusable afterwards (and no longer paused).
+    expect((await ok(send(pool))).body.toString()).toBe('next');
+    expect(srv.sockets.length).toBe(1);
+  });
+
+  it('pausing from onResponseStart holds the body that came in the same read as the head', async () => {
+    const srv = await startServer((req) => req.socket.write(reply('body-in-the-same-packet')));
+    const pool = newPool(srv.origin);
+    const rec = send(pool, 'x', {}, { start: (c) => c.pause() });
+    await waitFor(() => rec.status !== 0, 'the response head');
+    await fewTurns();
+    // The controller's contract (as undici's): nothing is delivered until resume.
+    expect(rec.events).toEqual(['requestStart', 'responseStart']);
+    rec.controller!.resume();
+    await ok(rec);
+    expect(rec.body.toString()).toBe('body-in-the-same-packet');
+  });
+
+  it('pausing from onResponseData holds later chunks that came in the same read', async () => {
+    const srv = await startServer((req) => req.socket.write('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\none\r\n3\r\ntwo\r\n0\r\n\r\n'));
+    const pool = newPool(srv.origin);
+    let paused = false;
+    let dataWhilePaused = 0;
+    const rec = send(
+      pool,
+      'x',
+      {},
+      {
+        data: (c) => {
+          if (paused) dataWhilePaused++;
+          if (rec.chunks.length === 1) {
+            paused = true;
+            c.pause();
+          }
+        },
+      },
+    );
+    await waitFor(() => rec.chunks.length > 0, 'the first chunk');
+    await fewTurns();
+    expect(dataWhilePaused).toBe(0);
+    expect(rec.settled).toBe(false);
+    paused = false;
+    rec.controller!.resume();
+    await ok(rec);
+    expect(rec.body.toString()).toBe('onetwo');
+  });
+
+  it('a close-delimited body paused with the close already sent ends cleanly after resume', async () => {
+    const srv = await startServer((req) => req.socket.end('HTTP/1.1 200 OK\r\n\r\nall of it'));
+    const pool = newPool(srv.origin);
+    const rec = send(pool, 'x', {}, { start: (c) => c.pause() });
+    await waitFor(() => rec.status !== 0, 'the response head');
+    await waitFor(() => srv.closed.size === 1, 'the server to close');
+    await fewTurns();
+    expect(rec.events).toEqual(['requestStart', 'responseStart']);
+    rec.controller!.resume();
+    expect((await ok(rec)).body.toString()).toBe('all of it');
+  });
+
+  it('a complete `Connection: close` response held by a pause is delivered whole after resume, not failed by the close', async () => {
+    const srv = await startServer((req) => req.socket.write(reply('the whole answer', 'Connection: close\r\n')));
+    const pool = newPool(srv.origin);
+    const rec = send(pool, 'x', {}, { start: (c) => c.pause() });
+    await waitFor(() => rec.status !== 0, 'the response head');
+    // The server closes a while later, as a runtime does after a `Connection: close` answer.
+    srv.sockets[0]!.end();
+    await waitFor(() => srv.closed.size === 1, 'the server to close');
+    await fewTurns();
+    expect(rec.events).toEqual(['requestStart', 'responseStart']);
+    rec.controller!.resume();
+    expect((await ok(rec)).body.toString()).toBe('the whole answer');
+  });
+
+  it('a chunked response paused mid-body, then the server closes after the last chunk: resume delivers it all', async () => {
+    const srv = await startServer((req) =>
+      req.socket.end('HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n6\r\nsecond\r\n0\r\n\r\n'),
+    );
+    const pool = newPool(srv.origin);
+    const rec = send(pool, 'x', {}, { data: (c) => (rec.chunks.length === 1 ? c.pause() : undefined) });
+    await waitFor(() => rec.chunks.length === 1, 'the first chunk');
+    await waitFor(() => srv.closed.size === 1, 'the server to close');
+    await fewTurns();
+    expect(rec.events).toEqual(['requestStart', 'responseStart', 'data']);
+    rec.controller!.resume();
+    expect((await ok(rec)).body.toString()).toBe('firstsecond');
+  });
+
+  it('aborting while paused with bytes held fails with the reason and drops the connection', async () => {
+    const srv = await startServer((req) => req.socket.write(req.index === 0 ? 'HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nheld' : reply('next')));
+    const pool = newPool(srv.origin);
+    const rec = send(pool, 'x', {}, { start: (c) => c.pause() });
+    await waitFor(() => rec.status !== 0, 'the response head');
+    const reason = new Error('gone');
+    rec.controller!.abort(reason);
+    expect(await failed(rec)).toBe(reason);
+    expect(rec.events).toEqual(['requestStart', 'responseStart', 'error']);
+    // resume after the end does nothing
+    rec.controller!.resume();
+    expect((await ok(send(pool))).body.toString()).toBe('next');
+    expect(srv.requests.map((r) => r.conn)).toEqual([0, 1]);
+  });
+
+  it('pause then resume inside the same onResponseData keeps the data flowing', async () => {
+    const srv = await startServer((req) => req.socket.write('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n1\r\nb\r\n1\r\nc\r\n0\r\n\r\n'));
+    const pool = newPool(srv.origin);
+    const rec = send(
+      pool,
+      'x',
+      {},
+      {
+        data: (c) => {
+          c.pause();
+          c.resume();
+        },
+      },
+    );
+    expect((await ok(rec)).body.toString()).toBe('abc');
+  });
+
+  it('a request paused before its response starts still gets it after resume', async () => {
+    const srv = await startServer((req) => req.socket.write(reply('late')));
+    const pool = newPool(srv.origin);
+    const rec = send(pool, 'x', {}, { request: (c) => c.pause() });
+    await waitFor(() => srv.requests.length === 1, 'the request at the server');
+    await fewTurns();
+    expect(rec.events).toEqual(['requestStart']);
+    rec.controller!.resume();
+    expect((await ok(rec)).body.toString()).toBe('late');
+  });
+});
+
+describe('H1Pool: close and destroy', () => {
+  it('close() lets the in-flight request finish, then resolves; dispatch after close fails with UND_ERR_CLOSED', async () => {
+    const held: SeenRequest[] = [];
+    const srv = await startServer((req) => held.push(req));
+    const pool = newPool(srv.origin);
+    const rec = send(pool, 'in flight');
+    await waitFor(() => held.length === 1, 'the request at the server');
+    let closed = false;
+    let closedAfterEnd = false;
+    const closing = pool.close().then(() => {
+      closed = true;
+      closedAfterEnd = rec.settled;
+    });
+    const late = send(pool);
+    expect(codeOf(await failed(late))).toBe('UND_ERR_CLOSED');
+    await fewTurns();
+    expect(closed).toBe(false);
+    held[0]!.socket.write(reply('done'));
+    expect((await ok(rec)).body.toString()).toBe('done');
+    await closing;
+    expect(closedAfterEnd).toBe(true);
+    expect(pool.stats.connected).toBe(0);
+    await waitFor(() => srv.closed.has(srv.sockets[0]!), 'the connection to close');
+  });
+
+  it('close() with only idle connections resolves at once and closes them', async () => {
+    const srv = await startServer(echo);
+    const pool = newPool(srv.origin);
+    await ok(send(pool));
+    await pool.close();
+    expect(pool.stats.connected).toBe(0);
+    await waitFor(() => srv.closed.has(srv.sockets[0]!), 'the idle connection to close');
+  });
+
+  it('close() resolves when the only pending connect fails', async () => {
+    const pool = newPool(await deadOrigin());
+    const rec = send(pool);
+    const closing = pool.close();
+    expect(codeOf(await failed(rec))).toBe('ECONNREFUSED');
+    expect(await settlesWithin(closing, 1000)).toBe(true);
+  });
+
+  it('destroy() fails the in-flight and the queued requests with UND_ERR_DESTROYED', async () => {
+    const srv = await startServer(() => {});
+    const pool = newPool(srv.origin, 1);
+    const inFlight = send(pool, 'a');
+    const queued = send(pool, 'b');
+    await waitFor(() => srv.requests.length === 1, 'the request at the server');
+    await pool.destroy();
+    expect(codeOf(await failed(inFlight))).toBe('UND_ERR_DESTROYED');
+    expect(codeOf(await failed(queued))).toBe('UND_ERR_DESTROYED');
+    expect(codeOf(await failed(send(pool)))).toBe('UND_ERR_DESTROYED');
+    await waitFor(() => srv.closed.has(srv.sockets[0]!), 'the connection to close');
+    expect(srv.requests.length).toBe(1);
+  });
+});
+
+describe('H1Pool: response header names', () => {
+  it('field names that are Object.prototype members read as the values sent', async () => {
+    const srv = await startServer((req) => req.socket.write(reply('ok', 'Constructor: c-value\r\n__proto__: p-value\r\nX-Normal: n\r\n')));
+    const pool = newPool(srv.origin);
+    const head = (await ok(send(pool))).head!;
+    expect(head.get('x-normal')).toBe('n');
+    expect(head.get('constructor')).toBe('c-value');
+    expect(head.get('__proto__')).toBe('p-value');
+    expect(head.get('tostring')).toBeUndefined();
+  });
+});
