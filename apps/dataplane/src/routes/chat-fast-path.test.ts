@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NAME, SECRET_A, SECRET_B, chatBody, deadUrl, makeSnapshot, memorySink, startDataplane, startSim } from '../../test/helpers.ts';
 import type { StartedApp, StartedSim } from '../../test/helpers.ts';
@@ -65,5 +66,56 @@ describe('chat fast path', () => {
     expect(res.status).toBe(415);
     const get = await fetch(`${dp.url}${shared}`);
     expect(get.status).toBe(405);
+  });
+
+  /** One request written as raw bytes (field names in any case, fields repeated); the answer's status, request id and body. */
+  function raw(path: string, fields: readonly string[], body: string): Promise<{ status: number; requestId: string | null; body: string }> {
+    return new Promise((resolve, reject) => {
+      const socket = connect(Number(new URL(dp.url).port), '127.0.0.1');
+      const chunks: Buffer[] = [];
+      socket.on('data', (c: Buffer) => chunks.push(c));
+      socket.on('error', reject);
+      socket.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        const [head = '', rest = ''] = text.split('\r\n\r\n');
+        const requestId = /\r\nx-request-id: ([^\r]*)/i.exec(head)?.[1] ?? null;
+        const stable = rest.replace(/"id":"[^"]*"/g, '"id":"x"').replace(/"created":\d+/g, '"created":0');
+        resolve({ status: Number(head.slice(9, 12)), requestId, body: stable });
+      });
+      const lines = [`POST ${path} HTTP/1.1`, 'Host: x', 'Connection: close', ...fields, `Content-Length: ${Buffer.byteLength(body)}`];
+      socket.write(`${lines.join('\r\n')}\r\n\r\n${body}`);
+    });
+  }
+
+  it('reads field names in any case, and repeated fields as Node does (first wins, or joined), like the Fastify routes', async () => {
+    const body = JSON.stringify(chatBody({ model: NAME }));
+    const cases: [string, string[], number, string | null][] = [
+      ['Title-Case names', ['Content-Type: application/json', `Authorization: Bearer ${SECRET_A}`, 'X-Request-Id: title-1'], 200, 'title-1'],
+      ['UPPER-CASE names', ['CONTENT-TYPE: application/json', `AUTHORIZATION: Bearer ${SECRET_A}`, 'X-REQUEST-ID: upper-1'], 200, 'upper-1'],
+      // Repeated: joined with ", " (not a plain id any more: a fresh one is made).
+      ['x-request-id twice', ['content-type: application/json', `authorization: Bearer ${SECRET_A}`, 'x-request-id: a', 'x-request-id: b'], 200, null],
+      // Repeated: the first wins.
+      [
+        'authorization twice, the good key first',
+        ['content-type: application/json', `authorization: Bearer ${SECRET_A}`, 'authorization: Bearer infk_nope'],
+        200,
+        null,
+      ],
+      [
+        'authorization twice, a bad key first',
+        ['content-type: application/json', 'authorization: Bearer infk_nope', `authorization: Bearer ${SECRET_A}`],
+        401,
+        null,
+      ],
+      ['content-type twice', ['content-type: application/json', 'content-type: text/plain', `authorization: Bearer ${SECRET_A}`], 200, null],
+    ];
+    for (const [name, fields, status, id] of cases) {
+      const fast = await raw(shared, fields, body);
+      const routed = await raw(`${shared}/`, fields, body);
+      expect({ name, status: fast.status }).toEqual({ name, status });
+      expect({ name, body: fast.body, status: fast.status }).toEqual({ name, body: routed.body, status: routed.status });
+      if (id !== null) expect(fast.requestId).toBe(id);
+      else expect(fast.requestId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    }
   });
 });
