@@ -118,7 +118,13 @@ class Exchange implements H1Controller {
     const held = conn.held;
     if (held !== null) {
       conn.held = null;
-      conn.onData(held);
+      try {
+        conn.onData(held);
+      } catch (err) {
+        // As for a throw during a read: the exchange fails, the connection goes.
+        conn.fail(err instanceof Error ? err : new Error(String(err)));
+        return;
+      }
       if (conn.peerEnded && conn.held === null && !conn.closed) conn.onEnd();
     }
     if (!this.paused && this.conn === conn) conn.socket.resume();
@@ -333,7 +339,8 @@ class Conn {
     // A response completed in this read: the connection is free for the next request (nothing may follow it).
     if (this.ex === null && !this.closed && this.phase === Phase.Idle && !this.free) {
       this.free = true;
-      if (this.reusable) this.pool.release(this);
+      // Not after a close that came while the handler held the bytes: that socket is gone.
+      if (this.reusable && !this.peerEnded && !this.socket.destroyed) this.pool.release(this);
       else this.fail(codedError('connection: close', 'UND_ERR_SOCKET'));
     }
   }
@@ -522,6 +529,7 @@ function chunkSize(line: string): number {
 export class H1Pool {
   readonly origin: string;
   readonly hostHeader: string;
+  private readonly dialHost: string;
   readonly keepAliveTimeout: number;
   private readonly connections: number;
   private readonly connect: H1Connector;
@@ -542,6 +550,9 @@ export class H1Pool {
     if (this.url.protocol !== 'http:' && this.url.protocol !== 'https:') throw new Error(`unsupported upstream protocol ${this.url.protocol}`);
     this.origin = this.url.origin;
     this.hostHeader = this.url.host;
+    // An IPv6 literal is dialled without its brackets (as undici's Client does).
+    const h = this.url.hostname;
+    this.dialHost = h.startsWith('[') ? h.slice(1, -1) : h;
     this.connections = opts.connections;
     this.connect = opts.connect;
     this.keepAliveTimeout = opts.keepAliveTimeout ?? 30_000;
@@ -602,7 +613,7 @@ export class H1Pool {
   private dial(): void {
     try {
       this.connect(
-        { hostname: this.url.hostname, host: this.url.host, protocol: this.url.protocol, port: this.url.port, servername: null, localAddress: null },
+        { hostname: this.dialHost, host: this.url.host, protocol: this.url.protocol, port: this.url.port, servername: null, localAddress: null },
         (err, socket) => {
           this.connecting--;
           if (err !== null || socket === null) {
@@ -703,6 +714,7 @@ export class H1Pool {
 
   /** Finishes the requests it carries and queues, then closes every connection. */
   close(): Promise<void> {
+    if (this.destroyed) return Promise.resolve();
     this.closing = true;
     for (const conn of this.idle) {
       conn.closed = true;

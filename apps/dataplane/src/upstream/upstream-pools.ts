@@ -116,6 +116,9 @@ const healthPathOf = (u: ResolvedUpstream): string => {
   return base + adapter.healthPath;
 };
 
+/** How long an idle chat connection is kept (below uvicorn's 5 s). */
+export const CHAT_KEEP_ALIVE_MS = 4000;
+
 /** Lazily created undici pools per upstream origin, reused across snapshot swaps, with outlier ejection. */
 export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
   const { timeouts } = opts;
@@ -142,8 +145,11 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
   // The forwarder runs its own first-byte and idle timers on chat requests; probes and scrapes pass their own.
   const newPool = (origin: string, guarded: boolean): Pool =>
     new Pool(origin, { connections: 4, pipelining: 1, connect: connectorFor(guarded), headersTimeout: 0, bodyTimeout: 0, keepAliveTimeout: 30_000 });
+  // Idle chat connections close after 4 s, before the runtime's own keep-alive timeout (uvicorn's default, vLLM's and
+  // SGLang's server, is 5 s and it sends no Keep-Alive hint): a request written just as the runtime closed an idle
+  // socket would fail with a reset, and be retried elsewhere or answered 502.
   const newChatPool = (origin: string, connections: number, guarded: boolean): H1Pool =>
-    new H1Pool(origin, { connections, connect: connectorFor(guarded) as unknown as H1Connector, keepAliveTimeout: 30_000 });
+    new H1Pool(origin, { connections, connect: connectorFor(guarded) as unknown as H1Connector, keepAliveTimeout: CHAT_KEEP_ALIVE_MS });
 
   const get = (origin: string): OriginState => {
     let s = states.get(origin);
