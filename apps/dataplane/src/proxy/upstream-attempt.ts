@@ -139,6 +139,10 @@ class AttemptHandler implements H1Handler {
     this.cancel(new Error('first byte timeout'));
   };
 
+  readonly armIdle = (): void => {
+    if (!this.settled && this.idleTimer === null) this.idleTimer = setTimeout(this.onIdleTimeout, this.o.timeouts.idleMs);
+  };
+
   readonly onIdleTimeout = (): void => {
     this.idleTimer = null;
     if (this.settled) return;
@@ -219,7 +223,9 @@ class AttemptHandler implements H1Handler {
       this.gotFirstByte = true;
       if (this.firstByteTimer !== null) clearTimeout(this.firstByteTimer);
       this.firstByteTimer = null;
-      this.idleTimer = setTimeout(this.onIdleTimeout, this.o.timeouts.idleMs);
+      // The idle timer is armed once this read is parsed: an answer that came whole in it (most JSON answers, short
+      // streams) has settled by then and needs none (a timer made and cleared per request costs a microsecond).
+      queueMicrotask(this.armIdle);
       this.o.onFirstByte();
     }
 

@@ -105,10 +105,11 @@ export function createChatFastPath(opts: ChatFastPathOptions): FastPath {
       received += chunk.length;
       chunks.push(chunk);
     };
+    let ended = false;
     const onEnd = (err?: Error): void => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onEnd);
+      // Once: the listeners stay (removing three costs more than the flag), a later 'error' is ignored.
+      if (ended) return;
+      ended = true;
       if (err !== undefined) {
         bodyFailed(x, Object.assign(err, { statusCode: 400 }));
         return;
@@ -118,6 +119,7 @@ export function createChatFastPath(opts: ChatFastPathOptions): FastPath {
         return;
       }
       const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received);
+      chunks.length = 0; // the 'data' listener (kept) must not hold the body for the request's life
       const text = raw.toString('utf8');
       // Refused before anything is parsed or counted: deep nesting would blow the stack further on.
       if (exceedsJsonDepth(text)) {

@@ -63,14 +63,6 @@ const codedError = (message: string, code: string): Error => Object.assign(new E
 
 const MAX_HEAD = 64 * 1024;
 const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
-/** Request field values are visible ASCII, spaces and tabs (so the head's bytes are the same whatever the body's encoding). */
-const BAD_VALUE = /[^\t\x20-\x7e]/;
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-/** A field name (RFC 9110 token) and its colon, matched where a line starts. */
-const TOKEN_COLON = /[!#$%&'*+\-.^_`|~0-9A-Za-z]+:/y;
-/** A request target: visible ASCII only (no spaces, controls or bytes a header could be smuggled in). */
-const PATH = /^\/[\x21-\x7e]*$/;
-const BAD_HEAD = /\0|\r(?!\n)|(?<!\r)\n/;
 const isSpace = (c: number): boolean => c === 32 || c === 9;
 const DIGITS = /^\d{1,15}$/;
 
@@ -356,13 +348,11 @@ class Conn {
   /** Parses a response head (without its final CRLFCRLF); false when the connection failed. */
   head(text: string): boolean {
     const ex = this.ex!;
-    // NUL, or a CR or LF that is not part of a CRLF: refused outright (no lenient line endings).
-    if (BAD_HEAD.test(text)) {
-      this.protocolError('bad line ending or NUL in head');
-      return false;
-    }
+    // One pass over the characters (no regular expressions, no string per field): a NUL, or a CR or LF that is not part
+    // of a CRLF, anywhere in the head is refused outright (no lenient line endings).
+    const len = text.length;
     let eol = text.indexOf('\r\n');
-    if (eol < 0) eol = text.length;
+    if (eol < 0) eol = len;
     // HTTP/1.1 200 OK (the reason phrase may be empty or absent)
     const minor = text.charCodeAt(7);
     const c0 = text.charCodeAt(9);
@@ -374,7 +364,8 @@ class Conn {
       (minor !== 49 && minor !== 48) ||
       text.charCodeAt(8) !== 32 ||
       !(c0 >= 49 && c0 <= 57 && c1 >= 48 && c1 <= 57 && c2 >= 48 && c2 <= 57) ||
-      (eol > 12 && text.charCodeAt(12) !== 32)
+      (eol > 12 && text.charCodeAt(12) !== 32) ||
+      !plainText(text, 12, eol)
     ) {
       this.protocolError('bad status line');
       return false;
@@ -384,19 +375,19 @@ class Conn {
     let chunked = false;
     let hasTransferEncoding = false;
     let connectionClose = minor === 48;
-    for (let pos = eol + 2; pos < text.length;) {
-      let next = text.indexOf('\r\n', pos);
-      if (next < 0) next = text.length;
-      const colon = text.indexOf(':', pos);
-      const first = text.charCodeAt(pos);
-      // No colon, an empty name, whitespace before the colon or a folded line (obs-fold, RFC 9112 5.2): refused.
-      if (colon < 0 || colon >= next || colon === pos || first === 32 || first === 9 || isSpace(text.charCodeAt(colon - 1))) {
+    for (let pos = eol + 2; pos < len;) {
+      // The name: token characters up to the colon (whitespace before it, or a folded line, is not a token).
+      let colon = pos;
+      for (let c = text.charCodeAt(colon); c < 128 && TOKEN_CHARS[c] === 1; c = text.charCodeAt(colon)) colon++;
+      if (colon === pos || text.charCodeAt(colon) !== 58) {
         this.protocolError('bad header line');
         return false;
       }
-      TOKEN_COLON.lastIndex = pos;
-      if (!TOKEN_COLON.test(text) || TOKEN_COLON.lastIndex !== colon + 1) {
-        this.protocolError('bad header name');
+      // The value: up to a CR that an LF follows (or the head's end).
+      let next = colon + 1;
+      for (let c = text.charCodeAt(next); next < len && c !== 13 && c !== 10 && c !== 0; c = text.charCodeAt(next)) next++;
+      if (next < len && (text.charCodeAt(next) !== 13 || text.charCodeAt(next + 1) !== 10)) {
+        this.protocolError('bad line ending or NUL in head');
         return false;
       }
       const nameLength = colon - pos;
@@ -466,6 +457,48 @@ class Conn {
     this.carry = null;
     ex.handler.onResponseEnd(ex, NO_TRAILERS);
   }
+}
+
+/** Field-name characters (RFC 9110 token), by character code. */
+const TOKEN_CHARS = new Uint8Array(128);
+for (const c of "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") TOKEN_CHARS[c.charCodeAt(0)] = 1;
+
+/** A field name: one or more token characters. */
+function isToken(name: string): boolean {
+  if (name.length === 0) return false;
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i);
+    if (c >= 128 || TOKEN_CHARS[c] !== 1) return false;
+  }
+  return true;
+}
+
+/** A request field value: visible ASCII, spaces and tabs (so the head's bytes are the same whatever the body's encoding). */
+function isFieldValue(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if ((c < 32 && c !== 9) || c > 126) return false;
+  }
+  return true;
+}
+
+/** A request target: `/` then visible ASCII only (no spaces, controls or bytes a field could be smuggled in with). */
+function isPath(path: string): boolean {
+  if (path.charCodeAt(0) !== 47) return false;
+  for (let i = 1; i < path.length; i++) {
+    const c = path.charCodeAt(i);
+    if (c < 33 || c > 126) return false;
+  }
+  return true;
+}
+
+/** No NUL, CR or LF in [start, end). */
+function plainText(text: string, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0 || c === 10 || c === 13) return false;
+  }
+  return true;
 }
 
 /** A field's value without its surrounding whitespace. */
@@ -565,9 +598,9 @@ export class H1Pool {
 
   dispatch(req: H1Request, handler: H1Handler): void {
     const ex = new Exchange(this, req, handler);
-    let invalid: string | null = PATH.test(req.path) ? null : 'invalid request path';
+    let invalid: string | null = isPath(req.path) ? null : 'invalid request path';
     for (const name in req.headers) {
-      if (BAD_VALUE.test(req.headers[name]!) || !TOKEN.test(name)) invalid ??= `invalid header ${name}`;
+      if (!isFieldValue(req.headers[name]!) || !isToken(name)) invalid ??= `invalid header ${name}`;
     }
     if (invalid !== null) {
       ex.done = true;
