@@ -231,27 +231,29 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       };
       let outcome: AttemptOutcome;
       try {
-        const run = createUpstreamAttempt({
-          pool: state.chat,
-          upstream,
-          payload: spliced ?? JSON.stringify(prepared()),
-          requestId: call.requestId,
-          timeouts: deps.timeouts,
-          stream,
-          wantsUsage,
-          clientModel: call.clientModel,
-          res,
-          onFirstByte: () => {
-            ttftMs = performance.now() - call.startPerf;
-            prefilled();
+        const run = createUpstreamAttempt(
+          {
+            pool: state.chat,
+            upstream,
+            requestId: call.requestId,
+            timeouts: deps.timeouts,
+            stream,
+            wantsUsage,
+            clientModel: call.clientModel,
+            res,
+            onFirstByte: () => {
+              ttftMs = performance.now() - call.startPerf;
+              prefilled();
+            },
+            // The replica's slot frees when the runtime request really ended, not when this attempt settled.
+            onEnd: () => {
+              deps.pools.ended(state);
+              closeOne();
+            },
+            onStreamError: deps.onStreamError,
           },
-          // The replica's slot frees when the runtime request really ended, not when this attempt settled.
-          onEnd: () => {
-            deps.pools.ended(state);
-            closeOne();
-          },
-          onStreamError: deps.onStreamError,
-        });
+          spliced ?? JSON.stringify(prepared()),
+        );
         current = run;
         // The runtime has the request (the chat pool holds its bytes): the parsed body need not wait with it.
         if (spliced !== null) input.release();

@@ -48,8 +48,6 @@ export type AttemptOutcome =
 export interface AttemptOptions {
   readonly pool: H1Pool;
   readonly upstream: ResolvedUpstream;
-  /** The request body: JSON text, or its UTF-8 bytes. */
-  readonly payload: string | Buffer;
   readonly requestId: string;
   readonly timeouts: UpstreamTimeouts;
   readonly stream: boolean;
@@ -337,13 +335,17 @@ class AttemptHandler implements H1Handler {
 }
 
 /** Sends the chat request to one replica; the outcome says what happened and what reached the client. */
-export function createUpstreamAttempt(o: AttemptOptions): UpstreamAttempt {
+/**
+ * `payload` is the request body (JSON text, or its UTF-8 bytes): apart from the options (which the attempt keeps for
+ * its whole life), so that nothing holds it once the pool has written it.
+ */
+export function createUpstreamAttempt(o: AttemptOptions, payload: string | Buffer): UpstreamAttempt {
   let handler!: AttemptHandler;
   const done = new Promise<AttemptOutcome>((resolve) => {
     handler = new AttemptHandler(o, resolve);
   });
   const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': o.requestId };
   if (o.upstream.authorization !== null) headers['authorization'] = o.upstream.authorization;
-  o.pool.dispatch({ path: o.upstream.chatPath, method: 'POST', headers, body: o.payload }, handler);
+  o.pool.dispatch({ path: o.upstream.chatPath, method: 'POST', headers, body: payload }, handler);
   return { done, clientLeft: () => handler.clientLeft(), abort: () => handler.abortByClient() };
 }

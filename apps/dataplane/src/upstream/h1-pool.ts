@@ -76,7 +76,8 @@ class Exchange implements H1Controller {
   paused = false;
   done = false;
   readonly pool: H1Pool;
-  readonly req: H1Request;
+  /** Null once written: the pool keeps no request body longer than the write. */
+  req: H1Request | null;
   readonly handler: H1Handler;
 
   constructor(pool: H1Pool, req: H1Request, handler: H1Handler) {
@@ -178,7 +179,8 @@ class Conn {
     this.peerEnded = false;
     this.status = 0;
     this.reusable = true;
-    const { req } = ex;
+    const req = ex.req!;
+    ex.req = null;
     const body = req.body;
     const length = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
     let head = `${req.method} ${req.path} HTTP/1.1\r\nhost: ${this.pool.hostHeader}\r\nconnection: keep-alive\r\n`;
