@@ -350,14 +350,6 @@ describe('H1Pool: chunked responses', () => {
     expect(srv.sockets.length).toBe(1);
   });
 
-  it('hands the chunks that came in one read to the handler as one piece (an SSE event per chunk: one rewrite per read)', async () => {
-    const srv = await startServer((req) => req.socket.write(response));
-    const pool = newPool(srv.origin);
-    const rec = await ok(send(pool));
-    expect(rec.chunks.length).toBe(1);
-    expect(rec.body.equals(expectedBody)).toBe(true);
-  });
-
   it('parses the same response split in two writes at every byte boundary', async () => {
     let split = 1;
     const srv = await startServer((req) => writeParts(req.socket, [response.subarray(0, split), response.subarray(split)]));

@@ -142,12 +142,6 @@ class Conn {
   carry: Buffer | null = null;
   /** The rest of a read, kept while the handler is paused (`Exchange.resume` parses it). */
   held: Buffer | null = null;
-  /** The response's last line was parsed while its handler was paused: it ends on resume. */
-  completeOnResume = false;
-  /** Chunk data of the current read not yet handed over (`flushParts`), and its exchange. */
-  parts: Buffer[] = [];
-  partsBytes = 0;
-  partsEx: Exchange | null = null;
   /** The peer closed while bytes were held: the close is acted on once they are parsed. */
   peerEnded = false;
   remaining = 0;
@@ -182,7 +176,6 @@ class Conn {
     this.free = false;
     this.phase = Phase.Head;
     this.held = null;
-    this.completeOnResume = false;
     this.peerEnded = false;
     this.status = 0;
     this.reusable = true;
@@ -239,33 +232,6 @@ class Conn {
   }
 
   onData(chunk: Buffer): void {
-    try {
-      this.parse(chunk);
-    } finally {
-      this.flushParts();
-    }
-  }
-
-  /**
-   * Hands the chunked body's data parsed so far in this read to the handler as one Buffer: a runtime writes an SSE
-   * event per chunk, often many in one read, and one call per read (not per event) is what the rewriter is built for.
-   */
-  flushParts(): void {
-    const parts = this.parts;
-    if (parts.length === 0) return;
-    const ex = this.partsEx;
-    const data = parts.length === 1 ? parts[0]! : Buffer.concat(parts, this.partsBytes);
-    this.parts = [];
-    this.partsBytes = 0;
-    this.partsEx = null;
-    if (ex !== null && !ex.done && !ex.aborted) ex.handler.onResponseData(ex, data);
-  }
-
-  parse(chunk: Buffer): void {
-    if (this.completeOnResume && this.ex !== null && !this.ex.paused) {
-      this.completeOnResume = false;
-      this.complete();
-    }
     let buf = chunk;
     let at = 0;
     while (at < buf.length) {
@@ -323,17 +289,7 @@ class Conn {
           at = nl + 1;
           if (this.phase === Phase.Trailers) {
             // Trailer fields are read and ignored, up to the empty line that ends the response.
-            if (line === '' || line === '\r') {
-              this.flushParts();
-              if (this.ex !== ex || this.closed) return;
-              if (ex.paused) {
-                // The handler paused on the last data: the end waits for its resume, with the rest of this read.
-                this.completeOnResume = true;
-                this.held = buf.subarray(at);
-                return;
-              }
-              this.complete();
-            }
+            if (line === '' || line === '\r') this.complete();
             break;
           }
           const size = chunkSize(line);
@@ -354,9 +310,7 @@ class Conn {
             this.phase = Phase.ChunkDataEnd;
             this.remaining = 2;
           }
-          this.parts.push(part);
-          this.partsBytes += n;
-          this.partsEx = ex;
+          ex.handler.onResponseData(ex, part);
           break;
         }
         case Phase.ChunkDataEnd: {
