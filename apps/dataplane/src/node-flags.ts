@@ -2,13 +2,15 @@
  * Node/V8 flags the data-plane process is started with (package.json start/dev, infra/docker/Dockerfile,
  * scripts/start.ts and the benches pass these; V8 reads them only at start-up, so the process cannot set them itself).
  *
- * `--max-semi-space-size=2` (MiB): V8's young generation otherwise grows to 32 MiB per semi-space under a
+ * `--max-semi-space-size=4` (MiB): V8's young generation otherwise grows to 32 MiB per semi-space under a
  * high allocation rate and stays there; holding 1,000 slow streams that took the node from about 140 to
- * 217-282 MiB of RSS, against 125 -> 162 MiB with this cap (bench/dataplane-weight.ts, bench/RESULTS.md).
- * The cost is more frequent scavenges: within the run-to-run noise of CPU per request in the same run
- * (1 MiB cost 5 to 15% more CPU per request, hence 2).
+ * 217-282 MiB of RSS, against 125 -> 162 MiB with a 2 MiB cap (bench/dataplane-weight.ts, bench/RESULTS.md).
+ * The cost of a small cap is more frequent scavenges. 2 MiB until the seventh session; since the node's own HTTP/1.1
+ * client (upstream/h1-pool.ts) took about 13 MiB off the 1,000-stream peak, 4 MiB fits under the 143 MiB target (peak
+ * 120-126 MiB, back to 101-107 20 s after) and cost 3-9% less CPU per request in two same-run comparisons of two
+ * copies each (bench/RESULTS.md, seventh session).
  */
-export const DATAPLANE_NODE_FLAGS: readonly string[] = Object.freeze(['--max-semi-space-size=2']);
+export const DATAPLANE_NODE_FLAGS: readonly string[] = Object.freeze(['--max-semi-space-size=4']);
 
 /**
  * Environment the data-plane process is started with, by the same launchers (glibc reads it before `main`, so the
