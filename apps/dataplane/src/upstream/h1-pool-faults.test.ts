@@ -1,8 +1,30 @@
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { createServer } from 'node:net';
 import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildConnector } from 'undici';
-import { H1Pool, type H1Connector, type H1Controller, type H1Handler, type H1Head, type H1PoolOptions } from './h1-pool.ts';
+import type { H1Pool } from './h1-pool.ts';
+import {
+  closeAll,
+  codeOf,
+  echo,
+  failed,
+  fewTurns,
+  latin1,
+  listen,
+  newServerState,
+  ok,
+  poolMaker,
+  reply,
+  send,
+  serve,
+  settlesWithin,
+  startServer,
+  terminals,
+  waitFor,
+  type Recorder,
+  type Responder,
+  type SeenRequest,
+  type TestServer,
+} from './h1-pool-test-support.ts';
 import { isConnectError, isResetBeforeAnswer } from '../proxy/upstream-errors.ts';
 
 // Faults and hostile runtimes for h1-pool.ts: the state machine under aborts and re-entrant handlers, framing against
@@ -13,73 +35,9 @@ import { isConnectError, isResetBeforeAnswer } from '../proxy/upstream-errors.ts
 // while resume() replayed held bytes, close() after destroy() with a dial in flight).
 
 // ---------------------------------------------------------------------------------------------------------------
-// Helpers (the same style as h1-pool.test.ts)
+// Helpers: the shared ones are in h1-pool-test-support.ts (with h1-pool.test.ts); TLS and IPv6 are this file's.
 
-interface SeenRequest {
-  readonly index: number;
-  readonly conn: number;
-  readonly head: string;
-  readonly body: Buffer;
-  readonly socket: Socket;
-}
-
-interface TestServer {
-  readonly origin: string;
-  readonly sockets: Socket[];
-  readonly closed: Set<Socket>;
-  readonly requests: SeenRequest[];
-}
-
-type Responder = (req: SeenRequest, srv: TestServer) => void;
-
-const servers: Server[] = [];
-const serverSockets: Socket[] = [];
-const pools: H1Pool[] = [];
-
-afterEach(async () => {
-  for (const pool of pools.splice(0)) await pool.destroy();
-  for (const s of serverSockets.splice(0)) s.destroy();
-  await Promise.all(servers.splice(0).map((srv) => new Promise<void>((resolve) => srv.close(() => resolve()))));
-});
-
-/** Reads requests (Content-Length bodies) off each connection and hands them to `respond`. */
-function serve(state: TestServer, socket: Socket, respond: Responder): void {
-  const conn = state.sockets.length;
-  state.sockets.push(socket);
-  serverSockets.push(socket);
-  socket.on('close', () => state.closed.add(socket));
-  socket.on('error', () => {});
-  let buf = Buffer.alloc(0);
-  socket.on('data', (chunk: Buffer) => {
-    buf = Buffer.concat([buf, chunk]);
-    for (;;) {
-      const end = buf.indexOf('\r\n\r\n');
-      if (end < 0) return;
-      const head = buf.toString('latin1', 0, end);
-      const m = /\r\ncontent-length: *(\d+)/i.exec(head);
-      const length = m === null ? 0 : Number(m[1]);
-      if (buf.length < end + 4 + length) return;
-      const body = Buffer.from(buf.subarray(end + 4, end + 4 + length));
-      buf = buf.subarray(end + 4 + length);
-      const req: SeenRequest = { index: state.requests.length, conn, head, body, socket };
-      state.requests.push(req);
-      respond(req, state);
-    }
-  });
-}
-
-async function startServer(respond: Responder, host = '127.0.0.1'): Promise<TestServer> {
-  const state: TestServer = { origin: '', sockets: [], closed: new Set(), requests: [] };
-  const srv = createServer((socket) => {
-    socket.setNoDelay(true);
-    serve(state, socket, respond);
-  });
-  servers.push(srv);
-  await new Promise<void>((resolve) => srv.listen(0, host, () => resolve()));
-  const { port } = srv.address() as AddressInfo;
-  const h = host.includes(':') ? `[${host}]` : host;
-  return Object.assign(state, { origin: `http://${h}:${port}` });
-}
+afterEach(closeAll);
 
 // A throwaway self-signed certificate for localhost / 127.0.0.1 (test only; valid until 2126).
 const TEST_CERT = `-----BEGIN CERTIFICATE-----
@@ -102,131 +60,13 @@ Jz4Wa/N9fEZVS4PUE8DzF32/yMfDDrlamUDi8wn7bMxPaeSlATQ9ddpT
 `;
 
 async function startTlsServer(respond: Responder): Promise<TestServer> {
-  const state: TestServer = { origin: '', sockets: [], closed: new Set(), requests: [] };
-  const srv = createTlsServer({ cert: TEST_CERT, key: TEST_KEY, ALPNProtocols: ['http/1.1'] }, (socket: TLSSocket) => {
-    socket.setNoDelay(true);
-    serve(state, socket, respond);
-  });
-  servers.push(srv);
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = srv.address() as AddressInfo;
+  const state = newServerState();
+  const srv = createTlsServer({ cert: TEST_CERT, key: TEST_KEY, ALPNProtocols: ['http/1.1'] }, (socket: TLSSocket) => serve(state, socket, respond));
+  const port = await listen(srv, '127.0.0.1');
   return Object.assign(state, { origin: `https://localhost:${port}` });
 }
 
-function newPool(origin: string, connections = 4, extra: Partial<H1PoolOptions> = {}): H1Pool {
-  const connect = buildConnector({ timeout: 2000, allowH2: false, ca: TEST_CERT }) as unknown as H1Connector;
-  const pool = new H1Pool(origin, { connections, connect, ...extra });
-  pools.push(pool);
-  return pool;
-}
-
-interface Hooks {
-  request?: (c: H1Controller) => void;
-  start?: (c: H1Controller, head: H1Head) => void;
-  data?: (c: H1Controller, chunk: Buffer) => void;
-  end?: (c: H1Controller) => void;
-  error?: (c: H1Controller, err: Error) => void;
-}
-
-class Recorder implements H1Handler {
-  controller: H1Controller | null = null;
-  status = 0;
-  readonly chunks: Buffer[] = [];
-  error: Error | null = null;
-  readonly events: string[] = [];
-  readonly done: Promise<void>;
-  private finish!: () => void;
-  private readonly hooks: Hooks;
-
-  constructor(hooks: Hooks = {}) {
-    this.hooks = hooks;
-    this.done = new Promise((resolve) => (this.finish = resolve));
-  }
-
-  get body(): Buffer {
-    return Buffer.concat(this.chunks);
-  }
-
-  get settled(): boolean {
-    return this.events.includes('end') || this.events.includes('error');
-  }
-
-  onRequestStart(controller: H1Controller): void {
-    this.controller = controller;
-    this.events.push('requestStart');
-    this.hooks.request?.(controller);
-  }
-
-  onResponseStart(controller: H1Controller, head: H1Head): void {
-    this.events.push('responseStart');
-    this.status = head.status;
-    this.hooks.start?.(controller, head);
-  }
-
-  onResponseData(controller: H1Controller, chunk: Buffer): void {
-    this.events.push('data');
-    this.chunks.push(Buffer.from(chunk));
-    this.hooks.data?.(controller, chunk);
-  }
-
-  onResponseEnd(controller: H1Controller): void {
-    this.events.push('end');
-    this.finish();
-    this.hooks.end?.(controller);
-  }
-
-  onResponseError(controller: H1Controller, err: Error): void {
-    this.events.push('error');
-    this.error = err;
-    this.finish();
-    this.hooks.error?.(controller, err);
-  }
-}
-
-const codeOf = (err: Error | null): unknown => (err as { code?: unknown } | null)?.code;
-
-function send(pool: H1Pool, body: string | Buffer = 'x', hooks: Hooks = {}): Recorder {
-  const rec = new Recorder(hooks);
-  pool.dispatch({ path: '/v1/chat/completions', method: 'POST', headers: {}, body }, rec);
-  return rec;
-}
-
-const terminals = (rec: Recorder): string[] => rec.events.filter((e) => e === 'end' || e === 'error');
-
-async function ok(rec: Recorder): Promise<Recorder> {
-  await rec.done;
-  expect(rec.error).toBeNull();
-  expect(terminals(rec)).toEqual(['end']);
-  return rec;
-}
-
-async function failed(rec: Recorder): Promise<Error> {
-  await rec.done;
-  expect(terminals(rec)).toEqual(['error']);
-  return rec.error!;
-}
-
-async function waitFor(cond: () => boolean, what: string, timeoutMs = 2000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!cond()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
-}
-
-/** Whether `p` settles within `ms` (a deadline for something that must happen, never a wait for it). */
-const settlesWithin = (p: Promise<unknown>, ms: number): Promise<boolean> =>
-  Promise.race([p.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), ms).unref())]);
-
-/** A few event-loop turns: only for checks that something did NOT happen. */
-const fewTurns = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 25));
-
-const latin1 = (s: string): Buffer => Buffer.from(s, 'latin1');
-const reply = (body: string | Buffer = 'ok', extraHead = ''): Buffer => {
-  const b = typeof body === 'string' ? Buffer.from(body) : body;
-  return Buffer.concat([latin1(`HTTP/1.1 200 OK\r\n${extraHead}Content-Length: ${b.length}\r\n\r\n`), b]);
-};
-const echo: Responder = (req) => req.socket.write(reply(req.body));
+const newPool = poolMaker({ ca: TEST_CERT });
 
 /** Nothing busy, queued or dialling: close() settles at once and leaves no connection counted. */
 async function expectDrained(pool: H1Pool): Promise<void> {
@@ -677,7 +517,7 @@ describe('H1Pool review: origins', () => {
     // h1-pool.ts:605 passes url.hostname, which keeps the brackets ("[::1]"); undici's Client strips them before it
     // calls the connector (undici lib/dispatcher/client.js, `if (hostname[0] === '[')`), so net.connect looks up the
     // name "[::1]" and every chat request fails with ENOTFOUND, while the health probes (undici) pass.
-    const srv = await startServer(echo, '::1');
+    const srv = await startServer(echo, { host: '::1' });
     expect(srv.origin.startsWith('http://[::1]:')).toBe(true);
     const pool = newPool(srv.origin);
     const rec = send(pool, 'v6');
@@ -726,9 +566,8 @@ describe('H1Pool review: origins', () => {
 
     it('a certificate the connector does not trust fails the request without retry codes', async () => {
       const srv = await startTlsServer(echo);
-      const connect = buildConnector({ timeout: 2000, allowH2: false }) as unknown as H1Connector;
-      const pool = new H1Pool(srv.origin, { connections: 1, connect });
-      pools.push(pool);
+      // A connector without the test certificate's `ca`.
+      const pool = poolMaker()(srv.origin, 1);
       const err = await failed(send(pool));
       expect(isConnectError(err)).toBe(false);
       expect(pool.stats).toEqual({ pending: 0, connected: 0, busy: 0 });

@@ -1,243 +1,38 @@
-import type { IncomingHttpHeaders } from 'node:http';
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { buildConnector } from 'undici';
-import { H1Head, H1Pool, type H1Connector, type H1Controller, type H1Handler, type H1PoolOptions } from './h1-pool.ts';
+import { H1Head } from './h1-pool.ts';
+import {
+  bytesOf,
+  closeAll,
+  codeOf,
+  deadOrigin,
+  echo,
+  failed,
+  fewTurns,
+  latin1,
+  newPool,
+  ok,
+  reply,
+  send,
+  settlesWithin,
+  startServer,
+  waitFor,
+  write,
+  writeParts,
+  type Recorder,
+  type SeenRequest,
+} from './h1-pool-test-support.ts';
 
 // Real sockets only: each test starts a raw TCP server on 127.0.0.1 that writes exact response bytes, and a pool
-// dialled through undici's connector, as upstream-pools.ts builds it.
+// dialled through undici's connector, as upstream-pools.ts builds it (the helpers are in h1-pool-test-support.ts).
 
-/** One request as the server read it off the wire. */
-interface SeenRequest {
-  /** Its place among all the requests the server read. */
-  readonly index: number;
-  /** Which server-side connection (in accept order) carried it. */
-  readonly conn: number;
-  /** The request line and header lines, without the blank line. */
-  readonly head: string;
-  readonly body: Buffer;
-  readonly socket: Socket;
-}
-
-interface TestServer {
-  readonly origin: string;
-  readonly sockets: Socket[];
-  readonly closed: Set<Socket>;
-  readonly requests: SeenRequest[];
-  /** Every byte read from any connection. */
-  bytesIn: number;
-}
-
-type Responder = (req: SeenRequest, srv: TestServer) => void;
-
-const servers: Server[] = [];
-const serverSockets: Socket[] = [];
-const pools: H1Pool[] = [];
-
-afterEach(async () => {
-  for (const pool of pools.splice(0)) await pool.destroy();
-  for (const s of serverSockets.splice(0)) s.destroy();
-  await Promise.all(servers.splice(0).map((srv) => new Promise<void>((resolve) => srv.close(() => resolve()))));
-});
-
-/** A raw HTTP/1.1 server: parses requests (Content-Length bodies) and hands each to `respond`, which writes bytes. */
-async function startServer(respond: Responder, onConnection?: (socket: Socket) => void): Promise<TestServer> {
-  const state: TestServer = { origin: '', sockets: [], closed: new Set(), requests: [], bytesIn: 0 };
-  const srv = createServer((socket) => {
-    const conn = state.sockets.length;
-    state.sockets.push(socket);
-    serverSockets.push(socket);
-    // Each write goes out at once (no Nagle delay), so split writes reach the pool as separate reads.
-    socket.setNoDelay(true);
-    socket.on('close', () => state.closed.add(socket));
-    socket.on('error', () => {});
-    if (onConnection !== undefined) {
-      onConnection(socket);
-      if (socket.destroyed) return;
-    }
-    let buf = Buffer.alloc(0);
-    socket.on('data', (chunk: Buffer) => {
-      state.bytesIn += chunk.length;
-      buf = Buffer.concat([buf, chunk]);
-      for (;;) {
-        const end = buf.indexOf('\r\n\r\n');
-        if (end < 0) return;
-        const head = buf.toString('latin1', 0, end);
-        const m = /\r\ncontent-length: *(\d+)/i.exec(head);
-        const length = m === null ? 0 : Number(m[1]);
-        if (buf.length < end + 4 + length) return;
-        const body = Buffer.from(buf.subarray(end + 4, end + 4 + length));
-        buf = buf.subarray(end + 4 + length);
-        const req: SeenRequest = { index: state.requests.length, conn, head, body, socket };
-        state.requests.push(req);
-        respond(req, state);
-      }
-    });
-  });
-  servers.push(srv);
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = srv.address() as AddressInfo;
-  return Object.assign(state, { origin: `http://127.0.0.1:${port}` });
-}
-
-/** An origin nothing listens on (bound, then released). */
-async function deadOrigin(): Promise<string> {
-  const srv = createServer();
-  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', () => resolve()));
-  const { port } = srv.address() as AddressInfo;
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
-  return `http://127.0.0.1:${port}`;
-}
-
-function newPool(origin: string, connections = 4, extra: Partial<H1PoolOptions> = {}): H1Pool {
-  const connect = buildConnector({ timeout: 2000, allowH2: false }) as unknown as H1Connector;
-  const pool = new H1Pool(origin, { connections, connect, ...extra });
-  pools.push(pool);
-  return pool;
-}
-
-/** Order in which recorders reached their end (or error), across a test. */
-let finishSeq = 0;
-
-interface Hooks {
-  request?: (c: H1Controller) => void;
-  start?: (c: H1Controller) => void;
-  data?: (c: H1Controller, chunk: Buffer) => void;
-}
-
-/** Records every handler callback; `done` settles on onResponseEnd or onResponseError. */
-class Recorder implements H1Handler {
-  controller: H1Controller | null = null;
-  status = 0;
-  statusMessage = '';
-  head: H1Head | null = null;
-  readonly chunks: Buffer[] = [];
-  trailers: IncomingHttpHeaders | null = null;
-  error: Error | null = null;
-  readonly events: string[] = [];
-  finishedAs = 0;
-  readonly done: Promise<void>;
-  private finish!: () => void;
-  private readonly hooks: Hooks;
-
-  constructor(hooks: Hooks = {}) {
-    this.hooks = hooks;
-    this.done = new Promise((resolve) => (this.finish = resolve));
-  }
-
-  get body(): Buffer {
-    return Buffer.concat(this.chunks);
-  }
-
-  get settled(): boolean {
-    return this.finishedAs > 0;
-  }
-
-  onRequestStart(controller: H1Controller): void {
-    this.controller = controller;
-    this.events.push('requestStart');
-    this.hooks.request?.(controller);
-  }
-
-  onResponseStart(controller: H1Controller, head: H1Head): void {
-    this.events.push('responseStart');
-    this.head = head;
-    this.status = head.status;
-    this.statusMessage = head.statusMessage;
-    this.hooks.start?.(controller);
-  }
-
-  onResponseData(controller: H1Controller, chunk: Buffer): void {
-    this.events.push('data');
-    this.chunks.push(Buffer.from(chunk));
-    this.hooks.data?.(controller, chunk);
-  }
-
-  onResponseEnd(_controller: H1Controller, trailers: IncomingHttpHeaders): void {
-    this.events.push('end');
-    this.trailers = trailers;
-    this.finishedAs = ++finishSeq;
-    this.finish();
-  }
-
-  onResponseError(_controller: H1Controller, err: Error): void {
-    this.events.push('error');
-    this.error = err;
-    this.finishedAs = ++finishSeq;
-    this.finish();
-  }
-}
-
-const codeOf = (err: Error | null): unknown => (err as { code?: unknown } | null)?.code;
-
-function send(pool: H1Pool, body: string | Buffer = 'x', headers: Record<string, string> = {}, hooks: Hooks = {}): Recorder {
-  const rec = new Recorder(hooks);
-  pool.dispatch({ path: '/v1/chat/completions', method: 'POST', headers, body }, rec);
-  return rec;
-}
-
-/** Waits for a response that must succeed; exactly one terminal callback. */
-async function ok(rec: Recorder): Promise<Recorder> {
-  await rec.done;
-  expect(rec.error).toBeNull();
-  expect(rec.events.filter((e) => e === 'end' || e === 'error')).toEqual(['end']);
-  return rec;
-}
-
-/** Waits for a response that must fail; exactly one terminal callback, no end. */
-async function failed(rec: Recorder): Promise<Error> {
-  await rec.done;
-  expect(rec.events.filter((e) => e === 'end' || e === 'error')).toEqual(['error']);
-  return rec.error!;
-}
-
-/** Polls `cond` until it holds, failing after the deadline. */
-async function waitFor(cond: () => boolean, what: string, timeoutMs = 2000): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!cond()) {
-    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
-}
-
-/** Whether `p` settles within `ms`. */
-const settlesWithin = (p: Promise<unknown>, ms: number): Promise<boolean> =>
-  Promise.race([p.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), ms).unref())]);
-
-/** A few event-loop turns with the socket readable: for the checks that something did NOT happen. */
-const fewTurns = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 25));
-
-/** Resolves once `bytes` have been handed to the kernel (on loopback: readable by the pool's socket). */
-const write = (socket: Socket, bytes: string | Buffer): Promise<void> =>
-  new Promise((resolve) => socket.write(typeof bytes === 'string' ? Buffer.from(bytes, 'latin1') : bytes, () => resolve()));
-
-/** Writes `parts` one socket.write each, with a timer turn between so the pool reads them separately. */
-function writeParts(socket: Socket, parts: Buffer[]): void {
-  let i = 0;
-  const step = (): void => {
-    if (socket.destroyed) return;
-    socket.write(parts[i++]!);
-    if (i < parts.length) setTimeout(step, 1);
-  };
-  step();
-}
-
-const bytesOf = (buf: Buffer): Buffer[] => [...buf].map((b) => Buffer.from([b]));
-const latin1 = (s: string): Buffer => Buffer.from(s, 'latin1');
-
-/** A Content-Length response echoing `body`. */
-const reply = (body: string | Buffer = 'ok', extraHead = ''): Buffer => {
-  const b = typeof body === 'string' ? Buffer.from(body) : body;
-  return Buffer.concat([latin1(`HTTP/1.1 200 OK\r\n${extraHead}Content-Length: ${b.length}\r\n\r\n`), b]);
-};
-const echo: Responder = (req) => req.socket.write(reply(req.body));
+afterEach(closeAll);
 
 describe('H1Pool: the request on the wire', () => {
   it('writes method, path, host, the given headers, keep-alive and the UTF-8 byte length of a string body', async () => {
     const srv = await startServer(echo);
     const pool = newPool(srv.origin);
     const body = '{"messages":[{"role":"user","content":"é 日本 🙂"}]}';
-    const rec = await ok(send(pool, body, { 'content-type': 'application/json', authorization: 'Bearer abc', 'x-request-id': 'r-1' }));
+    const rec = await ok(send(pool, body, {}, { 'content-type': 'application/json', authorization: 'Bearer abc', 'x-request-id': 'r-1' }));
 
     const seen = srv.requests[0]!;
     const lines = seen.head.split('\r\n');
@@ -260,7 +55,7 @@ describe('H1Pool: the request on the wire', () => {
     const srv = await startServer(echo);
     const pool = newPool(srv.origin);
     const body = Buffer.from([0x00, 0xff, 0x0d, 0x0a, 0x0d, 0x0a, 0xc3, 0x28, 0x7b, 0x7d]);
-    await ok(send(pool, body, { 'content-type': 'application/octet-stream' }));
+    await ok(send(pool, body, {}, { 'content-type': 'application/octet-stream' }));
     const seen = srv.requests[0]!;
     expect(seen.head.split('\r\n').filter((l) => l.toLowerCase().startsWith('content-length:'))).toEqual([`content-length: ${body.length}`]);
     expect(seen.body.equals(body)).toBe(true);
@@ -606,7 +401,7 @@ describe('H1Pool: connection failures', () => {
   });
 
   it('the server dropping the connection as it accepts it fails the request', async () => {
-    const srv = await startServer(echo, (socket) => socket.destroy());
+    const srv = await startServer(echo, { onConnection: (socket) => socket.destroy() });
     const pool = newPool(srv.origin);
     expect(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']).toContain(codeOf(await failed(send(pool))));
   });
@@ -630,7 +425,7 @@ describe('H1Pool: connection failures', () => {
       { 'x-a:': 'v' },
     ];
     for (const headers of bad) {
-      const rec = send(pool, 'x', { 'content-type': 'application/json', ...headers });
+      const rec = send(pool, 'x', {}, { 'content-type': 'application/json', ...headers });
       // Synchronous: dispatch answered before returning.
       expect(rec.settled).toBe(true);
       expect(codeOf(rec.error)).toBe('UND_ERR_INVALID_ARG');
@@ -712,7 +507,7 @@ describe('H1Pool: abort', () => {
     const reason = new Error('enough');
     const srv = await startServer((req) => req.socket.write('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart'));
     const pool = newPool(srv.origin);
-    const rec = send(pool, 'x', {}, { data: (c) => c.abort(reason) });
+    const rec = send(pool, 'x', { data: (c) => c.abort(reason) });
     expect(await failed(rec)).toBe(reason);
     expect(rec.events).toEqual(['requestStart', 'responseStart', 'data', 'error']);
     await waitFor(() => srv.closed.has(srv.sockets[0]!), 'the server to see the close');
@@ -725,7 +520,7 @@ describe('H1Pool: abort', () => {
     const reason = new Error('not wanted');
     const srv = await startServer((req) => req.socket.write(reply('body bytes')));
     const pool = newPool(srv.origin);
-    const rec = send(pool, 'x', {}, { start: (c) => c.abort(reason) });
+    const rec = send(pool, 'x', { start: (c) => c.abort(reason) });
     expect(await failed(rec)).toBe(reason);
     expect(rec.events).toEqual(['requestStart', 'responseStart', 'error']);
   });
@@ -735,7 +530,7 @@ describe('H1Pool: pause and resume', () => {
   it('no data arrives while paused although the server sends more; after resume the rest arrives and ends', async () => {
     const srv = await startServer((req) => req.socket.write(req.index === 0 ? 'HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nfirst:' : reply('next')));
     const pool = newPool(srv.origin);
-    const rec = send(pool, 'x', {}, { data: (c) => c.pause() });
+    const rec = send(pool, 'x', { data: (c) => c.pause() });
     await waitFor(() => rec.chunks.length === 1, 'the first data');
     await write(srv.sockets[0]!, 'second');
     await fewTurns();
@@ -752,7 +547,7 @@ describe('H1Pool: pause and resume', () => {
   it('pausing from onResponseStart holds the body that came in the same read as the head', async () => {
     const srv = await startServer((req) => req.socket.write(reply('body-in-the-same-packet')));
     const pool = newPool(srv.origin);
-    const rec = send(pool, 'x', {}, { start: (c) => c.pause() });
+    const rec = send(pool, 'x', { start: (c) => c.pause() });
     await waitFor(() => rec.status !== 0, 'the response head');
     await fewTurns();
     // The controller's contract (as undici's): nothing is delivered until resume.
@@ -767,20 +562,15 @@ describe('H1Pool: pause and resume', () => {
     const pool = newPool(srv.origin);
     let paused = false;
     let dataWhilePaused = 0;
-    const rec = send(
-      pool,
-      'x',
-      {},
-      {
-        data: (c) => {
-          if (paused) dataWhilePaused++;
-          if (rec.chunks.length === 1) {
-            paused = true;
-            c.pause();
-          }
-        },
+    const rec = send(pool, 'x', {
+      data: (c) => {
+        if (paused) dataWhilePaused++;
+        if (rec.chunks.length === 1) {
+          paused = true;
+          c.pause();
+        }
       },
-    );
+    });
     await waitFor(() => rec.chunks.length > 0, 'the first chunk');
     await fewTurns();
     expect(dataWhilePaused).toBe(0);
@@ -794,7 +584,7 @@ describe('H1Pool: pause and resume', () => {
   it('a close-delimited body paused with the close already sent ends cleanly after resume', async () => {
     const srv = await startServer((req) => req.socket.end('HTTP/1.1 200 OK\r\n\r\nall of it'));
     const pool = newPool(srv.origin);
-    const rec = send(pool, 'x', {}, { start: (c) => c.pause() });
+    const rec = send(pool, 'x', { start: (c) => c.pause() });
     await waitFor(() => rec.status !== 0, 'the response head');
     await waitFor(() => srv.closed.size === 1, 'the server to close');
     await fewTurns();
@@ -806,7 +596,7 @@ describe('H1Pool: pause and resume', () => {
   it('a complete `Connection: close` response held by a pause is delivered whole after resume, not failed by the close', async () => {
     const srv = await startServer((req) => req.socket.write(reply('the whole answer', 'Connection: close\r\n')));
     const pool = newPool(srv.origin);
-    const rec = send(pool, 'x', {}, { start: (c) => c.pause() });
+    const rec = send(pool, 'x', { start: (c) => c.pause() });
     await waitFor(() => rec.status !== 0, 'the response head');
     // The server closes a while later, as a runtime does after a `Connection: close` answer.
     srv.sockets[0]!.end();
@@ -822,7 +612,7 @@ describe('H1Pool: pause and resume', () => {
       req.socket.end('HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n6\r\nsecond\r\n0\r\n\r\n'),
     );
     const pool = newPool(srv.origin);
-    const rec = send(pool, 'x', {}, { data: (c) => (rec.chunks.length === 1 ? c.pause() : undefined) });
+    const rec = send(pool, 'x', { data: (c) => (rec.chunks.length === 1 ? c.pause() : undefined) });
     await waitFor(() => rec.chunks.length === 1, 'the first chunk');
     await waitFor(() => srv.closed.size === 1, 'the server to close');
     await fewTurns();
@@ -834,7 +624,7 @@ describe('H1Pool: pause and resume', () => {
   it('aborting while paused with bytes held fails with the reason and drops the connection', async () => {
     const srv = await startServer((req) => req.socket.write(req.index === 0 ? 'HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nheld' : reply('next')));
     const pool = newPool(srv.origin);
-    const rec = send(pool, 'x', {}, { start: (c) => c.pause() });
+    const rec = send(pool, 'x', { start: (c) => c.pause() });
     await waitFor(() => rec.status !== 0, 'the response head');
     const reason = new Error('gone');
     rec.controller!.abort(reason);
@@ -849,24 +639,19 @@ describe('H1Pool: pause and resume', () => {
   it('pause then resume inside the same onResponseData keeps the data flowing', async () => {
     const srv = await startServer((req) => req.socket.write('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n1\r\nb\r\n1\r\nc\r\n0\r\n\r\n'));
     const pool = newPool(srv.origin);
-    const rec = send(
-      pool,
-      'x',
-      {},
-      {
-        data: (c) => {
-          c.pause();
-          c.resume();
-        },
+    const rec = send(pool, 'x', {
+      data: (c) => {
+        c.pause();
+        c.resume();
       },
-    );
+    });
     expect((await ok(rec)).body.toString()).toBe('abc');
   });
 
   it('a request paused before its response starts still gets it after resume', async () => {
     const srv = await startServer((req) => req.socket.write(reply('late')));
     const pool = newPool(srv.origin);
-    const rec = send(pool, 'x', {}, { request: (c) => c.pause() });
+    const rec = send(pool, 'x', { request: (c) => c.pause() });
     await waitFor(() => srv.requests.length === 1, 'the request at the server');
     await fewTurns();
     expect(rec.events).toEqual(['requestStart']);
