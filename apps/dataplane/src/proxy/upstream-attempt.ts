@@ -334,10 +334,10 @@ class AttemptHandler implements H1Handler {
   }
 }
 
-/** Sends the chat request to one replica; the outcome says what happened and what reached the client. */
 /**
- * `payload` is the request body (JSON text, or its UTF-8 bytes): apart from the options (which the attempt keeps for
- * its whole life), so that nothing holds it once the pool has written it.
+ * Sends the chat request to one replica; the outcome says what happened and what reached the client. `payload` is the
+ * request body (JSON text, or its UTF-8 bytes), apart from the options (which the attempt keeps for its whole life) so
+ * that nothing holds it once the pool has written it.
  */
 export function createUpstreamAttempt(o: AttemptOptions, payload: string | Buffer): UpstreamAttempt {
   let handler!: AttemptHandler;

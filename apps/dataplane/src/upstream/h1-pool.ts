@@ -151,7 +151,6 @@ class Conn {
   closed = false;
   /** Given back to the pool since its last response. */
   free = true;
-  status = 0;
 
   constructor(pool: H1Pool, socket: Socket) {
     this.pool = pool;
@@ -177,7 +176,6 @@ class Conn {
     this.phase = Phase.Head;
     this.held = null;
     this.peerEnded = false;
-    this.status = 0;
     this.reusable = true;
     const req = ex.req!;
     ex.req = null;
@@ -208,12 +206,6 @@ class Conn {
     if (ex === null) return;
     this.ex = null;
     ex.conn = null;
-    // A body delimited by the close ends cleanly when the peer closes.
-    if (this.phase === Phase.UntilClose && err.message === 'other side closed' && !ex.aborted) {
-      ex.done = true;
-      ex.handler.onResponseEnd(ex, NO_TRAILERS);
-      return;
-    }
     ex.finishError(err);
   }
 
@@ -223,7 +215,17 @@ class Conn {
       this.peerEnded = true;
       return;
     }
-    // The peer finished sending: a response still being read ends (close-delimited) or is cut; an idle one goes.
+    // The peer finished sending: a body delimited by the close ends cleanly; any other response still being read is
+    // cut; an idle connection goes.
+    const ex = this.ex;
+    if (ex !== null && this.phase === Phase.UntilClose) {
+      this.ex = null;
+      ex.conn = null;
+      ex.done = true;
+      this.fail(codedError('other side closed', 'UND_ERR_SOCKET'));
+      ex.handler.onResponseEnd(ex, NO_TRAILERS);
+      return;
+    }
     this.fail(codedError('other side closed', 'UND_ERR_SOCKET'));
   }
 
@@ -428,14 +430,13 @@ class Conn {
       }
       return true; // interim (100 Continue, 103 Early Hints): the real response follows
     }
-    this.status = status;
     this.reusable = !connectionClose;
     if (status === 204 || status === 304) this.phase = Phase.Idle;
     else if (hasTransferEncoding) {
-      // A body framed by a coding other than chunked runs to the close; either way the length header is void.
-      this.reusable = this.reusable && chunked && contentLength < 0;
+      // A body framed by a coding other than chunked runs to the close; either way the length header is void (and a
+      // response that sent both is not trusted with the next request).
+      if (!chunked || contentLength >= 0) this.reusable = false;
       this.phase = chunked ? Phase.ChunkSize : Phase.UntilClose;
-      if (!chunked) this.reusable = false;
     } else if (contentLength >= 0) {
       this.phase = contentLength === 0 ? Phase.Idle : Phase.Length;
       this.remaining = contentLength;
