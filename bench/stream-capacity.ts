@@ -8,6 +8,8 @@
  * the client retries after 1 s). Its own sim and proxies (the main bench's sim answers with no token delay).
  *
  * Standalone: node bench/stream-capacity.ts [--streams 1000] [--stream-chunks 100] [--chunk-ms 50] [--json]
+ *             [--cpu-prof DIR] (each data plane's CPU profile, into DIR/<target>)
+ *             [--only TARGET ...] (direct, nginx, bare-proxy, dataplane, dataplane@DIR: only these cases)
  *             [--dataplane-tree DIR ...] (another source tree's data plane as one more target, for an A/B in one run;
  *             each data plane runs from its bundle, built into DIR/apps/dataplane/dist by this tree's apps/dataplane/build.ts)
  */
@@ -31,6 +33,10 @@ export interface StreamCapacityOptions {
   readonly chunkMs: number;
   /** Source trees whose data plane is measured as one more target each (an A/B of a change in one run). */
   readonly dataplaneTrees?: readonly string[];
+  /** Only these targets (direct, nginx, bare-proxy, dataplane, dataplane@DIR); all of them when absent. */
+  readonly only?: readonly string[];
+  /** Each data plane started with `--cpu-prof`, its profile written into DIR/<target> when it stops. */
+  readonly cpuProfDir?: string;
 }
 
 export interface StreamCapacityRow {
@@ -291,7 +297,9 @@ export async function runStreamCapacity(o: StreamCapacityOptions, log: (line: st
             REPLICA_BASE_CONCURRENCY: String(o.streams),
             QUEUE_MAX: '0',
           },
-          DATAPLANE_NODE_FLAGS,
+          o.cpuProfDir === undefined
+            ? DATAPLANE_NODE_FLAGS
+            : [...DATAPLANE_NODE_FLAGS, '--cpu-prof', '--cpu-prof-dir', join(resolve(o.cpuProfDir), t.name.replaceAll('/', '_'))],
         );
         children.push(dataplane);
         const url = `http://127.0.0.1:${dpPort}`;
@@ -311,6 +319,10 @@ export async function runStreamCapacity(o: StreamCapacityOptions, log: (line: st
     await waitReady(sim, `${simUrl}/health`);
     for (const start of targets) {
       const c = await start();
+      if (o.only !== undefined && o.only.length > 0 && !o.only.includes(c.name)) {
+        if (c.proc !== sim) c.proc.proc.kill('SIGTERM');
+        continue;
+      }
       await waitReady(c.proc, c.ready);
       // A few short streams first, so that every target runs compiled code with its pools made.
       const warm = await openAll(c.url, c.path, c.headers, o, 2, 16);
@@ -367,7 +379,11 @@ export async function runStreamCapacity(o: StreamCapacityOptions, log: (line: st
         listen_overflows: drops0 && drops1 ? drops1.overflows - drops0.overflows : null,
         wall_s: round1(wall),
       });
-      if (c.proc !== sim) c.proc.proc.kill('SIGTERM');
+      if (c.proc !== sim) {
+        c.proc.proc.kill('SIGTERM');
+        // A profiled node writes its profile as it exits: wait for that (up to 30 s).
+        for (let i = 0; o.cpuProfDir !== undefined && i < 300 && !c.proc.exited(); i++) await sleep(100);
+      }
     }
     return rows;
   } finally {
@@ -397,6 +413,8 @@ if (import.meta.main) {
       'stream-chunks': { type: 'string', default: '100' },
       'chunk-ms': { type: 'string', default: '50' },
       'dataplane-tree': { type: 'string', multiple: true, default: [] },
+      only: { type: 'string', multiple: true, default: [] },
+      'cpu-prof': { type: 'string' },
       json: { type: 'boolean', default: false },
     },
   });
@@ -410,6 +428,8 @@ if (import.meta.main) {
     chunks: num('stream-chunks', values['stream-chunks']),
     chunkMs: num('chunk-ms', values['chunk-ms']),
     dataplaneTrees: values['dataplane-tree'],
+    only: values.only,
+    cpuProfDir: values['cpu-prof'],
   };
   const rows = await runStreamCapacity(o, (line) => process.stderr.write(`${line}\n`));
   console.log(values.json ? JSON.stringify({ date: new Date().toISOString(), options: o, stream_capacity: rows }) : renderCapacity(rows));

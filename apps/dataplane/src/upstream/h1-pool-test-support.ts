@@ -3,6 +3,7 @@ import { createServer, type AddressInfo, type Server, type Socket } from 'node:n
 import { expect } from 'vitest';
 import { buildConnector } from 'undici';
 import { H1Pool, type H1Connector, type H1Controller, type H1Handler, type H1Head, type H1PoolOptions } from './h1-pool.ts';
+import { chatConnector } from './upstream-pools.ts';
 
 // Test support for h1-pool.test.ts and h1-pool-faults.test.ts (not loaded by the data plane): raw TCP servers on
 // loopback that write exact response bytes, pools dialled through undici's connector as upstream-pools.ts builds
@@ -115,10 +116,23 @@ export async function deadOrigin(): Promise<string> {
 
 export type NewPool = (origin: string, connections?: number, extra?: Partial<H1PoolOptions>) => H1Pool;
 
+/**
+ * How the pools under test read a plain-HTTP response: into the pool's shared buffer, as the data plane dials
+ * (upstream-pools.ts `chatConnector`), or through the socket's own stream (as every TLS connection reads). Each test
+ * file runs its tests in both (`describe.each(READ_MODES)`, `useReadMode` in a `beforeAll`).
+ */
+export type ReadMode = 'shared-buffer' | 'stream';
+export const READ_MODES: readonly ReadMode[] = ['shared-buffer', 'stream'];
+let readMode: ReadMode = 'shared-buffer';
+export function useReadMode(mode: ReadMode): void {
+  readMode = mode;
+}
+
 /** A newPool() whose connector also trusts `tls.ca` (for https origins with a test certificate). */
 export function poolMaker(tls: { ca?: string } = {}): NewPool {
   return (origin, connections = 4, extra = {}) => {
-    const connect = buildConnector({ timeout: 2000, allowH2: false, ...tls }) as unknown as H1Connector;
+    const options = { timeout: 2000, allowH2: false, ...tls };
+    const connect = readMode === 'shared-buffer' ? chatConnector(options) : (buildConnector(options) as unknown as H1Connector);
     const pool = new H1Pool(origin, { connections, connect, ...extra });
     pools.push(pool);
     return pool;

@@ -5,7 +5,8 @@ import type { Socket } from 'node:net';
  * The chat request's HTTP/1.1 client: one origin, a capped set of keep-alive connections, a FIFO queue when all
  * are busy, one request per connection at a time (no pipelining). It does only what a POST to a model runtime
  * needs, with undici's handler interface (`onRequestStart` ... `onResponseEnd`) so the forwarder is the same
- * whichever client carries it. Dialling (timeouts, TLS, the address guard) is undici's connector, passed in.
+ * whichever client carries it. Dialling (timeouts, TLS, the address guard) is undici's connector, passed in; plain-HTTP
+ * sockets dialled with `CHAT_ONREAD` read into one shared buffer (upstream-pools.ts `chatConnector`).
  *
  * Why not undici's Pool: per request it cost about 30 µs of JavaScript on the node's hot path (request object,
  * header validation, the llhttp wasm parser and its callbacks, kResume's queue scan) against about 8 here, which
@@ -28,6 +29,7 @@ export interface H1Controller {
 export interface H1Handler {
   onRequestStart(controller: H1Controller, context: unknown): void;
   onResponseStart(controller: H1Controller, head: H1Head): void;
+  /** `chunk` is the handler's own (a connection that reads into the shared buffer hands out copies). */
   onResponseData(controller: H1Controller, chunk: Buffer): void;
   onResponseEnd(controller: H1Controller, trailers: IncomingHttpHeaders): void;
   onResponseError(controller: H1Controller, err: Error): void;
@@ -62,9 +64,51 @@ export class UpstreamProtocolError extends Error {
 const codedError = (message: string, code: string): Error => Object.assign(new Error(message), { code });
 
 const MAX_HEAD = 64 * 1024;
+/** Bytes read ahead for a paused handler before the socket stops reading (a socket stream's usual high-water mark). */
+const HOLD_MAX = 64 * 1024;
 const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
 const isSpace = (c: number): boolean => c === 32 || c === 9;
 const DIGITS = /^\d{1,15}$/;
+
+/**
+ * Plain-HTTP chat connections read into this one buffer (`net.connect`'s `onread`, `CHAT_ONREAD`): no buffer is
+ * allocated per read (Node's default read allocates 64 KiB, trims it to the bytes read and hands it to the
+ * garbage collector) and no stream machinery runs per read (`push`, `read`, the `data` event). Bytes kept past the
+ * read (a body part for the handler, a partial line, bytes held for a paused handler) are copied out of it; small
+ * copies come from Node's 8 KiB buffer pool. JavaScript is single-threaded and a read's callback parses all of it
+ * before it returns, so one buffer serves every connection.
+ */
+const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
+
+/** The connection a socket carries (set when the pool takes the socket). */
+const CONN = Symbol('h1-conn');
+type ConnSocket = Socket & { [CONN]?: Conn };
+
+/** A read into `READ_BUFFER`: parsed now, on the connection the socket belongs to. */
+function onSharedRead(this: ConnSocket, nread: number, buf: Buffer): boolean {
+  const conn = this[CONN];
+  // Bytes before the pool took the socket cannot be a response to anything (the request is written after).
+  if (conn === undefined) {
+    this.destroy();
+    return false;
+  }
+  conn.read(buf.subarray(0, nread));
+  return true; // the connection pauses the socket itself (`hold`, past HOLD_MAX)
+}
+
+/**
+ * The `onread` option for the chat pool's plain-HTTP connector (`buildConnector({ ..., onread: CHAT_ONREAD })`):
+ * sockets it makes read into the shared buffer. Not for TLS sockets, which read through their own stream.
+ */
+export const CHAT_ONREAD = Object.freeze({ buffer: READ_BUFFER, callback: onSharedRead as (nread: number, buf: Buffer) => boolean });
+
+/** `part` to keep past the read: a copy when it is a view of the shared read buffer (from Node's pool when small). */
+function kept(part: Buffer): Buffer {
+  if (part.buffer !== READ_BUFFER.buffer) return part;
+  const copy = Buffer.allocUnsafe(part.length);
+  part.copy(copy, 0, 0, part.length);
+  return copy;
+}
 
 /** Where a connection's parser is. */
 const Phase = { Idle: 0, Head: 1, Length: 2, ChunkSize: 3, ChunkData: 4, ChunkDataEnd: 5, Trailers: 6, UntilClose: 7 } as const;
@@ -97,9 +141,9 @@ class Exchange implements H1Controller {
     }
   }
 
+  /** Bytes that come while paused wait on the connection (`Conn.hold`), up to a cap; then the socket stops reading. */
   pause(): void {
     this.paused = true;
-    this.conn?.socket.pause();
   }
 
   resume(): void {
@@ -140,7 +184,7 @@ class Conn {
   phase: number = Phase.Idle;
   /** Bytes of a head (or a chunk-size line, or trailers) split across reads. */
   carry: Buffer | null = null;
-  /** The rest of a read, kept while the handler is paused (`Exchange.resume` parses it). */
+  /** Bytes that came while the handler was paused, in order (`Exchange.resume` parses them; `hold`). */
   held: Buffer | null = null;
   /** The peer closed while bytes were held: the close is acted on once they are parsed. */
   peerEnded = false;
@@ -156,14 +200,10 @@ class Conn {
     this.pool = pool;
     this.socket = socket;
     this.idleMs = pool.keepAliveTimeout;
-    socket.on('data', (chunk: Buffer) => {
-      try {
-        this.onData(chunk);
-      } catch (err) {
-        // A handler that threw: the exchange fails and the connection (out of step now) goes, as in undici.
-        this.fail(err instanceof Error ? err : new Error(String(err)));
-      }
-    });
+    // A socket made with CHAT_ONREAD reads into the shared buffer (`read` is called with a view of it); any other
+    // (TLS, or a connector without it) emits its own buffers.
+    (socket as ConnSocket)[CONN] = this;
+    socket.on('data', (chunk: Buffer) => this.read(chunk));
     socket.on('end', () => this.onEnd());
     socket.on('error', (err: Error) => this.fail(err));
     socket.on('close', () => this.onEnd());
@@ -184,14 +224,28 @@ class Conn {
     let head = `${req.method} ${req.path} HTTP/1.1\r\nhost: ${this.pool.hostHeader}\r\nconnection: keep-alive\r\n`;
     for (const name in req.headers) head += `${name}: ${req.headers[name]}\r\n`;
     head += `content-length: ${length}\r\n\r\n`;
-    if (ex.paused) this.socket.pause();
-    else this.socket.resume();
+    this.socket.resume();
     if (typeof body === 'string') this.socket.write(head + body);
     else {
       this.socket.cork();
       this.socket.write(head, 'latin1');
       this.socket.write(body);
       this.socket.uncork();
+    }
+  }
+
+  /** One read's bytes. */
+  read(chunk: Buffer): void {
+    if (this.held !== null) {
+      // The handler is paused with bytes waiting: these come after them.
+      this.hold(chunk);
+      return;
+    }
+    try {
+      this.onData(chunk);
+    } catch (err) {
+      // A handler that threw: the exchange fails and the connection (out of step now) goes, as in undici.
+      this.fail(err instanceof Error ? err : new Error(String(err)));
     }
   }
 
@@ -245,8 +299,8 @@ class Conn {
         return;
       }
       if (ex.paused) {
-        // The handler asked for no more data for now: the rest of this read waits with the socket.
-        this.held = at === 0 ? buf : buf.subarray(at);
+        // The handler asked for no more data for now: the rest of this read waits on the connection.
+        this.hold(at === 0 ? buf : buf.subarray(at));
         return;
       }
       switch (this.phase) {
@@ -272,7 +326,7 @@ class Conn {
           this.remaining -= n;
           const part = at === 0 && n === buf.length ? buf : buf.subarray(at, at + n);
           at += n;
-          ex.handler.onResponseData(ex, part);
+          ex.handler.onResponseData(ex, kept(part));
           if (this.remaining === 0 && this.ex === ex && !this.closed) this.complete();
           break;
         }
@@ -312,7 +366,7 @@ class Conn {
             this.phase = Phase.ChunkDataEnd;
             this.remaining = 2;
           }
-          ex.handler.onResponseData(ex, part);
+          ex.handler.onResponseData(ex, kept(part));
           break;
         }
         case Phase.ChunkDataEnd: {
@@ -325,7 +379,7 @@ class Conn {
         case Phase.UntilClose: {
           const part = at === 0 ? buf : buf.subarray(at);
           at = buf.length;
-          ex.handler.onResponseData(ex, part);
+          ex.handler.onResponseData(ex, kept(part));
           break;
         }
         default:
@@ -339,6 +393,18 @@ class Conn {
       if (this.reusable && !this.peerEnded && !this.socket.destroyed) this.pool.release(this);
       else this.fail(codedError('connection: close', 'UND_ERR_SOCKET'));
     }
+  }
+
+  /**
+   * Keeps bytes for a paused handler (`Exchange.resume` parses them). Up to HOLD_MAX is read ahead, as a socket's
+   * stream buffers up to its high-water mark, so a close that follows a response is seen while paused (`peerEnded`);
+   * past it the socket stops reading and the runtime feels the backpressure.
+   */
+  hold(part: Buffer): void {
+    const held = this.held;
+    const next = held === null ? kept(part) : Buffer.concat([held, part]);
+    this.held = next;
+    if (next.length >= HOLD_MAX) this.socket.pause();
   }
 
   /** Keeps a partial line for the next read (bounded). */

@@ -1,5 +1,5 @@
 import { buildConnector, Pool } from 'undici';
-import { H1Pool, type H1Connector } from './h1-pool.ts';
+import { CHAT_ONREAD, H1Pool, type H1Connector } from './h1-pool.ts';
 import { guardConnector, type AddressGuard } from '@infer/shared/address-guard';
 import type { ResolvedUpstream } from '../config/config-view.ts';
 import { adapterFor } from '../runtimes/runtime-registry.ts';
@@ -119,6 +119,16 @@ const healthPathOf = (u: ResolvedUpstream): string => {
 /** How long an idle chat connection is kept (below uvicorn's 5 s). */
 export const CHAT_KEEP_ALIVE_MS = 4000;
 
+/**
+ * undici's connector for the chat pool (h1-pool.ts): plain-HTTP sockets read into the pool's shared buffer
+ * (`onread`: no buffer allocated and no stream machinery per read); TLS sockets read through their own stream.
+ */
+export function chatConnector(options: buildConnector.BuildOptions): H1Connector {
+  const plain = buildConnector({ ...options, onread: CHAT_ONREAD }) as unknown as H1Connector;
+  const tls = buildConnector(options) as unknown as H1Connector;
+  return (o, callback) => (o.protocol === 'https:' ? tls : plain)(o, callback);
+}
+
 /** Lazily created undici pools per upstream origin, reused across snapshot swaps, with outlier ejection. */
 export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
   const { timeouts } = opts;
@@ -142,6 +152,10 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
   const guardedOrigin = (origin: string): boolean => guardedConnect !== null && addressGuard?.isTenantOrigin(origin) === true;
 
   const connectorFor = (guarded: boolean): typeof plainConnect => (guarded && guardedConnect !== null ? guardedConnect : plainConnect);
+  const plainChatConnect = chatConnector({ timeout: timeouts.connectMs, allowH2: false });
+  const guardedChatConnect = addressGuard
+    ? guardConnector(addressGuard.guard, chatConnector({ timeout: timeouts.connectMs, allowH2: false, lookup: addressGuard.guard.lookup }))
+    : null;
   // The forwarder runs its own first-byte and idle timers on chat requests; probes and scrapes pass their own.
   const newPool = (origin: string, guarded: boolean): Pool =>
     new Pool(origin, { connections: 4, pipelining: 1, connect: connectorFor(guarded), headersTimeout: 0, bodyTimeout: 0, keepAliveTimeout: 30_000 });
@@ -149,7 +163,11 @@ export function createUpstreamPools(opts: UpstreamPoolsOptions): UpstreamPools {
   // SGLang's server, is 5 s and it sends no Keep-Alive hint): a request written just as the runtime closed an idle
   // socket would fail with a reset, and be retried elsewhere or answered 502.
   const newChatPool = (origin: string, connections: number, guarded: boolean): H1Pool =>
-    new H1Pool(origin, { connections, connect: connectorFor(guarded) as unknown as H1Connector, keepAliveTimeout: CHAT_KEEP_ALIVE_MS });
+    new H1Pool(origin, {
+      connections,
+      connect: guarded && guardedChatConnect !== null ? guardedChatConnect : plainChatConnect,
+      keepAliveTimeout: CHAT_KEEP_ALIVE_MS,
+    });
 
   const get = (origin: string): OriginState => {
     let s = states.get(origin);
