@@ -27,6 +27,8 @@ interface Options {
   readonly streams: number;
   readonly streamChunks: number;
   readonly chunkMs: number;
+  /** Rounds of the streaming capacity case, every target once per round, interleaved (the rows take the medians). */
+  readonly capacityRounds: number;
   /** Interleaved rounds of data plane and bare relay at saturation for the CPU ratio (0: the single cases). */
   readonly cpuRounds: number;
   /** Requests carry a conversation of about this many KiB (0: one short user message). */
@@ -35,7 +37,7 @@ interface Options {
 
 const USAGE = `usage: pnpm bench [--duration 5] [--rates 500,2000] [--connections 64] [--json]
                   [--upstream URL --model NAME [--upstream-key KEY]] [--soak N] [--cpu-prof DIR]
-                  [--streams 1000 (0: skip) --stream-chunks 100 --chunk-ms 50] [--cpu-rounds 3 (0: single cases)]
+                  [--streams 1000 (0: skip) --stream-chunks 100 --chunk-ms 50 --capacity-rounds 3] [--cpu-rounds 3 (0: single cases)]
                   [--prompt-kib 0 (N: each request carries a conversation of about N KiB)]`;
 
 function parseOptions(argv: readonly string[]): Options {
@@ -55,6 +57,7 @@ function parseOptions(argv: readonly string[]): Options {
       'stream-chunks': { type: 'string', default: '100' },
       'chunk-ms': { type: 'string', default: '50' },
       'cpu-rounds': { type: 'string', default: '3' },
+      'capacity-rounds': { type: 'string', default: '3' },
       'prompt-kib': { type: 'string', default: '0' },
       help: { type: 'boolean', default: false },
     },
@@ -90,6 +93,7 @@ function parseOptions(argv: readonly string[]): Options {
     streamChunks: positive('stream-chunks', values['stream-chunks'], true),
     chunkMs: positive('chunk-ms', values['chunk-ms'], false, true),
     cpuRounds: positive('cpu-rounds', values['cpu-rounds'], true, true),
+    capacityRounds: positive('capacity-rounds', values['capacity-rounds'], true),
     promptKib: positive('prompt-kib', values['prompt-kib'], true, true),
   });
 }
@@ -233,7 +237,10 @@ async function main(): Promise<void> {
   const { usageRecords: usage } = await stack.stop();
 
   // Streaming capacity: its own slow sim and proxies (nginx where installed), once the main stack is down.
-  const capacity = opts.streams > 0 ? await runStreamCapacity({ streams: opts.streams, chunks: opts.streamChunks, chunkMs: opts.chunkMs }, log) : null;
+  const capacity =
+    opts.streams > 0
+      ? await runStreamCapacity({ streams: opts.streams, chunks: opts.streamChunks, chunkMs: opts.chunkMs, rounds: opts.capacityRounds }, log)
+      : null;
   const summary = summarize(cases, opts.rates, opts.connections, chunksPerResponse, interleaved);
   const table = renderMarkdown(summary, soak);
   const meteringLine = `Metering: the control-plane stub received ${usage} usage records for ${dataplaneRequests} data-plane requests (warm-up included)${usage === dataplaneRequests ? '' : ' (MISMATCH)'}.`;
@@ -259,7 +266,7 @@ async function main(): Promise<void> {
     ...(capacity === null
       ? []
       : [
-          `Streaming capacity: ${opts.streams} concurrent streams of ${opts.streamChunks} chunks ${opts.chunkMs} ms apart, opened at once, one target after the other: direct to a runtime-sim, through nginx (when on PATH: 1 worker, proxy_buffering off, upstream keepalive), the bare Node relay and a data-plane node (REPLICA_BASE_CONCURRENCY ${opts.streams}, so none is refused); RSS and CPU of the process relaying them (the sim itself for direct; nginx: master + worker); listen overflows: the kernel's TcpExt ListenOverflows during the case (connections dropped by a full accept queue, retried by the client after 1 s):`,
+          `Streaming capacity: ${opts.streams} concurrent streams of ${opts.streamChunks} chunks ${opts.chunkMs} ms apart, opened at once, one target after the other, ${opts.capacityRounds} round${opts.capacityRounds === 1 ? '' : 's'} (every target once per round, the order reversed each round; TTFB, chunk gap, CPU and wall time are the medians of the rounds, memory is the first round's): direct to a runtime-sim, through nginx (when on PATH: 1 worker, proxy_buffering off, upstream keepalive), the bare Node relay and a data-plane node (REPLICA_BASE_CONCURRENCY ${opts.streams}, so none is refused); RSS and CPU of the process relaying them (the sim itself for direct; nginx: master + worker); listen overflows: the kernel's TcpExt ListenOverflows during the case (connections dropped by a full accept queue, retried by the client after 1 s):`,
           '',
           renderCapacity(capacity),
           '',

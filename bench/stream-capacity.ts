@@ -8,6 +8,7 @@
  * the client retries after 1 s). Its own sim and proxies (the main bench's sim answers with no token delay).
  *
  * Standalone: node bench/stream-capacity.ts [--streams 1000] [--stream-chunks 100] [--chunk-ms 50] [--json]
+ *             [--rounds N] (every target N times, interleaved, the order reversed each round: medians)
  *             [--cpu-prof DIR] (each data plane's CPU profile, into DIR/<target>)
  *             [--only TARGET ...] (direct, nginx, bare-proxy, dataplane, dataplane@DIR: only these cases)
  *             [--dataplane-tree DIR ...] (another source tree's data plane as one more target, for an A/B in one run;
@@ -35,6 +36,8 @@ export interface StreamCapacityOptions {
   readonly dataplaneTrees?: readonly string[];
   /** Only these targets (direct, nginx, bare-proxy, dataplane, dataplane@DIR); all of them when absent. */
   readonly only?: readonly string[];
+  /** Times each target runs the case, interleaved (default 1); rows take the median of the rounds. */
+  readonly rounds?: number;
   /** Each data plane started with `--cpu-prof`, its profile written into DIR/<target> when it stops. */
   readonly cpuProfDir?: string;
 }
@@ -47,7 +50,7 @@ export interface StreamCapacityRow {
   readonly ttfb_p50_ms: number;
   readonly ttfb_p99_ms: number;
   readonly chunk_gap_p99_ms: number;
-  /** Streams whose first byte came 1 s or more after the request was sent (a dropped SYN is retried after 1 s). */
+  /** Streams whose first byte came 1 s or more after the request was sent (a dropped SYN is retried after 1 s); the most of any round. */
   readonly ttfb_over_1s: number;
   /** The process relaying the streams (the sim itself for direct; nginx: master + workers). */
   readonly peak_rss_mib: number | null;
@@ -60,6 +63,9 @@ export interface StreamCapacityRow {
   /** TcpExt ListenOverflows during the case (whole machine: any listener whose accept queue was full). */
   readonly listen_overflows: number | null;
   readonly wall_s: number;
+  /** Rounds measured (TTFB, chunk gap, CPU and wall time are their medians; memory is the first round's). */
+  readonly rounds: number;
+  readonly ttfb_p50_rounds_ms: readonly number[];
 }
 
 const MODEL = 'capacity-model';
@@ -185,6 +191,73 @@ interface Target {
 
 const sum = (values: (number | null)[]): number | null => (values.some((v) => v === null) ? null : values.reduce<number>((a, v) => a + (v ?? 0), 0));
 
+/** One case's figures (`runCase`); memory only when asked (the first round). */
+type RoundResult = Omit<StreamCapacityRow, 'target' | 'streams' | 'rounds' | 'ttfb_p50_rounds_ms'>;
+
+/** Opens the N streams through `c` once and measures them. */
+async function runCase(c: Target, simPort: number, o: StreamCapacityOptions, withMemory: boolean, log: (line: string) => void): Promise<RoundResult> {
+  log(`stream capacity: ${o.streams} streams of ${o.chunks} chunks ${o.chunkMs} ms apart, ${c.name}`);
+  const rss = (): number | null => sum(c.pids().map(rssKiB));
+  const cpu = (): number | null => sum(c.pids().map(cpuMs));
+  const idle = rss();
+  let peak = idle ?? 0;
+  // The longest accept queue seen on the target's and the sim's listeners (a queue at its backlog drops SYNs).
+  const ports = [Number(new URL(c.url).port), simPort];
+  const queues = new Map<number, number>();
+  const sampler = setInterval(() => {
+    peak = Math.max(peak, rss() ?? 0);
+    for (const [port, n] of acceptQueues(ports)) queues.set(port, Math.max(queues.get(port) ?? 0, n));
+  }, 50);
+  // The load generator's own event-loop delay: its timestamps are late by as much.
+  const lag = monitorEventLoopDelay({ resolution: 10 });
+  lag.enable();
+  const cpu0 = cpu();
+  const drops0 = listenDrops();
+  const t0 = performance.now();
+  const r = await openAll(c.url, c.path, c.headers, o);
+  const wall = (performance.now() - t0) / 1000;
+  clearInterval(sampler);
+  lag.disable();
+  const cpu1 = cpu();
+  const drops1 = listenDrops();
+  const q = (s: Samples, p: number): number => round1(s.percentile(p));
+  log(
+    `  ${c.name}: TTFB p10/p25/p50/p75/p90/p99 ${[10, 25, 50, 75, 90, 99].map((p) => q(r.ttfb, p)).join('/')} ms; ` +
+      `client connects ${r.connects.count}, p50/p99/max ${q(r.connects, 50)}/${q(r.connects, 99)}/${q(r.connects, 100)} ms; ` +
+      `load generator event-loop delay p50/p99/max ${[50, 99, 100].map((p) => round1(lag.percentile(p) / 1e6)).join('/')} ms; ` +
+      `max accept queue ${c.name === 'direct' ? '' : `${c.name} ${queues.get(ports[0]!) ?? '?'}, `}sim ${queues.get(simPort) ?? '?'}; ` +
+      `CPU ${cpu0 === null || cpu1 === null ? '?' : Math.round(((cpu1 - cpu0) / o.streams) * 100) / 100} ms/stream; ` +
+      `ListenOverflows +${drops0 && drops1 ? drops1.overflows - drops0.overflows : '?'}, ListenDrops +${drops0 && drops1 ? drops1.drops - drops0.drops : '?'}`,
+  );
+  let after5: number | null = null;
+  let after20: number | null = null;
+  if (withMemory) {
+    await sleep(5000);
+    after5 = mib(rss());
+    await sleep(15_000);
+    after20 = mib(rss());
+  } else {
+    // The streams' connections close and the processes settle before the next case; past the sim's keep-alive
+    // timeout (Node's 5 s), so that no proxy starts a case with upstream connections left idle by its last one (nginx
+    // keeps them 60 s, the Node relays 4 s).
+    await sleep(6000);
+  }
+  return {
+    completed: r.completed,
+    ttfb_p50_ms: q(r.ttfb, 50),
+    ttfb_p99_ms: q(r.ttfb, 99),
+    chunk_gap_p99_ms: q(r.gaps, 99),
+    ttfb_over_1s: r.over1s,
+    peak_rss_mib: withMemory ? mib(peak) : null,
+    idle_rss_mib: withMemory ? mib(idle) : null,
+    after_rss_mib: after5,
+    after20_rss_mib: after20,
+    cpu_ms_per_stream: cpu0 === null || cpu1 === null ? null : Math.round(((cpu1 - cpu0) / o.streams) * 100) / 100,
+    listen_overflows: drops0 && drops1 ? drops1.overflows - drops0.overflows : null,
+    wall_s: round1(wall),
+  };
+}
+
 /** Runs the case direct and through each proxy in turn; starts and stops its own processes. */
 export async function runStreamCapacity(o: StreamCapacityOptions, log: (line: string) => void): Promise<StreamCapacityRow[]> {
   const dir = mkdtempSync(join(tmpdir(), 'infer-capacity-'));
@@ -241,7 +314,8 @@ export async function runStreamCapacity(o: StreamCapacityOptions, log: (line: st
     const configFile = join(dir, 'snapshot.json');
     writeFileSync(configFile, JSON.stringify(snapshot), { mode: 0o600 });
     const single = (c: Child) => () => [c.pid];
-    // Each proxy is started right before its case and stopped after it (none idles beside another's case).
+    // Every proxy is started and warmed before the first case and stopped after its last (with rounds, the others idle
+    // beside each case: an idle one takes no measurable CPU).
     const targets: (() => Promise<Target>)[] = [
       () =>
         Promise.resolve({ name: 'direct', url: simUrl, path: '/v1/chat/completions', headers: {}, proc: sim, pids: single(sim), ready: `${simUrl}/health` }),
@@ -315,8 +389,8 @@ export async function runStreamCapacity(o: StreamCapacityOptions, log: (line: st
       });
     }
 
-    const rows: StreamCapacityRow[] = [];
     await waitReady(sim, `${simUrl}/health`);
+    const live: Target[] = [];
     for (const start of targets) {
       const c = await start();
       if (o.only !== undefined && o.only.length > 0 && !o.only.includes(c.name)) {
@@ -327,64 +401,55 @@ export async function runStreamCapacity(o: StreamCapacityOptions, log: (line: st
       // A few short streams first, so that every target runs compiled code with its pools made.
       const warm = await openAll(c.url, c.path, c.headers, o, 2, 16);
       if (warm.completed === 0) throw new Error(`stream capacity: ${c.name} completed no warm-up stream:\n${c.proc.output()}`);
-      await sleep(1000);
-      log(`stream capacity: ${o.streams} streams of ${o.chunks} chunks ${o.chunkMs} ms apart, ${c.name}`);
-      const rss = (): number | null => sum(c.pids().map(rssKiB));
-      const cpu = (): number | null => sum(c.pids().map(cpuMs));
-      const idle = rss();
-      let peak = idle ?? 0;
-      // The longest accept queue seen on the target's and the sim's listeners (a queue at its backlog drops SYNs).
-      const ports = [Number(new URL(c.url).port), simPort];
-      const queues = new Map<number, number>();
-      const sampler = setInterval(() => {
-        peak = Math.max(peak, rss() ?? 0);
-        for (const [port, n] of acceptQueues(ports)) queues.set(port, Math.max(queues.get(port) ?? 0, n));
-      }, 50);
-      // The load generator's own event-loop delay: its timestamps are late by as much.
-      const lag = monitorEventLoopDelay({ resolution: 10 });
-      lag.enable();
-      const cpu0 = cpu();
-      const drops0 = listenDrops();
-      const t0 = performance.now();
-      const r = await openAll(c.url, c.path, c.headers, o);
-      const wall = (performance.now() - t0) / 1000;
-      clearInterval(sampler);
-      lag.disable();
-      const cpu1 = cpu();
-      const drops1 = listenDrops();
-      const q = (s: Samples, p: number): number => round1(s.percentile(p));
-      log(
-        `  ${c.name}: TTFB p10/p25/p50/p75/p90/p99 ${[10, 25, 50, 75, 90, 99].map((p) => q(r.ttfb, p)).join('/')} ms; ` +
-          `client connects ${r.connects.count}, p50/p99/max ${q(r.connects, 50)}/${q(r.connects, 99)}/${q(r.connects, 100)} ms; ` +
-          `load generator event-loop delay p50/p99/max ${[50, 99, 100].map((p) => round1(lag.percentile(p) / 1e6)).join('/')} ms; ` +
-          `max accept queue ${c.name === 'direct' ? '' : `${c.name} ${queues.get(ports[0]!) ?? '?'}, `}sim ${queues.get(simPort) ?? '?'}; ` +
-          `ListenOverflows +${drops0 && drops1 ? drops1.overflows - drops0.overflows : '?'}, ListenDrops +${drops0 && drops1 ? drops1.drops - drops0.drops : '?'}`,
-      );
-      await sleep(5000);
-      const after5 = mib(rss());
-      await sleep(15_000);
-      rows.push({
-        target: c.name,
-        streams: o.streams,
-        completed: r.completed,
-        ttfb_p50_ms: q(r.ttfb, 50),
-        ttfb_p99_ms: q(r.ttfb, 99),
-        chunk_gap_p99_ms: q(r.gaps, 99),
-        ttfb_over_1s: r.over1s,
-        peak_rss_mib: mib(peak),
-        idle_rss_mib: mib(idle),
-        after_rss_mib: after5,
-        after20_rss_mib: mib(rss()),
-        cpu_ms_per_stream: cpu0 === null || cpu1 === null ? null : Math.round(((cpu1 - cpu0) / o.streams) * 100) / 100,
-        listen_overflows: drops0 && drops1 ? drops1.overflows - drops0.overflows : null,
-        wall_s: round1(wall),
-      });
-      if (c.proc !== sim) {
-        c.proc.proc.kill('SIGTERM');
-        // A profiled node writes its profile as it exits: wait for that (up to 30 s).
-        for (let i = 0; o.cpuProfDir !== undefined && i < 300 && !c.proc.exited(); i++) await sleep(100);
+      live.push(c);
+    }
+
+    // Rounds: every target once per round, the order reversed each round (each sees the machine as the others do);
+    // the first round also measures memory (idle, peak, 5 s and 20 s after). A target's row takes the median of its
+    // rounds for TTFB, chunk gaps and CPU.
+    const rounds = o.rounds ?? 1;
+    const measured = new Map<string, RoundResult[]>();
+    for (let round = 0; round < rounds; round++) {
+      for (const c of round % 2 === 0 ? live : [...live].reverse()) {
+        await sleep(1000);
+        const r = await runCase(c, simPort, o, round === 0, (line) => log(rounds > 1 ? `${line} (round ${round + 1} of ${rounds})` : line));
+        measured.set(c.name, [...(measured.get(c.name) ?? []), r]);
+        if (round === rounds - 1 && c.proc !== sim) {
+          c.proc.proc.kill('SIGTERM');
+          // A profiled node writes its profile as it exits: wait for that (up to 30 s).
+          for (let i = 0; o.cpuProfDir !== undefined && i < 300 && !c.proc.exited(); i++) await sleep(100);
+        }
       }
     }
+    const rows: StreamCapacityRow[] = live.map((c) => {
+      const rs = measured.get(c.name)!;
+      const first = rs[0]!;
+      const med = (pick: (r: RoundResult) => number | null): number | null => {
+        const v = rs
+          .map(pick)
+          .filter((x): x is number => x !== null)
+          .sort((a, b) => a - b);
+        return v.length === 0 ? null : v.length % 2 === 1 ? v[(v.length - 1) / 2]! : round1((v[v.length / 2 - 1]! + v[v.length / 2]!) / 2);
+      };
+      return {
+        target: c.name,
+        streams: o.streams,
+        completed: Math.min(...rs.map((r) => r.completed)),
+        ttfb_p50_ms: med((r) => r.ttfb_p50_ms)!,
+        ttfb_p99_ms: med((r) => r.ttfb_p99_ms)!,
+        chunk_gap_p99_ms: med((r) => r.chunk_gap_p99_ms)!,
+        ttfb_over_1s: Math.max(...rs.map((r) => r.ttfb_over_1s)),
+        peak_rss_mib: first.peak_rss_mib,
+        idle_rss_mib: first.idle_rss_mib,
+        after_rss_mib: first.after_rss_mib,
+        after20_rss_mib: first.after20_rss_mib,
+        cpu_ms_per_stream: med((r) => r.cpu_ms_per_stream),
+        listen_overflows: rs.some((r) => r.listen_overflows === null) ? null : rs.reduce((a, r) => a + (r.listen_overflows ?? 0), 0),
+        wall_s: med((r) => r.wall_s)!,
+        rounds: rs.length,
+        ttfb_p50_rounds_ms: rs.map((r) => r.ttfb_p50_ms),
+      };
+    });
     return rows;
   } finally {
     for (const c of children) if (!c.exited()) c.proc.kill('SIGTERM');
@@ -397,11 +462,11 @@ export async function runStreamCapacity(o: StreamCapacityOptions, log: (line: st
 export function renderCapacity(rows: readonly StreamCapacityRow[]): string {
   const cell = (v: number | null): string => (v === null ? '-' : String(v));
   return [
-    '| target | streams | completed | TTFB p50 ms | TTFB p99 ms | TTFB ≥ 1 s | chunk gap p99 ms | RSS idle MiB | peak RSS MiB | RSS 5 s after MiB | RSS 20 s after MiB | CPU ms/stream | listen overflows | wall s |',
-    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+    '| target | streams | completed | TTFB p50 ms | TTFB p50 per round | TTFB p99 ms | TTFB ≥ 1 s | chunk gap p99 ms | RSS idle MiB | peak RSS MiB | RSS 5 s after MiB | RSS 20 s after MiB | CPU ms/stream | listen overflows | wall s |',
+    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
     ...rows.map(
       (r) =>
-        `| ${r.target} | ${r.streams} | ${r.completed} | ${r.ttfb_p50_ms} | ${r.ttfb_p99_ms} | ${r.ttfb_over_1s} | ${r.chunk_gap_p99_ms} | ${cell(r.idle_rss_mib)} | ${cell(r.peak_rss_mib)} | ${cell(r.after_rss_mib)} | ${cell(r.after20_rss_mib)} | ${cell(r.cpu_ms_per_stream)} | ${cell(r.listen_overflows)} | ${r.wall_s} |`,
+        `| ${r.target} | ${r.streams} | ${r.completed} | ${r.ttfb_p50_ms} | ${r.ttfb_p50_rounds_ms.join(' / ')} | ${r.ttfb_p99_ms} | ${r.ttfb_over_1s} | ${r.chunk_gap_p99_ms} | ${cell(r.idle_rss_mib)} | ${cell(r.peak_rss_mib)} | ${cell(r.after_rss_mib)} | ${cell(r.after20_rss_mib)} | ${cell(r.cpu_ms_per_stream)} | ${cell(r.listen_overflows)} | ${r.wall_s} |`,
     ),
   ].join('\n');
 }
@@ -414,6 +479,7 @@ if (import.meta.main) {
       'chunk-ms': { type: 'string', default: '50' },
       'dataplane-tree': { type: 'string', multiple: true, default: [] },
       only: { type: 'string', multiple: true, default: [] },
+      rounds: { type: 'string', default: '1' },
       'cpu-prof': { type: 'string' },
       json: { type: 'boolean', default: false },
     },
@@ -429,6 +495,7 @@ if (import.meta.main) {
     chunkMs: num('chunk-ms', values['chunk-ms']),
     dataplaneTrees: values['dataplane-tree'],
     only: values.only,
+    rounds: num('rounds', values.rounds),
     cpuProfDir: values['cpu-prof'],
   };
   const rows = await runStreamCapacity(o, (line) => process.stderr.write(`${line}\n`));
