@@ -12,12 +12,13 @@
  *             [--cpu-prof DIR] (each data plane's CPU profile, into DIR/<target>)
  *             [--only TARGET ...] (direct, nginx, bare-proxy, dataplane, dataplane@DIR: only these cases)
  *             [--dataplane-tree DIR ...] (another source tree's data plane as one more target, for an A/B in one run;
- *             each data plane runs from its bundle, built into DIR/apps/dataplane/dist by this tree's apps/dataplane/build.ts)
+ *             each data plane runs from its bundle, built into DIR/apps/dataplane/dist by this tree's apps/dataplane/build.ts,
+ *             with that tree's own Node flags and environment, apps/dataplane/src/node-flags.ts)
  */
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -25,7 +26,6 @@ import { buildConnector, Pool } from 'undici';
 import { configSnapshotSchema, generateSecret, hashSecret, secretDisplayPrefix, SECRET_PREFIX } from '@infer/shared';
 import { Samples } from './load.ts';
 import { buildDataplane } from '../apps/dataplane/build.ts';
-import { DATAPLANE_NODE_ENV, DATAPLANE_NODE_FLAGS } from '../apps/dataplane/src/node-flags.ts';
 import { acceptQueues, cpuMs, freePort, listenDrops, processTree, rssKiB, startCommand, startNode, waitReady, type Child } from './processes.ts';
 
 export interface StreamCapacityOptions {
@@ -355,13 +355,18 @@ export async function runStreamCapacity(o: StreamCapacityOptions, log: (line: st
     for (const t of trees) {
       targets.push(async () => {
         const server = await buildDataplane(undefined, { packageDir: t.packageDir });
+        // The tree's own production flags and environment (its src/node-flags.ts).
+        const own = (await import(pathToFileURL(join(t.packageDir, 'src/node-flags.ts')).href)) as {
+          DATAPLANE_NODE_FLAGS: readonly string[];
+          DATAPLANE_NODE_ENV: Readonly<Record<string, string>>;
+        };
         const dpPort = await freePort();
         const dataplane = startNode(
           `capacity-${t.name}`,
           server,
           [],
           {
-            ...DATAPLANE_NODE_ENV,
+            ...own.DATAPLANE_NODE_ENV,
             HOST: '127.0.0.1',
             PORT: String(dpPort),
             CONFIG_FILE: configFile,
@@ -372,8 +377,8 @@ export async function runStreamCapacity(o: StreamCapacityOptions, log: (line: st
             QUEUE_MAX: '0',
           },
           o.cpuProfDir === undefined
-            ? DATAPLANE_NODE_FLAGS
-            : [...DATAPLANE_NODE_FLAGS, '--cpu-prof', '--cpu-prof-dir', join(resolve(o.cpuProfDir), t.name.replaceAll('/', '_'))],
+            ? own.DATAPLANE_NODE_FLAGS
+            : [...own.DATAPLANE_NODE_FLAGS, '--cpu-prof', '--cpu-prof-dir', join(resolve(o.cpuProfDir), t.name.replaceAll('/', '_'))],
         );
         children.push(dataplane);
         const url = `http://127.0.0.1:${dpPort}`;
