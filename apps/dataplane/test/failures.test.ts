@@ -1,6 +1,6 @@
 import type { ConfigSnapshot, SnapshotUpstream } from '@infer/shared';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { NAME, SERVED, chatBody, deadUrl, errorOf, makeSnapshot, memorySink, post, startDataplane, startSim, waitFor } from './helpers.ts';
+import { NAME, SERVED, chatBody, deadUrl, errorOf, makeSnapshot, memorySink, post, startDataplane, startSim, waitFor, dataLines } from './helpers.ts';
 import type { StartedApp, StartedSim } from './helpers.ts';
 
 // Two simulated replicas: `a` gets the faults, `b` stays healthy.
@@ -41,11 +41,6 @@ async function start(urls: string[], extra: Parameters<typeof startDataplane>[2]
   return { dp, sink, chat: `${dp.url}/endpoints/v1/chat/completions` };
 }
 
-const dataLines = (text: string) =>
-  text
-    .split('\n')
-    .filter((l) => l.startsWith('data: '))
-    .map((l) => l.slice(6));
 const requestsTo = (s: StartedSim) => s.sim.stats().totals.requests;
 
 describe('runtime down', () => {

@@ -271,3 +271,10 @@ export function fakeRecord(requestId: string): UsageRecord {
     startedAt: new Date().toISOString(),
   };
 }
+
+/** The payloads of an SSE body's `data: ` lines, in order. */
+export const dataLines = (text: string): string[] =>
+  text
+    .split('\n')
+    .filter((l) => l.startsWith('data: '))
+    .map((l) => l.slice(6));

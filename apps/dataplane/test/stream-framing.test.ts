@@ -2,7 +2,7 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NAME, SECRET_A, deadUrl, makeSnapshot, memorySink, startDataplane, startSim, waitFor } from './helpers.ts';
+import { NAME, SECRET_A, dataLines, deadUrl, makeSnapshot, memorySink, startDataplane, startSim, waitFor } from './helpers.ts';
 import type { StartedApp, StartedSim } from './helpers.ts';
 
 // The node writes each SSE chunk of a streamed answer straight to the client's socket, framed by itself
@@ -72,12 +72,6 @@ function parseChunked(buf: Buffer): Chunked | null {
   }
 }
 
-const events = (body: string): string[] =>
-  body
-    .split('\n')
-    .filter((l) => l.startsWith('data: '))
-    .map((l) => l.slice(6));
-
 describe('stream chunks written straight to the client socket', () => {
   it('frames every chunk exactly (one head, sizes that match, the last chunk), and the connection serves the next request', async () => {
     const client = await rawClient(dp.url);
@@ -92,7 +86,7 @@ describe('stream chunks written straight to the client socket', () => {
       expect(first.head.match(/HTTP\/1\.1/g)).toHaveLength(1);
       // Tokens came one read at a time, so most chunks went out on their own.
       expect(first.chunks.length).toBeGreaterThan(10);
-      const data = events(Buffer.concat(first.chunks).toString('utf8'));
+      const data = dataLines(Buffer.concat(first.chunks).toString('utf8'));
       expect(data.at(-1)).toBe('[DONE]');
       const parsed = data.slice(0, -1).map((d) => JSON.parse(d) as { model: string; choices: { delta: { content?: string } }[] });
       expect(parsed.every((c) => c.model === NAME)).toBe(true);
@@ -132,7 +126,7 @@ describe('stream chunks written straight to the client socket', () => {
       const head = text.slice(0, headEnd).toLowerCase();
       expect(head).toMatch(/^http\/1\.1 200 ok\r\n/);
       expect(head).not.toContain('transfer-encoding');
-      const data = events(text.slice(headEnd + 4));
+      const data = dataLines(text.slice(headEnd + 4));
       expect(data.at(-1)).toBe('[DONE]');
       expect(data.slice(0, -1).every((d) => (JSON.parse(d) as { model: string }).model === NAME)).toBe(true);
       // No chunk-size lines in the body.
@@ -213,7 +207,7 @@ describe('stream chunks written straight to the client socket', () => {
         client.socket.resume();
         await waitFor(() => parseChunked(client.bytes()) !== null, 20_000);
         const r = parseChunked(client.bytes())!;
-        const data = events(Buffer.concat(r.chunks).toString('utf8'));
+        const data = dataLines(Buffer.concat(r.chunks).toString('utf8'));
         expect(data).toHaveLength(total + 1);
         expect(data.at(-1)).toBe('[DONE]');
         for (let i = 0; i < total; i++) {

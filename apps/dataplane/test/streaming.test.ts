@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NAME, SECRET_A, chatBody, deadUrl, makeSnapshot, memorySink, post, startDataplane, startSim, waitFor } from './helpers.ts';
+import { NAME, SECRET_A, chatBody, deadUrl, makeSnapshot, memorySink, post, startDataplane, startSim, waitFor, dataLines } from './helpers.ts';
 import type { StartedApp, StartedSim } from './helpers.ts';
 
 let sim: StartedSim;
@@ -14,12 +14,6 @@ afterAll(async () => {
   await dp.app.close();
   await sim.sim.close();
 });
-
-const dataLines = (text: string) =>
-  text
-    .split('\n')
-    .filter((l) => l.startsWith('data: '))
-    .map((l) => l.slice(6));
 
 describe('streams', () => {
   it('forwards chunks as they arrive (first chunk before the stream ends)', async () => {
