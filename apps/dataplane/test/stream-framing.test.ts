@@ -141,6 +141,102 @@ describe('stream chunks written straight to the client socket', () => {
     }
   });
 
+  describe('a pipelined stream that met backpressure while queued, then on the socket', () => {
+    const total = 60_000;
+    let slow: Server;
+    let fast: Server;
+    let local: StartedApp;
+    /** When the first stream's runtime ended it (Date.now()). */
+    let slowDoneAt = 0;
+    let waiting = false;
+    let written = 0;
+    let lastWrite = 0;
+
+    beforeAll(async () => {
+      // Ahead in the pipeline: a stream of 40 events 50 ms apart (the model the snapshot calls faulty).
+      slow = createServer((req, res) => {
+        req.resume();
+        if (req.method !== 'POST') return void res.end('{}');
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        let i = 0;
+        const tick = setInterval(() => {
+          res.write(`data: {"object":"chat.completion.chunk","model":"sim-llama","choices":[{"index":0,"delta":{"content":"s${i}"}}]}\n\n`);
+          if (++i === 40) {
+            clearInterval(tick);
+            res.end('data: [DONE]\n\n');
+            slowDoneAt = Date.now();
+          }
+        }, 50);
+      });
+      // Behind it: as many events as the socket takes, as fast as it takes them.
+      fast = createServer((req, res) => {
+        req.resume();
+        if (req.method !== 'POST') return void res.end('{}');
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        const pad = 'x'.repeat(200);
+        const more = (): void => {
+          while (written < total) {
+            const ok = res.write(
+              `data: {"object":"chat.completion.chunk","model":"sim-llama","choices":[{"index":0,"delta":{"content":"${written} ${pad}"}}]}\n\n`,
+            );
+            written++;
+            lastWrite = Date.now();
+            if (!ok) {
+              waiting = true;
+              res.once('drain', () => {
+                waiting = false;
+                more();
+              });
+              return;
+            }
+          }
+          res.end('data: [DONE]\n\n');
+        };
+        more();
+      });
+      await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+      await new Promise<void>((resolve) => fast.listen(0, '127.0.0.1', resolve));
+      const url = (s: Server): string => `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+      local = await startDataplane(makeSnapshot({ sim: url(fast), faulty: url(slow), dead: await deadUrl() }), memorySink());
+    });
+    afterAll(async () => {
+      await local.app.close();
+      for (const s of [slow, fast]) {
+        s.closeAllConnections();
+        s.close();
+      }
+    });
+
+    it('keeps flowing once it has the socket: the drain it waits for moves from the response to the socket', async () => {
+      // The second response waits in Node's buffer behind the first (its writes return false there and its runtime is
+      // paused until the response gets the socket); then its chunks go to the socket directly, and with the client not
+      // reading those return false too: the runtime must be resumed by the socket's drain, not the response's.
+      const client = await rawClient(local.url);
+      try {
+        const body = (model: string): string => JSON.stringify({ model, stream: true, messages: [{ role: 'user', content: 'pipelined' }] });
+        client.socket.write(requestText('/endpoints/v1/chat/completions', body('faulty-model')) + requestText('/endpoints/v1/chat/completions', body(NAME)));
+        client.socket.pause();
+        // The second runtime wrote again after the first stream ended (its response had the socket), then stalled.
+        await waitFor(() => slowDoneAt > 0 && lastWrite > slowDoneAt && waiting && Date.now() - lastWrite > 500, 15_000);
+        expect(written).toBeLessThan(total);
+        client.socket.resume();
+        await waitFor(() => {
+          const first = parseChunked(client.bytes());
+          return first !== null && parseChunked(first.rest) !== null;
+        }, 20_000);
+        const first = parseChunked(client.bytes())!;
+        const second = parseChunked(first.rest)!;
+        expect(dataLines(Buffer.concat(first.chunks).toString('utf8'))).toHaveLength(41);
+        const data = dataLines(Buffer.concat(second.chunks).toString('utf8'));
+        expect(data).toHaveLength(total + 1);
+        expect(data.at(-1)).toBe('[DONE]');
+        expect(data.every((d, i) => i === total || d.includes(`"content":"${i} `))).toBe(true);
+      } finally {
+        client.socket.destroy();
+      }
+    }, 40_000);
+  });
+
   describe('a client that stops reading', () => {
     const total = 60_000;
     let runtime: Server;

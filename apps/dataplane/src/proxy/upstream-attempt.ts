@@ -94,7 +94,7 @@ const noop = (): void => {};
  */
 function directSocket(res: ServerResponse): Socket | null {
   const socket = res.socket;
-  if (socket === null || !res.chunkedEncoding || res.writableEnded || socket.destroyed) return null;
+  if (socket === null || !res.chunkedEncoding || res.writableEnded || !socket.writable) return null;
   return socket;
 }
 
@@ -362,11 +362,14 @@ class AttemptHandler implements H1Handler {
     }
     if (!more) {
       this.controller?.pause();
-      if (this.onDrain === null) {
-        this.onDrain = () => this.controller?.resume();
-        // `res` emits 'drain' only after its own write returned false; the socket's comes either way.
-        this.drainFrom = socket ?? res;
-        this.drainFrom.on('drain', this.onDrain);
+      // Resumed by the next 'drain' of what was written to: the socket when written to directly, else `res`. A response
+      // queued behind a pipelined one writes to `res` first and to the socket once it has it, so the listener moves.
+      const from = socket ?? res;
+      if (this.drainFrom !== from) {
+        this.onDrain ??= () => this.controller?.resume();
+        this.drainFrom?.off('drain', this.onDrain);
+        from.on('drain', this.onDrain);
+        this.drainFrom = from;
       }
     }
   };

@@ -151,10 +151,12 @@ class Exchange implements H1Controller {
     this.paused = false;
     const conn = this.conn;
     if (conn === null) return;
-    // Bytes of the read that was being parsed when the handler paused go first.
-    const held = conn.held;
-    if (held !== null) {
+    // Bytes that came while paused (the rest of the read being parsed, and any read ahead) go first.
+    const parts = conn.held;
+    if (parts !== null) {
       conn.held = null;
+      conn.heldBytes = 0;
+      const held = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
       try {
         conn.onData(held);
       } catch (err) {
@@ -184,8 +186,9 @@ class Conn {
   phase: number = Phase.Idle;
   /** Bytes of a head (or a chunk-size line, or trailers) split across reads. */
   carry: Buffer | null = null;
-  /** Bytes that came while the handler was paused, in order (`Exchange.resume` parses them; `hold`). */
-  held: Buffer | null = null;
+  /** Bytes that came while the handler was paused, in order (`Exchange.resume` parses them; `hold`), and their total. */
+  held: Buffer[] | null = null;
+  heldBytes = 0;
   /** The peer closed while bytes were held: the close is acted on once they are parsed. */
   peerEnded = false;
   remaining = 0;
@@ -215,6 +218,7 @@ class Conn {
     this.free = false;
     this.phase = Phase.Head;
     this.held = null;
+    this.heldBytes = 0;
     this.peerEnded = false;
     this.reusable = true;
     const req = ex.req!;
@@ -401,10 +405,12 @@ class Conn {
    * past it the socket stops reading and the runtime feels the backpressure.
    */
   hold(part: Buffer): void {
-    const held = this.held;
-    const next = held === null ? kept(part) : Buffer.concat([held, part]);
-    this.held = next;
-    if (next.length >= HOLD_MAX) this.socket.pause();
+    // Kept as a list (joined once, on resume): appending read by read would copy what is held over again each time.
+    const copy = kept(part);
+    if (this.held === null) this.held = [copy];
+    else this.held.push(copy);
+    this.heldBytes += copy.length;
+    if (this.heldBytes >= HOLD_MAX) this.socket.pause();
   }
 
   /** Keeps a partial line for the next read (bounded). */
