@@ -72,6 +72,52 @@ function parseChunked(buf: Buffer): Chunked | null {
   }
 }
 
+/** A runtime that streams `total` numbered events as fast as its socket takes them, and no faster; what it did so far. */
+interface FloodRuntime {
+  readonly server: Server;
+  /** Its write returned false and it waits for 'drain'. */
+  readonly waiting: () => boolean;
+  readonly written: () => number;
+  /** When it last wrote an event (Date.now()). */
+  readonly lastWrite: () => number;
+}
+
+async function floodRuntime(total: number): Promise<FloodRuntime> {
+  let waiting = false;
+  let written = 0;
+  let lastWrite = 0;
+  const server = createServer((req, res: ServerResponse) => {
+    req.resume();
+    // Health probes and metrics scrapes get a plain answer; only the chat request streams.
+    if (req.method !== 'POST') return void res.end('{}');
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const pad = 'x'.repeat(200);
+    const more = (): void => {
+      while (written < total) {
+        const ok = res.write(
+          `data: {"object":"chat.completion.chunk","model":"sim-llama","choices":[{"index":0,"delta":{"content":"${written} ${pad}"}}]}\n\n`,
+        );
+        written++;
+        lastWrite = Date.now();
+        if (!ok) {
+          waiting = true;
+          res.once('drain', () => {
+            waiting = false;
+            more();
+          });
+          return;
+        }
+      }
+      res.end('data: [DONE]\n\n');
+    };
+    more();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, waiting: () => waiting, written: () => written, lastWrite: () => lastWrite };
+}
+
+const urlOf = (s: Server): string => `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+
 describe('stream chunks written straight to the client socket', () => {
   it('frames every chunk exactly (one head, sizes that match, the last chunk), and the connection serves the next request', async () => {
     const client = await rawClient(dp.url);
@@ -144,13 +190,10 @@ describe('stream chunks written straight to the client socket', () => {
   describe('a pipelined stream that met backpressure while queued, then on the socket', () => {
     const total = 60_000;
     let slow: Server;
-    let fast: Server;
+    let fast: FloodRuntime;
     let local: StartedApp;
     /** When the first stream's runtime ended it (Date.now()). */
     let slowDoneAt = 0;
-    let waiting = false;
-    let written = 0;
-    let lastWrite = 0;
 
     beforeAll(async () => {
       // Ahead in the pipeline: a stream of 40 events 50 ms apart (the model the snapshot calls faulty).
@@ -169,39 +212,13 @@ describe('stream chunks written straight to the client socket', () => {
         }, 50);
       });
       // Behind it: as many events as the socket takes, as fast as it takes them.
-      fast = createServer((req, res) => {
-        req.resume();
-        if (req.method !== 'POST') return void res.end('{}');
-        res.writeHead(200, { 'content-type': 'text/event-stream' });
-        const pad = 'x'.repeat(200);
-        const more = (): void => {
-          while (written < total) {
-            const ok = res.write(
-              `data: {"object":"chat.completion.chunk","model":"sim-llama","choices":[{"index":0,"delta":{"content":"${written} ${pad}"}}]}\n\n`,
-            );
-            written++;
-            lastWrite = Date.now();
-            if (!ok) {
-              waiting = true;
-              res.once('drain', () => {
-                waiting = false;
-                more();
-              });
-              return;
-            }
-          }
-          res.end('data: [DONE]\n\n');
-        };
-        more();
-      });
+      fast = await floodRuntime(total);
       await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
-      await new Promise<void>((resolve) => fast.listen(0, '127.0.0.1', resolve));
-      const url = (s: Server): string => `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
-      local = await startDataplane(makeSnapshot({ sim: url(fast), faulty: url(slow), dead: await deadUrl() }), memorySink());
+      local = await startDataplane(makeSnapshot({ sim: urlOf(fast.server), faulty: urlOf(slow), dead: await deadUrl() }), memorySink());
     });
     afterAll(async () => {
       await local.app.close();
-      for (const s of [slow, fast]) {
+      for (const s of [slow, fast.server]) {
         s.closeAllConnections();
         s.close();
       }
@@ -217,8 +234,8 @@ describe('stream chunks written straight to the client socket', () => {
         client.socket.write(requestText('/endpoints/v1/chat/completions', body('faulty-model')) + requestText('/endpoints/v1/chat/completions', body(NAME)));
         client.socket.pause();
         // The second runtime wrote again after the first stream ended (its response had the socket), then stalled.
-        await waitFor(() => slowDoneAt > 0 && lastWrite > slowDoneAt && waiting && Date.now() - lastWrite > 500, 15_000);
-        expect(written).toBeLessThan(total);
+        await waitFor(() => slowDoneAt > 0 && fast.lastWrite() > slowDoneAt && fast.waiting() && Date.now() - fast.lastWrite() > 500, 15_000);
+        expect(fast.written()).toBeLessThan(total);
         client.socket.resume();
         await waitFor(() => {
           const first = parseChunked(client.bytes());
@@ -239,53 +256,18 @@ describe('stream chunks written straight to the client socket', () => {
 
   describe('a client that stops reading', () => {
     const total = 60_000;
-    let runtime: Server;
+    let runtime: FloodRuntime;
     let local: StartedApp;
-    /** The runtime's write returned false and it waits for 'drain'. */
-    let waiting = false;
-    let written = 0;
-    /** When the runtime last wrote an event (Date.now()). */
-    let lastWrite = 0;
 
     beforeAll(async () => {
-      // A runtime that streams `total` numbered events as fast as its socket takes them, and no faster.
-      runtime = createServer((req, res: ServerResponse) => {
-        req.resume();
-        // Health probes and metrics scrapes get a plain answer; only the chat request streams.
-        if (req.method !== 'POST') {
-          res.end('{}');
-          return;
-        }
-        res.writeHead(200, { 'content-type': 'text/event-stream' });
-        const pad = 'x'.repeat(200);
-        const more = (): void => {
-          while (written < total) {
-            const ok = res.write(
-              `data: {"object":"chat.completion.chunk","model":"sim-llama","choices":[{"index":0,"delta":{"content":"${written} ${pad}"}}]}\n\n`,
-            );
-            written++;
-            lastWrite = Date.now();
-            if (!ok) {
-              waiting = true;
-              res.once('drain', () => {
-                waiting = false;
-                more();
-              });
-              return;
-            }
-          }
-          res.end('data: [DONE]\n\n');
-        };
-        more();
-      });
-      await new Promise<void>((resolve) => runtime.listen(0, '127.0.0.1', resolve));
-      const url = `http://127.0.0.1:${(runtime.address() as AddressInfo).port}`;
+      runtime = await floodRuntime(total);
+      const url = urlOf(runtime.server);
       local = await startDataplane(makeSnapshot({ sim: url, faulty: url, dead: await deadUrl() }), memorySink());
     });
     afterAll(async () => {
       await local.app.close();
-      runtime.closeAllConnections();
-      runtime.close();
+      runtime.server.closeAllConnections();
+      runtime.server.close();
     });
 
     it('holds the runtime back while it does not read, then delivers every event once, in order', async () => {
@@ -297,8 +279,8 @@ describe('stream chunks written straight to the client socket', () => {
         client.socket.pause();
         // The node stops reading the runtime once the client's socket is full: the runtime is left waiting for a
         // drain that does not come (a node that read on would take all of it into memory, and the runtime would finish).
-        await waitFor(() => waiting && Date.now() - lastWrite > 500, 10_000);
-        const stalledAt = written;
+        await waitFor(() => runtime.waiting() && Date.now() - runtime.lastWrite() > 500, 10_000);
+        const stalledAt = runtime.written();
         expect(stalledAt).toBeLessThan(total);
         client.socket.resume();
         await waitFor(() => parseChunked(client.bytes()) !== null, 20_000);
