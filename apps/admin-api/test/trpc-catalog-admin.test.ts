@@ -67,6 +67,33 @@ describe.each(testBackends())('catalog admin procedures (%s)', (kind) => {
     expect(await admin.catalog.upstreams.list({ entryId: created.id })).toEqual([]);
   });
 
+  it('refuses an upstream URL with credentials and an API key that is not a header value, writing nothing', async () => {
+    const admin = await callerFor('admin');
+    const entry = await admin.catalog.create({ name: 'Upstream-Checks-8B' });
+    for (const [field, input] of [
+      ['url', { url: 'http://user:secret@127.0.0.1:9' }],
+      ['url', { url: 'http://127.0.0.1:9/?key=secret' }],
+      ['apiKey', { url: 'http://127.0.0.1:9', apiKey: 'sk-abc\r\nx-injected: 1' }],
+      ['apiKey', { url: 'http://127.0.0.1:9', apiKey: 'sk-abc def' }],
+      ['apiKey', { url: 'http://127.0.0.1:9', apiKey: 'sk-caf\u00e9' }],
+    ] as const) {
+      const err = await admin.catalog.upstreams.add({ entryId: entry.id, kind: 'vllm', servedModel: 'acme/test', ...input }).catch((e: unknown) => e);
+      expect(err, JSON.stringify(input)).toBeInstanceOf(TRPCError);
+      expect((err as TRPCError).code).toBe('BAD_REQUEST');
+      expect((err as TRPCError).message).toContain(field);
+    }
+    expect(await admin.catalog.upstreams.list({ entryId: entry.id })).toEqual([]);
+    // A key with every printable character is taken.
+    const ok = await admin.catalog.upstreams.add({
+      entryId: entry.id,
+      url: 'http://127.0.0.1:9',
+      kind: 'vllm',
+      servedModel: 'acme/test',
+      apiKey: 'sk-A.b_c~d+e/f=',
+    });
+    expect(ok.hasApiKey).toBe(true);
+  });
+
   it('names the bad field in validation errors', async () => {
     const admin = await callerFor('admin');
     for (const [field, value] of [

@@ -171,6 +171,15 @@ export async function addUpstream(db: Db, input: AddUpstreamInput): Promise<Upst
     throw new ServiceError('invalid', 'url must be an absolute http(s) URL', 'url');
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ServiceError('invalid', 'url must be http(s)', 'url');
+  // Credentials in the URL would be stored and listed in clear (apiKey is sealed); a query or fragment is never sent.
+  if (url.username || url.password || url.search || url.hash) {
+    throw new ServiceError('invalid', 'url must not carry credentials, a query or a fragment (give a key as apiKey)', 'url');
+  }
+  // The key goes out as an `authorization: Bearer` header on every request: a CR, LF, space or byte outside
+  // printable ASCII would fail each one at the data plane, or split the header, so it is refused here.
+  if (input.apiKey && !/^[\x21-\x7e]+$/.test(input.apiKey)) {
+    throw new ServiceError('invalid', 'apiKey must be printable ASCII with no spaces or line breaks', 'apiKey');
+  }
   return withTransaction(db, async (trx) => {
     const entry = await trx.selectFrom('catalogEntries').select('id').where('id', '=', input.entryId).executeTakeFirst();
     if (!entry) throw notFound('catalog entry');
