@@ -5,6 +5,8 @@ import type { ConfigSnapshot } from '@infer/shared';
 export interface SimPlan {
   readonly port: number;
   readonly models: readonly string[];
+  /** The largest Context Length of the entries it serves (runtime-sim's own default, 32768, when none has one). */
+  readonly maxContextLength: number | null;
 }
 
 /**
@@ -12,18 +14,21 @@ export interface SimPlan {
  * there. Dedicated replicas are not here: the control plane's local provisioner starts those.
  */
 export function planSims(snapshot: ConfigSnapshot): SimPlan[] {
-  const byPort = new Map<number, Set<string>>();
-  const upstreams = snapshot.endpoints.flatMap((e) => e.upstreams);
-  for (const u of upstreams) {
-    if (u.kind !== 'sim') continue;
-    const url = new URL(u.url);
-    if (url.hostname !== '127.0.0.1' && url.hostname !== 'localhost') continue;
-    const port = Number(url.port);
-    const models = byPort.get(port) ?? new Set<string>();
-    models.add(u.servedModel);
-    byPort.set(port, models);
+  const byPort = new Map<number, { models: Set<string>; maxContextLength: number | null }>();
+  for (const e of snapshot.endpoints) {
+    for (const u of e.upstreams) {
+      if (u.kind !== 'sim') continue;
+      const url = new URL(u.url);
+      if (url.hostname !== '127.0.0.1' && url.hostname !== 'localhost') continue;
+      const port = Number(url.port);
+      const plan = byPort.get(port) ?? { models: new Set<string>(), maxContextLength: null };
+      plan.models.add(u.servedModel);
+      // The data plane checks prompts against the catalog's Context Length; the runtime must accept as much.
+      if (e.contextLength !== null) plan.maxContextLength = Math.max(plan.maxContextLength ?? 0, e.contextLength);
+      byPort.set(port, plan);
+    }
   }
-  return [...byPort.entries()].sort((a, b) => a[0] - b[0]).map(([port, models]) => ({ port, models: [...models] }));
+  return [...byPort.entries()].sort((a, b) => a[0] - b[0]).map(([port, plan]) => ({ port, models: [...plan.models], maxContextLength: plan.maxContextLength }));
 }
 
 /** Parses KEY=VALUE lines (no quoting: the values we write never need it). */

@@ -206,6 +206,7 @@ try {
   for (const sim of sims) {
     const args = ['--port', String(sim.port), '--host', '127.0.0.1', '--ttft-ms', String(env.SIM_TTFT_MS), '--itl-ms', String(env.SIM_ITL_MS)];
     for (const m of sim.models) args.push('--model', m);
+    if (sim.maxContextLength !== null) args.push('--max-context-length', String(sim.maxContextLength));
     launch(`sim:${sim.port}`, 'packages/runtime-sim/src/cli.ts', args, {});
   }
   launch('admin-api', 'apps/admin-api/src/server.ts', [], {

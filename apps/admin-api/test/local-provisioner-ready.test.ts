@@ -46,6 +46,13 @@ describe('local provisioner readiness', () => {
     expect(started.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
   });
 
+  it("starts runtime-sim with the entry's Context Length as its window (its own default is 32768)", async () => {
+    provisioner = createLocalProvisioner({ readyTimeoutMs: 20_000 });
+    const started = await provisioner.start({ ...spec, contextLength: 131_072 });
+    const models = (await (await fetch(`${started.url}/v1/models`)).json()) as { data: { id: string; max_model_len: number }[] };
+    expect(models.data).toMatchObject([{ id: 'm', max_model_len: 131_072 }]);
+  });
+
   it('falls back to /health for a runtime that prints no ready line', async () => {
     process.env['HEALTHY_AFTER_MS'] = '300';
     provisioner = createLocalProvisioner({ command: [process.execPath, '-e', RUNTIME, '--'], readyTimeoutMs: 20_000 });

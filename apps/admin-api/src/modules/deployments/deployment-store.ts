@@ -308,12 +308,13 @@ export async function findDeploymentById(db: Db, deploymentId: string): Promise<
 /** What a provisioner needs besides the deployment: the entry's cold start and the model name runtimes serve. */
 export interface DeploymentRuntimeInfo {
   readonly coldStartSeconds: number | null;
+  readonly contextLength: number | null;
   /** The entry's shared upstream served name if it has one, else the catalog Name. */
   readonly servedModel: string;
 }
 
 export async function findRuntimeInfo(db: Db, entryId: string): Promise<DeploymentRuntimeInfo | null> {
-  const entry = await db.selectFrom('catalogEntries').select(['name', 'coldStartSeconds']).where('id', '=', entryId).executeTakeFirst();
+  const entry = await db.selectFrom('catalogEntries').select(['name', 'coldStartSeconds', 'contextLength']).where('id', '=', entryId).executeTakeFirst();
   if (!entry) return null;
   const upstream = await db
     .selectFrom('endpointUpstreams')
@@ -322,7 +323,7 @@ export async function findRuntimeInfo(db: Db, entryId: string): Promise<Deployme
     .orderBy('createdAt')
     .orderBy('id')
     .executeTakeFirst();
-  return { coldStartSeconds: entry.coldStartSeconds, servedModel: upstream?.servedModel ?? entry.name };
+  return { coldStartSeconds: entry.coldStartSeconds, contextLength: entry.contextLength, servedModel: upstream?.servedModel ?? entry.name };
 }
 
 /** Ids of deployments that should converge to their desired replicas (see SERVING_STATES). */

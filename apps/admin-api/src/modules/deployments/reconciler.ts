@@ -328,6 +328,7 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
         entryName: d.entryName,
         servedModel: info?.servedModel ?? d.entryName,
         coldStartSeconds: info?.coldStartSeconds ?? null,
+        contextLength: info?.contextLength ?? null,
         externalUrl: d.externalUrl,
       };
       for (let i = 0; i < missing; i++) {

@@ -20,6 +20,8 @@ export interface ReplicaSpec {
   readonly servedModel: string;
   /** The entry's Cold Start TTFT, if any. */
   readonly coldStartSeconds: number | null;
+  /** The entry's Context Length, if any: the window the runtime must accept (runtime-sim's --max-context-length). */
+  readonly contextLength?: number | null;
   /** The runtime URL the tenant or operator gave (external only). */
   readonly externalUrl: string | null;
 }

@@ -8,7 +8,7 @@ import { probe, type Provisioner, type ReplicaRef, type ReplicaSpec, type Starte
 export interface LocalProvisionerOptions {
   /**
    * argv that starts a runtime taking runtime-sim's flags (`--port 0 --host --model --ttft-ms --itl-ms
-   * --cold-start-ms`) and printing `listening on http://HOST:PORT`. Default: this Node running runtime-sim.
+   * --cold-start-ms --max-context-length`) and printing `listening on http://HOST:PORT`. Default: this Node running runtime-sim.
    */
   readonly command?: readonly string[];
   /** Runtime kind recorded for replicas (default 'sim'). */
@@ -83,6 +83,8 @@ export function createLocalProvisioner(opts: LocalProvisionerOptions = {}): Prov
       spec.servedModel,
       '--cold-start-ms',
       String(Math.round(coldStartMs)),
+      // The catalog's Context Length is what the data plane checks prompts against: the runtime must take as much.
+      ...(spec.contextLength ? ['--max-context-length', String(spec.contextLength)] : []),
       ...(opts.ttftMs === undefined ? [] : ['--ttft-ms', String(opts.ttftMs)]),
       ...(opts.itlMs === undefined ? [] : ['--itl-ms', String(opts.itlMs)]),
     ];
