@@ -87,6 +87,13 @@ function rootCause(error: unknown): unknown {
   return cause;
 }
 
+/** Yoga copies a request parser's own error (name and message) into `extensions.originalError`: internals, never shown. */
+function withoutOriginalError(error: GraphQLError): GraphQLError {
+  if (error.extensions?.['originalError'] === undefined) return error;
+  const { originalError: _internal, ...extensions } = error.extensions;
+  return createGraphQLError(error.message, { nodes: error.nodes, source: error.source, positions: error.positions, path: error.path, extensions });
+}
+
 /** Yoga's `maskError`: domain errors shown, graphql's own parse/validation errors shown, the rest masked. */
 export function maskGraphQLError(error: unknown, message: string, onUnexpected?: (err: unknown) => void): Error {
   if (error instanceof ServiceError) return toGraphQLError(error);
@@ -100,7 +107,7 @@ export function maskGraphQLError(error: unknown, message: string, onUnexpected?:
   const domain = asServiceError(cause);
   if (domain) return toGraphQLError(domain, path);
   // Parse, validation and coercion errors are graphql's own (no foreign cause): safe to show.
-  if (isGraphQLError(error) && (cause === undefined || isGraphQLError(cause))) return error;
+  if (isGraphQLError(error) && (cause === undefined || isGraphQLError(cause))) return withoutOriginalError(error as GraphQLError);
   onUnexpected?.(cause ?? error);
   return createGraphQLError(message, { extensions: { code: 'internal_error' } });
 }

@@ -179,6 +179,25 @@ describe.each(testBackends())('hardening (%s)', (kind) => {
       expectClient4xx(r, 400);
       expect(r.json.errors[0].message).toMatch(/\$id/);
     });
+    it("a JSON body without keys, or not an object, gets GraphQL's own answer and no parser internals", async () => {
+      const answers: [string, string][] = [
+        ['{}', 'Must provide query string.'],
+        ['{"variables":{}}', 'Must provide query string.'],
+        ['null', 'POST body is expected to be object but received null'],
+        ['"x"', 'POST body is expected to be object but received string'],
+        ['5', 'POST body is expected to be object but received number'],
+        ['[]', 'Batching is not supported.'],
+      ];
+      for (const [body, message] of answers) {
+        const r = await gql(body, { accept: 'application/json' });
+        expectClient4xx(r, 400);
+        expect(
+          r.json.errors.map((e: { message: string }) => e.message),
+          body,
+        ).toEqual([message]);
+        expect(r.text, body).not.toMatch(/originalError|SyntaxError/);
+      }
+    });
     it('executed results keep 200 (errors beside data)', async () => {
       const r = await gql({ query: 'query($s: String!) { endpoint(name: $s) { name } }', variables: { s: 'a\u0000' } });
       expect(r.status).toBe(200);
