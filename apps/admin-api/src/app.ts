@@ -6,7 +6,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, 
 import type pg from 'pg';
 import { errorBody } from '@infer/shared';
 import type { Db, DbKind } from './db.ts';
-import { httpStatusCode, sendHttpError } from './error-mapping.ts';
+import { httpStatusCode, sendHttpError, trpcResponseMeta } from './error-mapping.ts';
 import type { GraphQLLimits } from './graphql/context.ts';
 import { createGraphQLServer } from './graphql/yoga.ts';
 import { healthRoutes } from './http/health-routes.ts';
@@ -294,6 +294,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     trpcOptions: {
       router: appRouter,
       createContext: createContextFactory({ db: requestDb.db, publicUrls: opts.publicUrls, deployments, consoleOrigins, loginThrottle, rateLimit }),
+      responseMeta: trpcResponseMeta,
       onError: ({ error, path }) => {
         if (error.code === 'INTERNAL_SERVER_ERROR') app.log.error({ err: error.cause ?? error, path }, 'tRPC procedure failed');
       },

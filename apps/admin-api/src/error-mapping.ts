@@ -29,6 +29,12 @@ export function toTrpcError(err: unknown): TRPCError | undefined {
   return domain ? new TRPCError({ code: TRPC_CODE[domain.code], message: domain.message, cause: domain }) : undefined;
 }
 
+/** tRPC's `responseMeta`: a refusal that says when to retry sends `Retry-After` (the longest wait of a batch). */
+export function trpcResponseMeta({ errors }: { readonly errors: readonly TRPCError[] }): { headers?: Record<string, string> } {
+  const waits = errors.map((e) => (e.cause instanceof ServiceError ? e.cause.retryAfterS : undefined)).filter((s) => s !== undefined);
+  return waits.length > 0 ? { headers: { 'retry-after': String(Math.max(...waits)) } } : {};
+}
+
 interface ZodLikeIssue {
   readonly path?: readonly PropertyKey[];
   readonly message?: string;
@@ -71,9 +77,11 @@ const GRAPHQL_HTTP_STATUS: Readonly<Partial<Record<ServiceErrorCode, number>>> =
 /** A ServiceError as a GraphQL error: its (safe) message, code and param; nothing else. */
 export function toGraphQLError(err: ServiceError, path?: readonly (string | number)[]): GraphQLError {
   const status = GRAPHQL_HTTP_STATUS[err.code];
+  // Yoga turns `http` into the response's status and headers and leaves it out of the body.
+  const headers = err.retryAfterS !== undefined ? { 'retry-after': String(err.retryAfterS) } : undefined;
   return createGraphQLError(err.message, {
     path,
-    extensions: { code: err.code, param: err.param, ...(status ? { http: { status } } : {}) },
+    extensions: { code: err.code, param: err.param, ...(status ? { http: { status, ...(headers ? { headers } : {}) } } : {}) },
   });
 }
 
@@ -139,7 +147,10 @@ export function httpStatusCode(status: number): ErrorCode {
 /** Fastify's error handler: OpenAI-shaped bodies, domain errors with their status, 5xx masked. */
 export function sendHttpError(err: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const domain = asServiceError(err);
-  if (domain) return reply.code(domain.status).send(domain.toBody());
+  if (domain) {
+    if (domain.retryAfterS !== undefined) void reply.header('retry-after', String(domain.retryAfterS));
+    return reply.code(domain.status).send(domain.toBody());
+  }
   const e = err as { statusCode?: number; code?: string; message?: string };
   const status = typeof e.statusCode === 'number' ? e.statusCode : 500;
   if (status >= 500) {

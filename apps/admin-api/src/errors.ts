@@ -11,15 +11,23 @@ const STATUS: Readonly<Record<ServiceErrorCode, { status: number; type: string }
   rate_limited: ERRORS.rate_limit_exceeded,
 });
 
+export interface ServiceErrorOptions {
+  /** `rate_limited`: whole seconds until a retry can succeed (every transport sends it as `Retry-After`). */
+  readonly retryAfterS?: number;
+}
+
 /** A domain failure the adapters (HTTP, tRPC, GraphQL) translate; its message is safe to show. */
 export class ServiceError extends Error {
   readonly code: ServiceErrorCode;
   readonly param: string | null;
-  constructor(code: ServiceErrorCode, message: string, param: string | null = null) {
+  /** Whole seconds, at least 1, when the refusal says when to retry; otherwise undefined. */
+  readonly retryAfterS: number | undefined;
+  constructor(code: ServiceErrorCode, message: string, param: string | null = null, opts: ServiceErrorOptions = {}) {
     super(message);
     this.name = 'ServiceError';
     this.code = code;
     this.param = param;
+    this.retryAfterS = opts.retryAfterS === undefined ? undefined : Math.max(1, Math.ceil(opts.retryAfterS));
   }
   get status(): number {
     return STATUS[this.code].status;

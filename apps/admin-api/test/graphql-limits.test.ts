@@ -80,7 +80,19 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
       const refusedGql = await gql(limited.baseUrl, q.replace(w.tenantA.id, w.tenantB.id), headers);
       expect(refusedGql.status).toBe(429);
       expect(refusedGql.body.errors?.[0]?.extensions?.code).toBe('rate_limited');
-      expect((await trpc(limited.baseUrl, 'tenants.mine', { headers })).status).toBe(429);
+      const refusedTrpc = await trpc(limited.baseUrl, 'tenants.mine', { headers });
+      expect(refusedTrpc.status).toBe(429);
+      // Both say when to retry: whole seconds, at least 1, the wait the message names (4 points a minute: 15 s a point).
+      for (const [refused, message] of [
+        [refusedGql.headers, refusedGql.body.errors?.[0]?.message],
+        [refusedTrpc.headers, refusedTrpc.body.error?.message],
+      ] as const) {
+        const retryAfter = refused.get('retry-after');
+        expect(retryAfter).toMatch(/^[1-9]\d*$/);
+        expect(Number(retryAfter)).toBeLessThanOrEqual(15);
+        expect(message).toBe(`too many requests from this caller; retry in ${retryAfter} s`);
+      }
+      expect(JSON.stringify(refusedGql.body)).not.toMatch(/"http"/);
       // Another principal has its own budget.
       expect((await trpc(limited.baseUrl, 'tenants.mine', { headers: { cookie: w.parties.ownerA.cookie!, origin: limited.baseUrl } })).status).toBe(200);
     } finally {

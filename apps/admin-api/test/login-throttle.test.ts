@@ -72,7 +72,11 @@ describe.each(testBackends())('login throttle (%s)', (kind) => {
     expect(statuses.filter((s) => s === 401)).toHaveLength(5);
     expect(statuses.filter((s) => s === 429)).toHaveLength(15);
     // ...and then not even the right password gets checked.
-    expect((await login(a, user.email, PASSWORD)).status).toBe(429);
+    const refused = await login(a, user.email, PASSWORD);
+    expect(refused.status).toBe(429);
+    // Retry-After: the rest of the 15-minute window, in whole seconds.
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(14 * 60);
+    expect(Number(refused.headers.get('retry-after'))).toBeLessThanOrEqual(15 * 60);
   });
 
   it('shares the counter between two app instances on one database', async () => {

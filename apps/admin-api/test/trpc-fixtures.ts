@@ -77,6 +77,7 @@ export function principalOf(db: Db, party: Party): Promise<Principal> {
 
 export interface TrpcResponse<T = unknown> {
   status: number;
+  headers: Headers;
   setCookie: string[];
   body: { result?: { data: T }; error?: { message: string; code: number; data: { code: string; httpStatus: number; param: string | null } } };
 }
@@ -97,5 +98,5 @@ export async function trpc<T = unknown>(
     url.searchParams.set('input', JSON.stringify(opts.input));
   }
   const res = await fetch(url, init);
-  return { status: res.status, setCookie: res.headers.getSetCookie(), body: (await res.json()) as TrpcResponse<T>['body'] };
+  return { status: res.status, headers: res.headers, setCookie: res.headers.getSetCookie(), body: (await res.json()) as TrpcResponse<T>['body'] };
 }

@@ -60,7 +60,9 @@ export function createLoginThrottle(db: Db, opts: LoginThrottleOptions = {}): Lo
         const limit = row.key === keys.accountIp ? limits.accountIp : row.key === keys.account ? limits.account : limits.ip;
         if (row.attempts > limit) {
           const leftS = row.windowStart.getTime() / 1000 + windowS - Number(row.nowS);
-          throw new ServiceError('rate_limited', `too many failed login attempts; try again in ${Math.max(1, Math.ceil(leftS / 60))} minute(s)`);
+          throw new ServiceError('rate_limited', `too many failed login attempts; try again in ${Math.max(1, Math.ceil(leftS / 60))} minute(s)`, null, {
+            retryAfterS: leftS,
+          });
         }
       }
       return {

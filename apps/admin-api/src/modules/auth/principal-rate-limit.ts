@@ -44,8 +44,8 @@ export function createPrincipalRateLimit(opts: PrincipalRateLimitOptions = {}): 
         buckets.delete(oldest);
       }
       if (b.points < points) {
-        const waitS = Math.ceil((points - b.points) / perMs / 1000);
-        throw new ServiceError('rate_limited', `too many requests from this caller; retry in ${waitS} s`);
+        const waitS = Math.max(1, Math.ceil((points - b.points) / perMs / 1000));
+        throw new ServiceError('rate_limited', `too many requests from this caller; retry in ${waitS} s`, null, { retryAfterS: waitS });
       }
       b.points -= points;
     },
