@@ -332,8 +332,9 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
       const res = await trpc(server!.url, tokenB, path, input, mutation);
       expect(res.body.error?.data.code, path).toMatch(/FORBIDDEN|NOT_FOUND/);
     }
-    const own = await trpc<{ total: number }>(server!.url, tokenB, 'deployments.gpuSeconds', { tenantId: tenantB, deploymentId });
-    expect(own.body.result?.data.total).toBe(0); // B's own scope holds none of A's GPU time
+    // B's own tenant with A's deployment id: not found, like deployments.get (not an empty 200).
+    const own = await trpc(server!.url, tokenB, 'deployments.gpuSeconds', { tenantId: tenantB, deploymentId });
+    expect(own.body.error?.data.code).toBe('NOT_FOUND');
     expect((await deployment())?.state).toBe('SCALED_TO_ZERO'); // nothing B did woke it
   }, 60_000);
 

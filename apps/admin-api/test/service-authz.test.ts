@@ -2,6 +2,7 @@
 // (tRPC, GraphQL, a future one) can forget a check. Each case calls the service directly, with no router
 // or resolver in between, as another tenant's member, a member below the role needed, a non-admin, or
 // anonymously.
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
 import { AUTOSCALING_LIMITS as SHARED_AUTOSCALING_LIMITS, MAX_REPLICAS as SHARED_MAX_REPLICAS } from '@infer/shared/deployment-limits';
@@ -10,7 +11,16 @@ import { createAdminToken, issueAdminToken, listAdminTokens, revokeAdminToken } 
 import { addUpstream, adminListEntries, adminListUpstreams, browseEntries, createEntry } from '../src/modules/catalog/catalog.service.ts';
 import { callerDeploymentsByEntry, endpointIntegration, type IntegrationCaller } from '../src/modules/catalog/integration.ts';
 import { createDeploymentsContext, type DeploymentsContext } from '../src/modules/deployments/deployments-context.ts';
-import { AUTOSCALING_LIMITS, deployEndpoint, getDeploymentGpuSeconds, MAX_REPLICAS } from '../src/modules/deployments/deployments.service.ts';
+import { deleteDeploymentRow } from '../src/modules/deployments/deployment-store.ts';
+import {
+  AUTOSCALING_LIMITS,
+  createDeployment,
+  deployEndpoint,
+  getDeployment,
+  getDeploymentGpuSeconds,
+  MAX_REPLICAS,
+} from '../src/modules/deployments/deployments.service.ts';
+import { openReplicaInterval } from '../src/modules/deployments/gpu-ledger.ts';
 import { adminSetRuntimeConfig, viewRuntimeConfig } from '../src/modules/catalog/runtime-config.service.ts';
 import { answerInvitation } from '../src/modules/tenants/invitations.service.ts';
 import { callerRoleIn } from '../src/modules/tenants/tenants.service.ts';
@@ -159,15 +169,34 @@ describe.each(testBackends())('services check the caller themselves (%s)', (kind
     expect(callerRoleIn(p.tokenA, w.tenantA.id)).toBe('owner');
   });
 
-  it('deployment GPU time: another tenant is not found, and the range is checked by the service', async () => {
-    const ref = { tenantId: w.tenantA.id, deploymentId: '00000000-0000-4000-8000-000000000000' };
+  it("deployment GPU time: another tenant's deployment and an unknown id are not found (as getDeployment), a deleted one stays billable, the range is checked by the service", async () => {
+    const own = await createDeployment(database.db, {
+      tenantId: w.tenantA.id,
+      entryName: dedicated.name,
+      minReplicas: 0,
+      maxReplicas: 1,
+      provisioner: 'local',
+    });
+    const ref = { tenantId: w.tenantA.id, deploymentId: own.id };
+    expect(await getDeploymentGpuSeconds(deployments, p.memberA, ref)).toEqual({ boot: 0, serving: 0, idle: 0, total: 0 });
+    const notFound = { code: 'not_found', message: 'deployment not found' };
     await expect(getDeploymentGpuSeconds(deployments, p.ownerB, ref)).rejects.toMatchObject({ code: 'not_found' });
+    // B's own tenant with A's deployment id, and ids that never were.
+    await expect(getDeploymentGpuSeconds(deployments, p.ownerB, { tenantId: w.tenantB.id, deploymentId: own.id })).rejects.toMatchObject(notFound);
+    await expect(getDeployment(deployments, p.ownerB, { tenantId: w.tenantB.id, deploymentId: own.id })).rejects.toMatchObject(notFound);
+    for (const deploymentId of ['00000000-0000-0000-0000-000000000000', randomUUID(), 'not-a-uuid']) {
+      await expect(getDeploymentGpuSeconds(deployments, p.memberA, { tenantId: w.tenantA.id, deploymentId }), deploymentId).rejects.toMatchObject(notFound);
+    }
     const now = new Date();
     await expect(getDeploymentGpuSeconds(deployments, p.memberA, { ...ref, from: now, to: new Date(now.getTime() - 1000) })).rejects.toMatchObject({
       code: 'invalid',
       param: 'from',
     });
-    expect((await getDeploymentGpuSeconds(deployments, p.memberA, ref)).total).toBe(0);
+    // The ledger outlives the deployment: its GPU time stays readable by its tenant, and by nobody else.
+    await openReplicaInterval(database.db, { replicaId: randomUUID(), deploymentId: own.id, tenantId: w.tenantA.id, entryId: dedicated.id, gpuCount: 1 });
+    await deleteDeploymentRow(database.db, ref);
+    expect((await getDeploymentGpuSeconds(deployments, p.memberA, ref)).total).toBeGreaterThanOrEqual(0);
+    await expect(getDeploymentGpuSeconds(deployments, p.ownerB, { tenantId: w.tenantB.id, deploymentId: own.id })).rejects.toMatchObject(notFound);
   });
 
   describe('deployment limits', () => {

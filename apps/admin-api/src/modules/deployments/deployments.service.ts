@@ -23,7 +23,7 @@ import {
   type Deployment,
   type Replica,
 } from './deployment-store.ts';
-import { closeReplicaInterval, gpuSecondsOf, type GpuSeconds } from './gpu-ledger.ts';
+import { closeReplicaInterval, gpuSecondsOf, hasGpuTime, type GpuSeconds } from './gpu-ledger.ts';
 import { resolveTargetConcurrency } from './target-concurrency.ts';
 import { normaliseRuntimeUrl } from './provisioners/external/external-provisioner.ts';
 import { AddressRefusedError } from '@infer/shared/address-guard';
@@ -273,7 +273,10 @@ async function wake(ctx: DeploymentsContext, d: Deployment, reason: string, acto
   return out;
 }
 
-/** GPU-seconds of one of the tenant's deployments in [from, to), by phase (members); the range rules are usage's (`usageRange`). */
+/**
+ * GPU-seconds of one of the tenant's deployments in [from, to), by phase (members); the range rules are usage's
+ * (`usageRange`). Another tenant's deployment, or an id that never was, is "not found" (as `getDeployment`).
+ */
 export async function getDeploymentGpuSeconds(
   ctx: DeploymentsContext,
   principal: Principal,
@@ -281,7 +284,8 @@ export async function getDeploymentGpuSeconds(
 ): Promise<GpuSeconds> {
   requireTenantRole(principal, ref.tenantId, 'member');
   const { from, to } = usageRange(ref);
-  // Deleted deployments stay billable: the ledger is scoped by tenant, so another tenant's id finds nothing.
+  // Deleted deployments stay billable: the tenant's ledger still knows them when the deployment row is gone.
+  if (!(await findTenantDeployment(ctx.db, ref.tenantId, ref.deploymentId)) && !(await hasGpuTime(ctx.db, ref))) throw notFound('deployment');
   return gpuSecondsOf(ctx.db, { tenantId: ref.tenantId, deploymentId: ref.deploymentId, from, to });
 }
 

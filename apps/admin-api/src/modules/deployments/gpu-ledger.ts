@@ -133,6 +133,19 @@ export async function gpuPieces(db: Db, scope: GpuScope): Promise<GpuPiece[]> {
   return [...out.values()];
 }
 
+/** True when the ledger holds GPU time of this deployment of this tenant (it outlives a deleted deployment). */
+export async function hasGpuTime(db: Db, ref: { readonly tenantId: string; readonly deploymentId: string }): Promise<boolean> {
+  if (!isUuid(ref.tenantId) || !isUuid(ref.deploymentId)) return false;
+  const row = await db
+    .selectFrom('replicaIntervals')
+    .select('id')
+    .where('tenantId', '=', ref.tenantId)
+    .where('deploymentId', '=', ref.deploymentId)
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
 /** GPU-seconds of a tenant (or one of its deployments) in [from, to), by phase. */
 export async function gpuSecondsOf(db: Db, scope: GpuScope): Promise<GpuSeconds> {
   const sums = { boot: 0, serving: 0, idle: 0 };
