@@ -11,6 +11,21 @@ import { asServiceError, ServiceError, type ServiceErrorCode } from './errors.ts
  * masked 500 that only the log describes.
  */
 
+/**
+ * Runs a service call for a transport whose argument has another name than the service's input field:
+ * an error's `param` then names the argument the caller gave (`names`: service field -> argument).
+ */
+export async function withArgumentNames<T>(names: Readonly<Record<string, string>>, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    const renamed = err instanceof ServiceError && err.param !== null ? names[err.param] : undefined;
+    if (renamed === undefined) throw err;
+    const e = err as ServiceError;
+    throw new ServiceError(e.code, e.message, renamed, { retryAfterS: e.retryAfterS });
+  }
+}
+
 // ---- tRPC ----------------------------------------------------------------------------------
 
 const TRPC_CODE: Readonly<Record<ServiceErrorCode, TRPCError['code']>> = Object.freeze({

@@ -8,6 +8,7 @@ import { buildAdminApp } from '../src/app.ts';
 import { listAudit } from '../src/modules/audit/audit.service.ts';
 import { createUser } from '../src/modules/auth/auth.service.ts';
 import { createSession } from '../src/modules/auth/sessions.ts';
+import { createEntry } from '../src/modules/catalog/catalog.service.ts';
 import { addMember, createTenant } from '../src/modules/tenants/tenants.service.ts';
 import { NODE_TOKEN } from './helpers.ts';
 
@@ -159,6 +160,39 @@ describe.each(testBackends())('rules shared by tRPC and GraphQL (%s)', (kind) =>
       .select((eb) => eb.fn.countAll<string>().as('n'))
       .executeTakeFirstOrThrow();
     expect(after.n).toBe(before.n);
+  });
+
+  it('bounds tenant names in the service: 100 characters, the same error on both transports, nothing stored', async () => {
+    const tenants = async () => (await database.db.selectFrom('tenants').select('slug').execute()).length;
+    const before = await tenants();
+    const CREATE_TENANT = `mutation($s: String!, $n: String!) { createTenant(slug: $s, name: $n) { slug name } }`;
+    for (const name of ['x'.repeat(101), 'x'.repeat(20_000)]) {
+      const g = await gql(admin.cookie, CREATE_TENANT, { s: `long-g-${kind}`, n: name });
+      const t = await trpc(admin.cookie, 'tenants.create', { slug: `long-t-${kind}`, name });
+      expect(g).toMatchObject({ code: 'invalid', param: 'name', message: 'name must be at most 100 characters' });
+      expect(t).toMatchObject({ status: 400, param: 'name', message: g.message });
+    }
+    expect(await tenants()).toBe(before);
+    const ok = await gql(admin.cookie, CREATE_TENANT, { s: `long-ok-${kind}`, n: ` ${'x'.repeat(100)} ` });
+    expect(ok.data.createTenant).toEqual({ slug: `long-ok-${kind}`, name: 'x'.repeat(100) });
+  });
+
+  it("deployEndpoint's errors name the caller's own argument: endpointName on GraphQL, entryName on tRPC", async () => {
+    await createEntry(database.db, { name: `Rules-Shared-${kind}`, provider: 'acme', offeredShared: true, offeredDedicated: false, published: true });
+    await createEntry(database.db, { name: `Rules-Dedicated-${kind}`, provider: 'acme', offeredShared: false, offeredDedicated: true, published: true });
+    const DEPLOY = `mutation($t: ID!, $n: String!) { deployEndpoint(tenantId: $t, endpointName: $n) { id } }`;
+    const deploy = (n: string) =>
+      Promise.all([gql(member.cookie, DEPLOY, { t: tenantId, n }), trpc(member.cookie, 'deployments.create', { tenantId, entryName: n })]);
+
+    const [sharedG, sharedT] = await deploy(`Rules-Shared-${kind}`);
+    expect(sharedG).toMatchObject({ code: 'invalid', param: 'endpointName', message: `Rules-Shared-${kind} is offered on the shared surface only` });
+    expect(sharedT).toMatchObject({ status: 400, param: 'entryName', message: sharedG.message });
+
+    const first = await gql(member.cookie, DEPLOY, { t: tenantId, n: `Rules-Dedicated-${kind}` });
+    expect(first.code).toBeNull();
+    const [dupG, dupT] = await deploy(`Rules-Dedicated-${kind}`);
+    expect(dupG).toMatchObject({ code: 'conflict', param: 'endpointName' });
+    expect(dupT).toMatchObject({ status: 409, param: 'entryName', message: dupG.message });
   });
 
   it('refuses a fractional limit naming the field (tRPC; GraphQL Int refuses it while parsing)', async () => {

@@ -1,4 +1,5 @@
 import type { Db } from '../../db.ts';
+import { withArgumentNames } from '../../error-mapping.ts';
 import { builder } from '../../graphql/builder.ts';
 import { buildIntegration, dedicatedModelName } from '../catalog/integration.ts';
 import { TenantRef } from '../tenants/tenants.graphql.ts';
@@ -173,15 +174,17 @@ builder.mutationFields((t) => ({
     },
     resolve: async (_root, args, ctx) => {
       const tenantId = String(args.tenantId);
-      const d = await deployEndpoint(ctx.deployments, ctx.principal, {
-        tenantId,
-        entryName: args.endpointName,
-        minReplicas: args.minReplicas ?? 0,
-        maxReplicas: args.maxReplicas ?? 1,
-        provisioner: args.provisioner ?? 'local',
-        externalUrl: args.externalUrl ?? null,
-        autoscaling: args.autoscaling ?? null,
-      });
+      const d = await withArgumentNames({ entryName: 'endpointName' }, () =>
+        deployEndpoint(ctx.deployments, ctx.principal, {
+          tenantId,
+          entryName: args.endpointName,
+          minReplicas: args.minReplicas ?? 0,
+          maxReplicas: args.maxReplicas ?? 1,
+          provisioner: args.provisioner ?? 'local',
+          externalUrl: args.externalUrl ?? null,
+          autoscaling: args.autoscaling ?? null,
+        }),
+      );
       return { ...d, tenantSlug: await slugOf(ctx, tenantId) };
     },
   }),

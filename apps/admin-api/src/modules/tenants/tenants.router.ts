@@ -30,7 +30,7 @@ export const tenantsRouter = router({
     .input(
       z.object({
         slug: z.string().min(1).max(63),
-        name: z.string().max(200).default(''),
+        name: z.string().default(''), // bounded by the service (TENANT_NAME_MAX)
         rpmLimit: limit.optional(),
         tpmLimit: limit.optional(),
         ownerEmail: z.string().max(320).optional(),

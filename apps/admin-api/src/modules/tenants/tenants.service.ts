@@ -28,6 +28,8 @@ export interface Membership {
 
 const tenantColumns = ['id', 'slug', 'name', 'rpmLimit', 'tpmLimit', 'createdAt'] as const;
 const SLUG = /^[a-z0-9][a-z0-9-]{0,62}$/;
+/** A tenant's display name, at most (as an API key's name). */
+export const TENANT_NAME_MAX = 100;
 
 export interface CreateTenantInput {
   readonly slug: string;
@@ -47,12 +49,14 @@ export async function createTenant(db: Db, input: CreateTenantInput): Promise<Te
   if (!SLUG.test(input.slug)) {
     throw new ServiceError('invalid', 'slug must be lowercase letters, digits and dashes (max 63)', 'slug');
   }
+  const name = input.name.trim();
+  if (name.length > TENANT_NAME_MAX) throw new ServiceError('invalid', `name must be at most ${TENANT_NAME_MAX} characters`, 'name');
   checkRateLimits(input);
   try {
     return await withTransaction(db, async (trx) => {
       const tenant = await trx
         .insertInto('tenants')
-        .values({ slug: input.slug, name: input.name.trim() || input.slug, rpmLimit: input.rpmLimit ?? null, tpmLimit: input.tpmLimit ?? null })
+        .values({ slug: input.slug, name: name || input.slug, rpmLimit: input.rpmLimit ?? null, tpmLimit: input.tpmLimit ?? null })
         .returning(tenantColumns)
         .executeTakeFirstOrThrow();
       await recordChange(trx, 'tenant', tenant.id);
