@@ -23,7 +23,10 @@ export interface SeedResult {
 
 type SeedEntry = CreateEntryInput & { servedModel: string };
 
-/** A realistic catalog; served names are vLLM-style and differ from the Names on purpose. */
+/**
+ * A realistic catalog; served names are vLLM-style and differ from the Names on purpose. Entries offered
+ * dedicated carry a price per GPU-hour (H100-class rates), so dedicated GPU time costs something in usage.
+ */
 const CATALOG: readonly SeedEntry[] = [
   {
     name: 'Llama-3.3-70B-Instruct',
@@ -36,6 +39,7 @@ const CATALOG: readonly SeedEntry[] = [
     coldStartSeconds: 45,
     priceInputPerM: 0.59,
     priceOutputPerM: 0.79,
+    dedicatedPricePerGpuHour: 2.5,
     useCases: ['Chat', 'Reasoning', 'Multilingual'],
     summary: "Meta's 70B instruction-tuned Llama 3.3: strong general chat and reasoning with a 128K context.",
     detailedIntro:
@@ -55,6 +59,7 @@ const CATALOG: readonly SeedEntry[] = [
     coldStartSeconds: 120,
     priceInputPerM: 0.27,
     priceOutputPerM: 1.1,
+    dedicatedPricePerGpuHour: 3.5,
     useCases: ['Chat', 'Coding', 'Reasoning'],
     summary: 'A 671B mixture-of-experts model (37B active) with frontier-level coding and math.',
     detailedIntro: 'DeepSeek-V3 uses multi-head latent attention and DeepSeekMoE for efficient inference.',
@@ -73,6 +78,7 @@ const CATALOG: readonly SeedEntry[] = [
     coldStartSeconds: 30,
     priceInputPerM: 0.2,
     priceOutputPerM: 0.6,
+    dedicatedPricePerGpuHour: 2.5,
     useCases: ['Coding', 'Code review', 'Agents'],
     summary: 'Code-specialised Qwen 2.5: completion, repair and reasoning over repositories.',
     detailedIntro: 'Trained on 5.5T tokens of code and text; strong at fill-in-the-middle and agentic coding tools.',
@@ -91,6 +97,7 @@ const CATALOG: readonly SeedEntry[] = [
     coldStartSeconds: 20,
     priceInputPerM: 0.1,
     priceOutputPerM: 0.3,
+    dedicatedPricePerGpuHour: 2.0,
     useCases: ['Chat', 'Function calling'],
     summary: 'A fast 24B model for low-latency assistants and function calling.',
     tags: ['chat', 'function-calling', 'low-latency'],
@@ -135,6 +142,7 @@ const CATALOG: readonly SeedEntry[] = [
     coldStartSeconds: 15,
     priceInputPerM: 0.05,
     priceOutputPerM: 0.2,
+    dedicatedPricePerGpuHour: 1.8,
     useCases: ['Reasoning', 'Agents', 'Coding'],
     summary: "OpenAI's open-weight 21B MoE reasoning model, tuned for agentic tool use.",
     tags: ['reasoning', 'coding', 'cursor', 'codex'],

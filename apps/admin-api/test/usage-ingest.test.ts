@@ -85,6 +85,45 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
     ]);
   });
 
+  it("prices the seeded deployment's GPU time at its dedicated price and answers money rounded to 8 places", async () => {
+    const db = t.database.db;
+    // A day of its own, ten days back, so earlier tests' records stay out of the sums.
+    const day = new Date(Math.floor(Date.now() / 86_400_000 - 10) * 86_400_000);
+    const at = (s: number) => new Date(day.getTime() + s * 1000);
+    const llama = (await getEntryByName(db, 'Llama-3.3-70B-Instruct'))!;
+    expect(llama.dedicatedPricePerGpuHour).toBe(2.5);
+    const deployment = await db.selectFrom('deployments').select('id').where('tenantId', '=', base.tenantId).executeTakeFirstOrThrow();
+    // 1000 s on 4 GPUs at $2.50 per GPU-hour: $2.777...
+    await db
+      .insertInto('replicaIntervals')
+      .values({
+        replicaId: randomUUID(),
+        deploymentId: deployment.id,
+        tenantId: base.tenantId,
+        entryId: llama.id,
+        gpuCount: 4,
+        phase: 'serving',
+        startedAt: at(60),
+        endedAt: at(1060),
+        lastHeartbeatAt: at(1060),
+      })
+      .execute();
+    // Two shared requests whose prices sum to 0.0000039399999999999995 in floating point.
+    const records = [
+      { ...base, requestId: `req-${randomUUID()}`, promptTokens: 1, completionTokens: 1, startedAt: at(10).toISOString() },
+      { ...base, requestId: `req-${randomUUID()}`, promptTokens: 3, completionTokens: 1, startedAt: at(20).toISOString() },
+    ];
+    expect(await (await post({ records })).json()).toMatchObject({ accepted: 2 });
+
+    const tenantToken = { kind: 'admin_token', tokenId: 'ci', userId: null, tenantId: base.tenantId } as const;
+    const summary = await summariseUsage(db, tenantToken, { tenantId: base.tenantId, from: day, to: new Date(day.getTime() + 86_400_000) });
+    const cost = (mode: string) => summary.byEndpoint.find((e) => e.mode === mode)?.costUsd;
+    expect(cost('dedicated')).toBe(2.77777778);
+    expect(cost('shared')).toBe(0.00000394);
+    expect(summary.totals.costUsd).toBe(2.77778172);
+    expect(summary.byDay.map((d) => d.costUsd)).toEqual([2.77778172]);
+  });
+
   it('dedupes within one batch too', async () => {
     const r = { ...base, requestId: `req-${randomUUID()}` };
     expect(await (await post({ records: [r, r] })).json()).toEqual({ accepted: 1, duplicates: 1, rejected: 0 });

@@ -226,7 +226,18 @@ async function tenantUsage(db: Db, input: { tenantId: string; from: Date; to: Da
     }),
     empty,
   );
-  return { ...range, totals: sum, byDay: rowsByDay, byEndpoint: rowsByEndpoint };
+  // Money is rounded once, here, as it is answered: sums stay exact until then.
+  const answered = <T extends UsageTotals>(t: T): T => ({ ...t, costUsd: roundUsd(t.costUsd) });
+  return { ...range, totals: answered(sum), byDay: rowsByDay.map(answered), byEndpoint: rowsByEndpoint.map(answered) };
+}
+
+/** Decimal places of USD amounts in usage answers (a token at $0.05 per million costs $0.00000005). */
+export const USD_DECIMALS = 8;
+
+/** A USD amount to `USD_DECIMALS` places: sums of float prices carry noise (0.00023274999999999986). */
+export function roundUsd(usd: number): number {
+  const scale = 10 ** USD_DECIMALS;
+  return Math.round(usd * scale) / scale;
 }
 
 const DAY_MS = 86_400_000;
