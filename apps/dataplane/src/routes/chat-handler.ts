@@ -82,8 +82,8 @@ export function dedicatedModel(model: string | undefined, target: RouteTarget): 
   throw new ApiError('model_not_found', `The model '${model}' is not served by this endpoint; send ${forms} as 'model' (or leave it out).`, 'model');
 }
 
-/** The shared route's 404, with the published Name the caller most likely meant. */
-function unknownSharedModel(view: ConfigView, model: string): ApiError {
+/** The shared surface's 404 for a model it does not offer, with the published Name the caller most likely meant. */
+export function unknownSharedModel(view: ConfigView, model: string): ApiError {
   const meant = view.suggestSharedModel(model);
   const hint = meant === null ? ' GET /endpoints/v1/models lists the published models.' : ` Did you mean '${meant}'?`;
   return new ApiError('model_not_found', `The model '${model}' does not exist or is not offered on the shared endpoint.${hint}`, 'model');

@@ -34,8 +34,10 @@ export async function corsRoutes(app: FastifyInstance): Promise<void> {
   for (const url of [
     '/endpoints/v1/chat/completions',
     '/endpoints/v1/models',
+    '/endpoints/v1/models/*',
     '/funccall/:tenant/endpoints/:name/v1/chat/completions',
     '/funccall/:tenant/endpoints/:name/v1/models',
+    '/funccall/:tenant/endpoints/:name/v1/models/*',
   ]) {
     // Answered in onRequest, before body parsing: a preflight sent with a JSON content type and no body is still a 204.
     app.options(

@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { authenticate } from '../auth.ts';
 import type { ConfigStore } from '../config/config-store.ts';
 import { modelObject } from '../config/config-view.ts';
-import { findDeployment } from './chat-handler.ts';
+import { findDeployment, unknownSharedModel } from './chat-handler.ts';
 import type { ChatHandler, DedicatedParams } from './chat-handler.ts';
 
 export interface InferenceRoutesOptions {
@@ -75,6 +75,26 @@ export async function inferenceRoutes(app: FastifyInstance, opts: InferenceRoute
     (req, reply) => {
       const target = findDeployment(store.view!, req.apiKey!, req.params);
       reply.send({ object: 'list', data: [modelObject(target.name, target.provider, target.created)] });
+    },
+  );
+
+  // Retrieve one model (the SDKs' `models.retrieve`): the object the list gives, under the list's auth and visibility.
+  // A wildcard, not a parameter: ids may hold a '/' (`<provider>/<model>`), sent as is or encoded (the router decodes it).
+  app.get<{ Params: { '*': string } }>('/endpoints/v1/models/*', { config: { metricRoute: 'models', metricMode: 'shared' } }, (req, reply) => {
+    const id = req.params['*'];
+    const target = store.view!.endpointByName.get(id);
+    if (target === undefined) throw unknownSharedModel(store.view!, id);
+    reply.send(modelObject(target.name, target.provider, target.created));
+  });
+
+  app.get<{ Params: DedicatedParams & { '*': string } }>(
+    '/funccall/:tenant/endpoints/:name/v1/models/*',
+    { config: { metricRoute: 'models', metricMode: 'dedicated' } },
+    (req, reply) => {
+      const target = findDeployment(store.view!, req.apiKey!, req.params);
+      const id = req.params['*'];
+      if (id !== target.name) throw new ApiError('model_not_found', `The model '${id}' does not exist on this endpoint; it serves '${target.name}'.`, 'model');
+      reply.send(modelObject(target.name, target.provider, target.created));
     },
   );
 }
