@@ -17,7 +17,8 @@ import { healthRoutes } from './routes/health-routes.ts';
 import { createChatFastPath } from './routes/chat-fast-path.ts';
 import type { FastPath } from './routes/chat-fast-path.ts';
 import { createChatHandler } from './routes/chat-handler.ts';
-import { inferenceRoutes, methodNotAllowedRoutes } from './routes/inference-routes.ts';
+import { inferenceRoutes } from './routes/inference-routes.ts';
+import { collectRoutes, methodNotAllowedRoutes } from './routes/method-not-allowed-routes.ts';
 import { exceedsJsonDepth, tooDeepError } from './proxy/json-depth.ts';
 import { genReqId } from './request-id.ts';
 import { createLimits } from './limits/limits.ts';
@@ -192,9 +193,9 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     reply.code(404).send(errorBody('not_found', `Unknown route: ${req.method} ${req.url.split('?')[0]}`));
   });
 
+  const routes = collectRoutes(app);
   app.register(healthRoutes, { store: opts.store });
   app.register(corsRoutes);
-  app.register(methodNotAllowedRoutes);
   const chat = createChatHandler({
     store: opts.store,
     usage: scale.wrapUsage(limits.wrapUsage(opts.usage)),
@@ -211,6 +212,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     onStreamError: (err: unknown) => app.log.warn({ code: (err as { code?: string }).code }, 'upstream stream failed mid-response'),
   });
   app.register(inferenceRoutes, { store: opts.store, chat });
+  app.register(methodNotAllowedRoutes, { table: routes }); // last: it answers for the paths registered above
   // Fastify's default JSON parser with its default poisoning options; it never looks at the request.
   const jsonParser = app.getDefaultJsonParser('error', 'error');
   // Same parser on Fastify's routes, behind the same nesting-depth check as the fast path.

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { ApiError, errorBody } from '@infer/shared';
+import { ApiError } from '@infer/shared';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { authenticate } from '../auth.ts';
 import type { ConfigStore } from '../config/config-store.ts';
@@ -97,24 +97,4 @@ export async function inferenceRoutes(app: FastifyInstance, opts: InferenceRoute
       reply.send(modelObject(target.name, target.provider, target.created));
     },
   );
-}
-
-/** Wrong methods on the chat paths answer 405 (no auth needed to learn that). */
-export async function methodNotAllowedRoutes(app: FastifyInstance): Promise<void> {
-  const handler = (_req: FastifyRequest, reply: FastifyReply): void => {
-    reply.code(405).header('allow', 'POST').send(errorBody('method_not_allowed', 'Method not allowed: use POST.'));
-  };
-  for (const url of ['/endpoints/v1/chat/completions', '/funccall/:tenant/endpoints/:name/v1/chat/completions']) {
-    // Answered in onRequest, before any body is read: a PUT with an empty or non-JSON body is a 405, not a 400/415/413.
-    app.route({
-      method: ['GET', 'PUT', 'PATCH', 'DELETE'],
-      url,
-      config: { metricRoute: 'chat', metricMode: 'none' },
-      handler,
-      onRequest: (req, reply, done) => {
-        handler(req, reply);
-        done();
-      },
-    });
-  }
 }
