@@ -5,7 +5,7 @@ import { errorBody } from '@infer/shared';
 import Fastify, { LogController } from 'fastify';
 import type { FastifyBaseLogger, FastifyInstance, FastifyServerOptions } from 'fastify';
 import type { ConfigStore } from './config/config-store.ts';
-import { handleError, handleFrameworkError } from './error-handler.ts';
+import { handleClientError, handleError, handleFrameworkError } from './error-handler.ts';
 import './fastify-types.ts';
 import { loggerOptions, logRequest } from './logging.ts';
 import { createMetrics } from './metrics.ts';
@@ -91,6 +91,8 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     return503OnClosing: true,
     routerOptions: { ignoreTrailingSlash: true },
     frameworkErrors: handleFrameworkError,
+    // Fastify puts it on the server, serverFactory's included.
+    clientErrorHandler: handleClientError,
   };
   const app = opts.loggerInstance
     ? Fastify({ ...base, loggerInstance: opts.loggerInstance })

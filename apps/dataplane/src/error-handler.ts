@@ -1,4 +1,6 @@
+import { STATUS_CODES } from 'node:http';
 import type { ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { ApiError, ERRORS, errorBody } from '@infer/shared';
 import type { ErrorCode, OpenAIErrorBody } from '@infer/shared';
 import type { FastifyBaseLogger, FastifyError, FastifyReply, FastifyRequest } from 'fastify';
@@ -85,4 +87,31 @@ export function sendError(res: ServerResponse, err: unknown, log: FastifyBaseLog
   res.writeHead(r.status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
   res.end(body);
   return r.status;
+}
+
+/** Node's parser errors that get their own answer; any other is a 400. */
+const CLIENT_ERRORS: Readonly<Record<string, readonly [number, ErrorCode, string]>> = {
+  HPE_HEADER_OVERFLOW: [431, 'request_too_large', 'The request line and headers are too large: shorten the URL or the headers.'],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'invalid_request', 'The request was not received in time.'],
+};
+
+/**
+ * The server's `clientError` (Fastify's `clientErrorHandler`): a request Node's HTTP parser refused, before there is
+ * any request object. The same OpenAI body as every other error, written on the socket, which then closes.
+ */
+export function handleClientError(err: Error & { code?: string; reason?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const known = CLIENT_ERRORS[err.code ?? ''];
+  // llhttp's reason is a fixed text ("Transfer-Encoding can't be present with Content-Length"), never request bytes.
+  const why = err.code?.startsWith('HPE_') === true && typeof err.reason === 'string' ? `: ${err.reason}` : '';
+  const [status, code, message] = known ?? [400, 'invalid_request', `The request is not valid HTTP/1.1${why}.`];
+  // As Node's own handler: nothing is written over a response already under way on this connection.
+  const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (socket.writable && inFlight?.headersSent !== true) {
+    const body = JSON.stringify(errorBody(code, message));
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }

@@ -3,6 +3,7 @@
 // (Content-Length) and on Fastify's route (chunked).
 import { request } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NAME, SECRET_A, deadUrl, makeSnapshot, memorySink, startDataplane, startSim } from './helpers.ts';
 import type { StartedApp, StartedSim } from './helpers.ts';
@@ -63,6 +64,48 @@ function send(path: string, o: SendOptions = {}): Promise<Answer> {
     } else req.end(body);
   });
 }
+
+/** Raw bytes on a fresh connection; everything the server wrote before the connection closed. */
+function raw(bytes: string): Promise<Answer> {
+  return new Promise((resolve) => {
+    const socket = connect(Number(new URL(dp.url).port), '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', () => {}); // a reset after the answer: what was read is the answer
+    socket.on('close', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const [head = '', body = ''] = text.split('\r\n\r\n');
+      const [statusLine = '', ...fields] = head.split('\r\n');
+      const headers: IncomingHttpHeaders = {};
+      for (const f of fields) headers[f.slice(0, f.indexOf(':')).toLowerCase()] = f.slice(f.indexOf(':') + 1).trim();
+      resolve({ status: Number(statusLine.split(' ')[1]), headers, text: body });
+    });
+    socket.write(bytes);
+  });
+}
+
+describe("requests Node's HTTP parser refuses", () => {
+  it('get OpenAI-shaped errors with their status and connection: close', async () => {
+    const cases: [string, string, number][] = [
+      ['20 KB URL', `GET /endpoints/v1/models?q=${'a'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431],
+      ['20 KB header', `GET /endpoints/v1/models HTTP/1.1\r\nHost: x\r\nX-Big: ${'b'.repeat(20_000)}\r\n\r\n`, 431],
+      ['malformed request line', 'THIS IS NOT HTTP\r\n\r\n', 400],
+      ['Content-Length with Transfer-Encoding', `POST ${SHARED} HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`, 400],
+    ];
+    for (const [label, bytes, status] of cases) {
+      const a = await raw(bytes);
+      expect(a.status, label).toBe(status);
+      expect(a.headers['connection'], label).toBe('close');
+      expect(a.headers['content-type'], label).toContain('application/json');
+      const e = errorOf(a);
+      expect(e.type, label).toBe('invalid_request_error');
+      expect(e.param, label).toBeNull();
+      expect(e.message.length, label).toBeGreaterThan(10);
+      expect(Number(a.headers['content-length']), label).toBe(Buffer.byteLength(a.text));
+    }
+    expect(errorOf(await raw(cases[3]![1])).message).toContain('Transfer-Encoding');
+  });
+});
 
 describe('wrong methods on known paths', () => {
   it('answer 405 method_not_allowed with an allow header, without a key, on every route', async () => {
