@@ -20,6 +20,7 @@ import { createChatHandler } from './routes/chat-handler.ts';
 import { inferenceRoutes } from './routes/inference-routes.ts';
 import { collectRoutes, methodNotAllowedRoutes } from './routes/method-not-allowed-routes.ts';
 import { exceedsJsonDepth, tooDeepError } from './proxy/json-depth.ts';
+import { explainJsonError } from './proxy/forbidden-key.ts';
 import { genReqId } from './request-id.ts';
 import { createLimits } from './limits/limits.ts';
 import type { LimitsOptions } from './limits/limits.ts';
@@ -215,8 +216,11 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   });
   app.register(inferenceRoutes, { store: opts.store, chat });
   app.register(methodNotAllowedRoutes, { table: routes }); // last: it answers for the paths registered above
-  // Fastify's default JSON parser with its default poisoning options; it never looks at the request.
-  const jsonParser = app.getDefaultJsonParser('error', 'error');
+  // Fastify's default JSON parser with its default poisoning options; it never looks at the request. A body it
+  // refuses for a `__proto__` or `constructor.prototype` key is valid JSON: the error says which key instead.
+  const defaultJsonParser = app.getDefaultJsonParser('error', 'error');
+  const jsonParser: typeof defaultJsonParser = (req, text, done) =>
+    defaultJsonParser(req, text, (err, value) => (err === null ? done(null, value) : done(explainJsonError(err, text as string), undefined)));
   // Same parser on Fastify's routes, behind the same nesting-depth check as the fast path.
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {

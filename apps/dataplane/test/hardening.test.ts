@@ -152,7 +152,7 @@ describe.each(PATHS)('spec quirks on the $label', ({ chunked }) => {
       ['null', 400, 'invalid_request', null],
       ['"text"', 400, 'invalid_request', null],
       ['{"model":', 400, 'invalid_json', null],
-      ['{"__proto__":{"x":1},"model":"m","messages":[]}', 400, 'invalid_json', null],
+      ['{"__proto__":{"x":1},"model":"m","messages":[]}', 400, 'invalid_request', '__proto__'],
     ];
     for (const [body, status, code, param] of cases) {
       const a = await send(SHARED, { chunked, body, headers: { 'x-request-id': 'bad-input-1' } });

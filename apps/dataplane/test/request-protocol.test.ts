@@ -5,7 +5,7 @@ import { request } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NAME, SECRET_A, deadUrl, makeSnapshot, memorySink, startDataplane, startSim } from './helpers.ts';
+import { NAME, SECRET_A, chatBody, deadUrl, makeSnapshot, memorySink, startDataplane, startSim } from './helpers.ts';
 import type { StartedApp, StartedSim } from './helpers.ts';
 
 let sim: StartedSim;
@@ -22,6 +22,11 @@ afterAll(async () => {
 
 const SHARED = '/endpoints/v1/chat/completions';
 const DEDICATED = `/funccall/acme/endpoints/${NAME}/v1/chat/completions`;
+const PATHS = [
+  { label: 'raw fast path', chunked: false },
+  { label: 'Fastify route (chunked)', chunked: true },
+] as const;
+
 interface OpenAIError {
   message: string;
   type: string;
@@ -105,6 +110,29 @@ describe("requests Node's HTTP parser refuses", () => {
     }
     expect(errorOf(await raw(cases[3]![1])).message).toContain('Transfer-Encoding');
   });
+});
+
+describe.each(PATHS)('on the $label', ({ chunked }) => {
+  it('a body with a __proto__ or constructor.prototype key is a 400 that names the key, not "not valid JSON"', async () => {
+    const cases: [string, string][] = [
+      [`{"__proto__":{"x":1},"model":"${NAME}","messages":[{"role":"user","content":"hi"}]}`, '__proto__'],
+      [`{"model":"${NAME}","messages":[{"role":"user","content":"hi","constructor":{"prototype":{"x":1}}}]}`, 'messages[0].constructor.prototype'],
+    ];
+    for (const path of [SHARED, DEDICATED]) {
+      for (const [body, param] of cases) {
+        const a = await send(path, { body, chunked });
+        expect(a.status, `${path} ${body}`).toBe(400);
+        const e = errorOf(a);
+        expect(e).toMatchObject({ type: 'invalid_request_error', code: 'invalid_request', param });
+        expect(e.message).not.toContain('not valid JSON');
+        expect(e.message).toContain(param.endsWith('prototype') ? "'constructor.prototype'" : "'__proto__'");
+      }
+      // Real syntax errors keep their answer.
+      const bad = await send(path, { body: '{"model":', chunked });
+      expect(errorOf(bad)).toMatchObject({ code: 'invalid_json', message: 'The request body is not valid JSON.' });
+    }
+  });
+
 });
 
 describe('wrong methods on known paths', () => {
