@@ -4,6 +4,7 @@
 import { request } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
 import { connect } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NAME, SECRET_A, chatBody, deadUrl, makeSnapshot, memorySink, startDataplane, startSim } from './helpers.ts';
 import type { StartedApp, StartedSim } from './helpers.ts';
@@ -89,6 +90,8 @@ function raw(bytes: string): Promise<Answer> {
   });
 }
 
+const ok = JSON.stringify(chatBody({ model: NAME }));
+
 describe("requests Node's HTTP parser refuses", () => {
   it('get OpenAI-shaped errors with their status and connection: close', async () => {
     const cases: [string, string, number][] = [
@@ -130,6 +133,24 @@ describe.each(PATHS)('on the $label', ({ chunked }) => {
       // Real syntax errors keep their answer.
       const bad = await send(path, { body: '{"model":', chunked });
       expect(errorOf(bad)).toMatchObject({ code: 'invalid_json', message: 'The request body is not valid JSON.' });
+    }
+  });
+
+  it('a Content-Encoding other than identity is a 415 naming it; identity is served', async () => {
+    for (const path of [SHARED, DEDICATED]) {
+      for (const [encoding, body] of [
+        ['gzip', gzipSync(ok)],
+        ['br', Buffer.from(ok)],
+        ['deflate, gzip', Buffer.from(ok)],
+      ] as const) {
+        const a = await send(path, { body, chunked, headers: { 'content-encoding': encoding } });
+        expect(a.status, `${path} ${encoding}`).toBe(415);
+        const e = errorOf(a);
+        expect(e).toMatchObject({ type: 'invalid_request_error', code: 'unsupported_media_type' });
+        expect(e.message).toContain(`'${encoding}'`);
+      }
+      const plain = await send(path, { body: ok, chunked, headers: { 'content-encoding': 'identity' } });
+      expect(plain.status, plain.text).toBe(200);
     }
   });
 

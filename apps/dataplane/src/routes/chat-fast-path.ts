@@ -57,7 +57,7 @@ function dedicatedParams(url: string): DedicatedParams | null {
 const isPlainJson = (ct: string | undefined): boolean => ct === 'application/json' || ct === 'application/json; charset=utf-8';
 
 /**
- * Serves plain chat requests (POST, exact path, JSON with a Content-Length within the limit) straight from
+ * Serves plain chat requests (POST, exact path, JSON with a Content-Length within the limit, no Content-Encoding) straight from
  * Node's request event, skipping Fastify's routing, hooks, reply objects and content-type machinery; what
  * happens to them (auth, body errors, limits, forwarding, metrics, logs, headers) is what the Fastify routes
  * do, through the same code. Every other request goes to Fastify.
@@ -74,7 +74,8 @@ export function createChatFastPath(opts: ChatFastPathOptions): FastPath {
       if (dedicated === null) return false;
     }
     const headers = req.headers;
-    if (!isPlainJson(headers['content-type']) || headers['transfer-encoding'] !== undefined) return false;
+    // A Content-Encoding is refused (or `identity` let through) by the Fastify routes.
+    if (!isPlainJson(headers['content-type']) || headers['transfer-encoding'] !== undefined || headers['content-encoding'] !== undefined) return false;
     const length = Number(headers['content-length']);
     if (!(length > 0 && length <= bodyLimit)) return false;
 

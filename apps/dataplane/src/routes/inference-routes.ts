@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { ApiError } from '@infer/shared';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, preParsingHookHandler } from 'fastify';
 import { authenticate } from '../auth.ts';
 import type { ConfigStore } from '../config/config-store.ts';
 import { modelObject } from '../config/config-view.ts';
@@ -11,6 +11,19 @@ export interface InferenceRoutesOptions {
   readonly store: ConfigStore;
   readonly chat: ChatHandler;
 }
+
+/**
+ * Compressed request bodies are not decoded: one with a Content-Encoding other than `identity` is refused before it is
+ * read (415), rather than parsed as if it were plain JSON. The fast path leaves every request with the header here.
+ */
+const refuseEncodedBody: preParsingHookHandler = (req, _reply, payload, done) => {
+  const encoding = req.headers['content-encoding'];
+  if (encoding === undefined || encoding.trim().toLowerCase() === 'identity') done(null, payload);
+  else {
+    const named = encoding.length > 40 ? `${encoding.slice(0, 40)}...` : encoding;
+    done(new ApiError('unsupported_media_type', `Unsupported Content-Encoding '${named}': send the request body uncompressed.`));
+  }
+};
 
 /**
  * The chat and model routes of both surfaces, behind bearer-key auth. Most chat requests never get here:
@@ -57,7 +70,9 @@ export async function inferenceRoutes(app: FastifyInstance, opts: InferenceRoute
     );
   };
 
-  app.post('/endpoints/v1/chat/completions', { config: { metricRoute: 'chat', metricMode: 'shared' } }, (req, reply) => serveChat(req, reply, 'shared', null));
+  app.post('/endpoints/v1/chat/completions', { config: { metricRoute: 'chat', metricMode: 'shared' }, preParsing: refuseEncodedBody }, (req, reply) =>
+    serveChat(req, reply, 'shared', null),
+  );
 
   app.get('/endpoints/v1/models', { config: { metricRoute: 'models', metricMode: 'shared' } }, (_req, reply) => {
     reply.type('application/json').send(store.view!.sharedModelsJson);
@@ -65,7 +80,7 @@ export async function inferenceRoutes(app: FastifyInstance, opts: InferenceRoute
 
   app.post<{ Params: DedicatedParams }>(
     '/funccall/:tenant/endpoints/:name/v1/chat/completions',
-    { config: { metricRoute: 'chat', metricMode: 'dedicated' } },
+    { config: { metricRoute: 'chat', metricMode: 'dedicated' }, preParsing: refuseEncodedBody },
     (req, reply) => serveChat(req, reply, 'dedicated', req.params),
   );
 
