@@ -154,6 +154,29 @@ describe.each(PATHS)('on the $label', ({ chunked }) => {
     }
   });
 
+  it("stream_options without stream: true is a 400 naming 'stream_options', as OpenAI answers", async () => {
+    for (const path of [SHARED, DEDICATED]) {
+      for (const extra of [{ stream: false }, {}, { stream: 'false' }]) {
+        const body = JSON.stringify(chatBody({ model: NAME, ...extra, stream_options: { include_usage: true } }));
+        const a = await send(path, { body, chunked });
+        expect(a.status, `${path} ${body}`).toBe(400);
+        expect(errorOf(a)).toEqual({
+          message: "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+          type: 'invalid_request_error',
+          param: 'stream_options',
+          code: 'invalid_request',
+        });
+      }
+      // null means unset; with stream: true (or "true") it is what the option is for.
+      const unset = await send(path, { body: JSON.stringify(chatBody({ model: NAME, stream: false, stream_options: null })), chunked });
+      expect(unset.status, unset.text).toBe(200);
+      for (const stream of [true, 'true']) {
+        const streamed = await send(path, { body: JSON.stringify(chatBody({ model: NAME, stream, stream_options: { include_usage: true } })), chunked });
+        expect(streamed.status, streamed.text).toBe(200);
+        expect(streamed.text).toContain('data: [DONE]');
+      }
+    }
+  });
 });
 
 describe('wrong methods on known paths', () => {

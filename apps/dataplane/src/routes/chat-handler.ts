@@ -92,11 +92,22 @@ export function unknownSharedModel(view: ConfigView, model: string): ApiError {
 /** Optional fields that OpenAI's API (and clients that serialise unset options) send as `null`, meaning "not set". */
 const NULLABLE_OPTIONALS = ['model', 'stream', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'n', 'seed'] as const;
 
+/** As OpenAI: `stream_options` (unless null) goes with `stream: true` only. */
+function checkStreamOptions(body: Record<string, unknown>): void {
+  const so = body['stream_options'];
+  if (so !== undefined && so !== null && body['stream'] !== true) {
+    throw new ApiError('invalid_request', "The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options');
+  }
+}
+
 /** The validated body, with its bytes when it is their parse unchanged (the hand-written check took it, no coercion). */
 function parseBody(raw: unknown, bytes: Buffer | undefined): ChatBody {
   // Common, well-typed bodies skip zod; everything else gets the schema (and its error messages).
   const fast = fastChatBody(raw);
-  if (fast !== null) return new ChatBody(fast, bytes);
+  if (fast !== null) {
+    checkStreamOptions(fast);
+    return new ChatBody(fast, bytes);
+  }
   if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) {
     const b = raw as Record<string, unknown>;
     // `null` optionals mean unset: drop them (Reflect.deleteProperty: the names are a fixed list).
@@ -104,6 +115,7 @@ function parseBody(raw: unknown, bytes: Buffer | undefined): ChatBody {
   }
   const parsed = chatRequestSchema.safeParse(raw);
   if (!parsed.success) throw validationError(parsed.error);
+  checkStreamOptions(parsed.data);
   return new ChatBody(parsed.data, undefined);
 }
 
