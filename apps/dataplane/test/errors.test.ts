@@ -82,6 +82,27 @@ describe('routing', () => {
   it('503 for a dedicated deployment without a ready replica', async () => {
     await expectError(await post(`${dp.url}/funccall/acme/endpoints/dedicated-only/v1/chat/completions`, chatBody()), 503, 'no_healthy_upstream');
   });
+  it('503 deployment_stopped / deployment_failed, naming why and with no retry-after, for a stopped or failed deployment', async () => {
+    const url = `${dp.url}/funccall/acme/endpoints/dedicated-only/v1/chat/completions`;
+    const before = dp.store.snapshot()!;
+    const withState = (state: 'stopped' | 'failed', version: number) => ({
+      ...before,
+      version,
+      deployments: before.deployments.map((d) => (d.id === 'd-cold' ? { ...d, state } : d)),
+    });
+    try {
+      dp.store.replace(withState('stopped', before.version + 1));
+      const stopped = await post(url, chatBody());
+      expect(stopped.headers.get('retry-after')).toBeNull();
+      expect(await expectError(stopped, 503, 'deployment_stopped')).toMatch(/is stopped: start it again/);
+      dp.store.replace(withState('failed', before.version + 2));
+      expect(await expectError(await post(url, chatBody()), 503, 'deployment_failed')).toMatch(/failed to start/);
+    } finally {
+      dp.store.replace(before);
+    }
+    // Still provisioning: the transient answer.
+    await expectError(await post(url, chatBody()), 503, 'no_healthy_upstream');
+  });
   it('404 JSON for unknown routes', async () => {
     await expectError(await fetch(`${dp.url}/nope`), 404, 'not_found');
     await expectError(await post(`${dp.url}/v1/chat/completions`, chatBody({ model: NAME })), 404, 'not_found');
@@ -138,6 +159,10 @@ describe('runtime failures', () => {
       'messages',
     );
     expect(msg).toMatch(/context length/);
+  });
+  it('runtime 400 keeps the field the runtime names (param), and its message', async () => {
+    const msg = await expectError(await post(shared, chatBody({ model: NAME, n: 2 })), 400, 'invalid_request', 'n');
+    expect(msg).toMatch(/^n must be 1/);
   });
   it('runtime 500 becomes 502 upstream_error with a generic message', async () => {
     faulty.sim.setFaults({ errorStatus: 500 });

@@ -84,6 +84,7 @@ beforeAll(async () => {
       zeroDeployment('d-burst', 'zero-burst', 1),
       zeroDeployment('d-ctx', 'zero-ctx', 1),
       zeroDeployment('d-grow', 'zero-grow', 1),
+      zeroDeployment('d-halt', 'zero-halt', 60),
     ]),
   );
   node = await startNode();
@@ -231,6 +232,22 @@ describe('hold deadline', () => {
     expect(cp.wakes.some((w) => w.deploymentId === 'd-expire')).toBe(true);
   });
 
+  it('a held request whose deployment is stopped while it waits gets 503 deployment_stopped at once; the next is refused before holding', async () => {
+    const held = post('zero-halt');
+    await waitFor(() => heldIn('d-halt') === 1, 'the request to be held');
+    cp.publish({ ...cp.deployment('d-halt'), state: 'stopped', desiredReplicas: 0 });
+    const res = await held;
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBeNull();
+    expect(((await res.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: 'deployment_stopped',
+      message: 'The deployment was stopped while this request waited for it.',
+    });
+    const next = await post('zero-halt');
+    expect(next.status).toBe(503);
+    expect(((await next.json()) as { error: { code: string } }).error.code).toBe('deployment_stopped');
+  });
+
   it('answers at once when x-scale-up-timeout is shorter than the cold start still expected, and 0 means do not wait', async () => {
     for (const timeout of ['5', '0']) {
       const res = await post('zero-slow', {}, { 'x-scale-up-timeout': timeout });
@@ -308,6 +325,7 @@ describe('load reports', () => {
     await waitFor(() => cp.reports.length >= before + 3, 'three more reports');
     const last = cp.reports.at(-1)!;
     expect(last.nodeId).toBe('node-test');
+    // Every deployment but the one stopped above (d-halt): a stopped deployment has no load to report.
     expect(last.deployments.map((d) => d.deploymentId).sort()).toEqual([
       'd-burst',
       'd-ctx',

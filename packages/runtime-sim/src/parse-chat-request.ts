@@ -75,7 +75,7 @@ export function parseChatRequest(raw: Buffer, models: readonly string[]): SimCha
   if (typeof seed === 'object' && seed !== null) return seed;
   const n = intField(b, 'n');
   if (typeof n === 'object' && n !== null) return n;
-  if (n !== null && n !== 1) return fail('invalid_request', 'runtime-sim supports only n=1', 'n');
+  if (n !== null && n !== 1) return fail('invalid_request', 'n must be 1: this runtime returns one choice per request', 'n');
 
   let stop = NO_STOP;
   const st = b['stop'];

@@ -18,6 +18,9 @@ export const ERRORS = {
   service_unavailable: { status: 503, type: 'api_error' },
   /** A serverless deployment's cold start outlasted the request's hold deadline (or would). */
   deployment_scaling_up: { status: 503, type: 'api_error' },
+  /** A dedicated deployment its owner stopped (or whose replicas failed to start): retrying does not help. */
+  deployment_stopped: { status: 503, type: 'api_error' },
+  deployment_failed: { status: 503, type: 'api_error' },
   upstream_timeout: { status: 504, type: 'api_error' },
   internal_error: { status: 500, type: 'api_error' },
 } as const satisfies Record<string, { status: number; type: string }>;

@@ -43,6 +43,8 @@ export interface RouteTarget {
   readonly created: number;
   /** False when a deployment has no ready replica (the route exists, but answers 503). */
   readonly ready: boolean;
+  /** A deployment that is stopped or failed: it takes no traffic until its owner acts (absent: it may serve). */
+  readonly halted?: 'stopped' | 'failed';
   readonly upstreams: readonly ResolvedUpstream[];
   /** The catalog entry's context length and Concurrency (a deployment takes its endpoint's). */
   readonly limits: TargetLimits;
@@ -149,6 +151,7 @@ function deploymentTarget(d: SnapshotDeployment, limits: TargetLimits, entryRout
     prefixedModel: prefixedModel(d.endpointName, d.provider),
     created,
     ready: upstreams.length > 0,
+    ...(usable ? {} : { halted: d.state as 'stopped' | 'failed' }),
     upstreams: Object.freeze(upstreams),
     limits,
     routing: d.routing !== undefined ? { ...entryRouting, ...d.routing } : entryRouting,

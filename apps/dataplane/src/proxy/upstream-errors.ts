@@ -50,21 +50,32 @@ export function streamErrorEvent(err: unknown): string {
   return `data: ${JSON.stringify(e.toBody())}\n\ndata: [DONE]\n\n`;
 }
 
-function readError(text: string): { message: string; code: string | null } {
+/** A runtime's `param` is passed on when it names a request field (`n`, `messages[0].content`), nothing else. */
+const FIELD_PATH = /^[A-Za-z_][\w.[\]]{0,99}$/;
+
+interface RuntimeErrorBody {
+  readonly message: string;
+  readonly code: string | null;
+  readonly param: string | null;
+}
+
+function readError(text: string): RuntimeErrorBody {
   try {
     const obj = JSON.parse(text) as Record<string, unknown>;
     const inner = obj['error'];
-    if (typeof inner === 'object' && inner !== null) {
-      const e = inner as Record<string, unknown>;
-      return { message: typeof e['message'] === 'string' ? e['message'] : '', code: typeof e['code'] === 'string' ? e['code'] : null };
-    }
+    const fields = (e: Record<string, unknown>): RuntimeErrorBody => ({
+      message: typeof e['message'] === 'string' ? e['message'] : '',
+      code: typeof e['code'] === 'string' ? e['code'] : null,
+      param: typeof e['param'] === 'string' && FIELD_PATH.test(e['param']) ? e['param'] : null,
+    });
+    if (typeof inner === 'object' && inner !== null) return fields(inner as Record<string, unknown>);
     // TGI: {"error": "...", "error_type": "..."}; vLLM (older): {"object":"error","message":...}.
-    if (typeof inner === 'string') return { message: inner, code: null };
-    if (typeof obj['message'] === 'string') return { message: obj['message'], code: typeof obj['code'] === 'string' ? obj['code'] : null };
+    if (typeof inner === 'string') return { message: inner, code: null, param: null };
+    if (typeof obj['message'] === 'string') return fields(obj);
   } catch {
     // not JSON: fall through
   }
-  return { message: '', code: null };
+  return { message: '', code: null, param: null };
 }
 
 /**
@@ -80,11 +91,11 @@ export function runtimeError(
   retryAfter: string | undefined,
 ): ApiError {
   if (status >= 400 && status < 500) {
-    const { message: raw, code } = readError(text);
+    const { message: raw, code, param } = readError(text);
     const message = (raw || `The model runtime rejected the request (HTTP ${status}).`).replaceAll(served, clientModel).slice(0, 2000);
     if (adapter.isContextLengthError(status, message, code)) return new ApiError('context_length_exceeded', message, 'messages');
-    if (status === 400 || status === 422) return new ApiError('invalid_request', message);
-    if (status === 413) return new ApiError('request_too_large', message);
+    if (status === 400 || status === 422) return new ApiError('invalid_request', message, param);
+    if (status === 413) return new ApiError('request_too_large', message, param);
     if (status === 429) return new ApiError('rate_limit_exceeded', message, null, retryAfter ? { 'retry-after': retryAfter } : {});
   }
   if (status === 503) {

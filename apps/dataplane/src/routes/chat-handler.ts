@@ -55,6 +55,14 @@ export interface ChatHandler {
 
 const NO_REPLICA = 'No replica of this model is ready. Try again shortly.';
 
+/** Why a target has no replica: a stopped or failed deployment says so (retrying will not help), else 'try again'. */
+const notReady = (target: RouteTarget): ApiError =>
+  target.halted === 'stopped'
+    ? new ApiError('deployment_stopped', `The deployment of ${target.name} is stopped: start it again to serve requests.`)
+    : target.halted === 'failed'
+      ? new ApiError('deployment_failed', `The deployment of ${target.name} failed to start: see its state in the console, then start it again.`)
+      : new ApiError('no_healthy_upstream', NO_REPLICA);
+
 /** Resolves a dedicated URL for a key: 403 for another tenant's URL, 404 for no deployment. */
 export function findDeployment(view: ConfigView, key: ResolvedKey, params: DedicatedParams): RouteTarget {
   if (key.tenantSlug !== params.tenant) {
@@ -156,7 +164,7 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
       // Serverless (src/scale): no ready replica yet, or earlier requests still held: wait in arrival order.
       held = deps.scale?.hold(x.res, target, usageId, input.value) ?? null;
       if (held !== null) target = await held.target;
-      if (!target.ready) throw new ApiError('no_healthy_upstream', NO_REPLICA);
+      if (!target.ready) throw notReady(target);
       // Context length, RPM/TPM reservation, replica slot (src/limits); the slot frees when the answer ends.
       const admitted = limits.admit(usageId, key, target, input.value, x.res);
       const waited = admitted instanceof Promise;

@@ -239,7 +239,8 @@ export function createScaleHolds(
       }
       if (d === undefined || d.state === 'stopped' || d.state === 'failed') {
         const why = d === undefined ? 'was deleted' : d.state === 'failed' ? 'failed to start' : 'was stopped';
-        for (const h of [...w.queue]) fail(w, h, new ApiError('no_healthy_upstream', `The deployment ${why} while this request waited for it.`));
+        const code = d === undefined ? 'no_healthy_upstream' : d.state === 'failed' ? 'deployment_failed' : 'deployment_stopped';
+        for (const h of [...w.queue]) fail(w, h, new ApiError(code, `The deployment ${why} while this request waited for it.`));
         waking.delete(w.id);
         continue;
       }
