@@ -11,7 +11,9 @@ describe('dedicated price per GPU-hour (catalog field, string form beside the st
     expect(parseGpuHourPrice(' 4 / gpu-hr ')).toBe(4);
     expect(parseGpuHourPrice('')).toBeNull();
     expect(() => parseGpuHourPrice('$2.50 per hour')).toThrow(/per GPU-hour/);
-    expect(formatGpuHourPrice(2.5)).toBe('$2.5 per GPU-hour');
+    expect(formatGpuHourPrice(2.5)).toBe('$2.50 per GPU-hour');
+    expect(formatGpuHourPrice(3)).toBe('$3.00 per GPU-hour');
+    expect(formatGpuHourPrice(0.125)).toBe('$0.125 per GPU-hour');
     expect(formatGpuHourPrice(null)).toBe('');
   });
 
@@ -31,7 +33,7 @@ describe('dedicated price per GPU-hour (catalog field, string form beside the st
     try {
       await createEntry(database.db, { name: 'Priced-8B', offeredDedicated: true, ...parseEntryInput({ dedicatedPrice: '$2.40 per GPU-hour' }) });
       let view = toCatalogView((await getEntryByName(database.db, 'Priced-8B'))!);
-      expect(view).toMatchObject({ dedicatedPrice: '$2.4 per GPU-hour', dedicatedPricePerGpuHour: 2.4 });
+      expect(view).toMatchObject({ dedicatedPrice: '$2.40 per GPU-hour', dedicatedPricePerGpuHour: 2.4 });
       await updateEntry(database.db, view.id, parseEntryInput({ dedicatedPrice: null }));
       view = toCatalogView((await getEntryByName(database.db, 'Priced-8B'))!);
       expect(view).toMatchObject({ dedicatedPrice: '', dedicatedPricePerGpuHour: null });

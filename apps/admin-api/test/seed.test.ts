@@ -38,7 +38,7 @@ describe.each(testBackends())('seedDemo (%s)', (kind) => {
     expect(llama).toMatchObject({ parameterSize: '70B', concurrency: '8x', coldStartTtft: '45 sec', gpuCount: 4, contextLength: 131072 });
     expect(llama.tokenPrice).toContain('$0.59');
     // Dedicated GPU time costs something: every entry offered dedicated has a price per GPU-hour.
-    expect(llama.dedicatedPrice).toBe('$2.5 per GPU-hour');
+    expect(llama.dedicatedPrice).toBe('$2.50 per GPU-hour');
     for (const e of entries.filter((x) => x.offeredDedicated)) expect(toCatalogView(e).dedicatedPrice, e.name).toMatch(/^\$\d+(\.\d+)? per GPU-hour$/);
     expect(llama.recommendedUseCases).toBe('Chat, Reasoning, Multilingual');
     expect(toCatalogView((await getEntryByName(db, 'Qwen2.5-Coder-32B-Instruct'))!).tags).toEqual(expect.arrayContaining(['cline', 'cursor']));

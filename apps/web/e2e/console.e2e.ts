@@ -277,7 +277,7 @@ describe('web console', () => {
 
     await page.getByRole('link', { name: 'Deployments' }).click();
     await page.getByLabel('Endpoint', { exact: true }).selectOption(entryName);
-    // The price is shown where the user decides (the seed sets no GPU-hour price: the line says so).
+    // The price is shown where the user decides: the admin's, not the seed's $3.50.
     await expect.poll(() => page.locator('.price-line').textContent()).toContain('$2.50 per GPU-hour × 8 GPUs = $20.00 per replica-hour');
     expect(await page.getByLabel('Min replicas').inputValue()).toBe('0');
     await page.getByLabel('Scale to zero after (s)').fill('600');

@@ -18,8 +18,14 @@ export function formatTokenPrice(inputPerM: number | null, outputPerM: number | 
   return `${f(inputPerM)} / ${f(outputPerM)} per 1M tokens (input / output)`;
 }
 
-/** Dedicated price as shown: "$<n> per GPU-hour", or "" when unpriced. */
-export const formatGpuHourPrice = (usdPerGpuHour: number | null): string => (usdPerGpuHour == null ? '' : `$${trimNum(usdPerGpuHour)} per GPU-hour`);
+/** Money as shown: cents at least ("$2.50", "$3.00"), finer digits only where the price has them ("$0.125"). */
+const usd = (n: number): string => {
+  const fine = trimNum(n);
+  return fine.includes('.') && fine.split('.')[1]!.length > 2 ? fine : n.toFixed(2);
+};
+
+/** Dedicated price as shown: "$<n> per GPU-hour" ("$2.50 per GPU-hour"), or "" when unpriced. */
+export const formatGpuHourPrice = (usdPerGpuHour: number | null): string => (usdPerGpuHour == null ? '' : `$${usd(usdPerGpuHour)} per GPU-hour`);
 
 /** "$2.5 per GPU-hour", "2.5 / GPU-hour", "$2.5/gpu-hr" or "" (null); throws on anything else. */
 export function parseGpuHourPrice(value: string): number | null {
