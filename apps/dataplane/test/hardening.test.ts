@@ -1,63 +1,14 @@
 import { once } from 'node:events';
-import { createServer, request } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { IncomingHttpHeaders } from 'node:http';
 import type { ConfigSnapshot, UsageRecord } from '@infer/shared';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NAME, SECRET_A, SECRET_B, chatBody, deadUrl, makeSnapshot, memorySink, startDataplane, startSim, waitFor } from './helpers.ts';
-import type { StartedApp, StartedSim } from './helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { NAME, SECRET_A, SECRET_B, chatBody, makeSnapshot, memorySink, sendRequest, startDataplane, useSimDataplane, waitFor } from './helpers.ts';
+import type { RawAnswer, SendOptions } from './helpers.ts';
 
-let sim: StartedSim;
-let dp: StartedApp;
 const sink = memorySink();
-
-beforeAll(async () => {
-  sim = await startSim();
-  dp = await startDataplane(makeSnapshot({ sim: sim.url, faulty: sim.url, dead: await deadUrl() }), sink, { bodyLimit: 4096 });
-});
-afterAll(async () => {
-  await dp.app.close();
-  await sim.sim.close();
-});
-
-interface Answer {
-  readonly status: number;
-  readonly headers: IncomingHttpHeaders;
-  readonly text: string;
-}
-
-interface SendOptions {
-  readonly method?: string;
-  readonly headers?: Record<string, string>;
-  readonly body?: unknown;
-  /** Send the body chunked (no Content-Length): the fast path leaves such requests to Fastify. */
-  readonly chunked?: boolean;
-  readonly key?: string | null;
-}
-
-/** One request over a real socket, with full control of framing and headers. */
-function send(path: string, o: SendOptions = {}): Promise<Answer> {
-  const body = o.body === undefined ? undefined : typeof o.body === 'string' ? o.body : JSON.stringify(o.body);
-  const headers: Record<string, string> = { 'content-type': 'application/json', ...o.headers };
-  const key = o.key === undefined ? SECRET_A : o.key;
-  if (key !== null && headers['authorization'] === undefined) headers['authorization'] = `Bearer ${key}`;
-  if (body !== undefined && o.chunked !== true) headers['content-length'] = String(Buffer.byteLength(body));
-  return new Promise((resolve, reject) => {
-    const req = request(`${dp.url}${path}`, { method: o.method ?? 'POST', headers, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    if (body !== undefined && o.chunked === true) {
-      // Two writes: a real chunked body.
-      const half = Math.floor(body.length / 2);
-      req.write(body.slice(0, half));
-      req.end(body.slice(half));
-    } else req.end(body);
-  });
-}
+const world = useSimDataplane(sink, { bodyLimit: 4096 });
+const send = (path: string, o: SendOptions = {}): Promise<RawAnswer> => sendRequest(world.dp.url, path, o);
 
 const SHARED = '/endpoints/v1/chat/completions';
 const DEDICATED = `/funccall/acme/endpoints/${NAME}/v1/chat/completions`;
@@ -67,7 +18,7 @@ const PATHS = [
   { label: 'Fastify path (chunked body)', chunked: true },
 ] as const;
 
-function errorOf(a: Answer): { message: string; type: string; param: string | null; code: string | null } {
+function errorOf(a: RawAnswer): { message: string; type: string; param: string | null; code: string | null } {
   expect(a.headers['content-type']).toContain('application/json');
   const body = JSON.parse(a.text) as { error: { message: string; type: string; param: string | null; code: string | null } };
   expect(typeof body.error.message).toBe('string');
@@ -276,10 +227,10 @@ describe('metering around retries and limits', () => {
     dropper.listen(0, '127.0.0.1');
     await once(dropper, 'listening');
     const dropUrl = `http://127.0.0.1:${(dropper.address() as AddressInfo).port}`;
-    const snap: ConfigSnapshot = makeSnapshot({ sim: sim.url, faulty: sim.url, dead: dropUrl });
+    const snap: ConfigSnapshot = makeSnapshot({ sim: world.sim.url, faulty: world.sim.url, dead: dropUrl });
     snap.endpoints.find((e) => e.name === NAME)!.upstreams = [
       { id: 'drop', url: dropUrl, kind: 'sim', servedModel: 'sim-llama', apiKey: null },
-      { id: 'ok', url: sim.url, kind: 'sim', servedModel: 'sim-llama', apiKey: null },
+      { id: 'ok', url: world.sim.url, kind: 'sim', servedModel: 'sim-llama', apiKey: null },
     ];
     const local = memorySink();
     const node = await startDataplane(snap, local, { ejection: { failures: 1000 } });
@@ -305,7 +256,7 @@ describe('metering around retries and limits', () => {
   });
 
   it('a request refused with 429 writes no usage record; the admitted ones write one each', async () => {
-    const snap = makeSnapshot({ sim: sim.url, faulty: sim.url, dead: sim.url });
+    const snap = makeSnapshot({ sim: world.sim.url, faulty: world.sim.url, dead: world.sim.url });
     snap.keys.find((k) => k.id === 'k-a')!.rpmLimit = 2;
     const local = memorySink();
     const node = await startDataplane(snap, local);

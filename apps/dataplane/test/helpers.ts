@@ -1,6 +1,6 @@
 import { once } from 'node:events';
-import { createServer } from 'node:http';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createServer, request } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { hashSecret } from '@infer/shared';
@@ -8,6 +8,7 @@ import type { ConfigSnapshot, SnapshotUpstream, UsageRecord } from '@infer/share
 import { createRuntimeSim } from '@infer/runtime-sim';
 import type { RuntimeSim, RuntimeSimOptions } from '@infer/runtime-sim';
 import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll } from 'vitest';
 import { buildDataplaneApp, createConfigStore } from '../src/index.ts';
 import type { ConfigStore, DataplaneAppOptions, UsageSink } from '../src/index.ts';
 
@@ -278,3 +279,63 @@ export const dataLines = (text: string): string[] =>
     .split('\n')
     .filter((l) => l.startsWith('data: '))
     .map((l) => l.slice(6));
+
+/**
+ * The usual world of a test file: one runtime-sim serving every model of `makeSnapshot`, and a data plane in front
+ * of it, started before the file's tests and closed after them. Read `world.dp` / `world.sim` inside tests.
+ */
+export function useSimDataplane(
+  usage: UsageSink = memorySink(),
+  extra: Partial<DataplaneAppOptions> = {},
+): { readonly sim: StartedSim; readonly dp: StartedApp } {
+  const world = {} as { sim: StartedSim; dp: StartedApp };
+  beforeAll(async () => {
+    world.sim = await startSim();
+    world.dp = await startDataplane(makeSnapshot({ sim: world.sim.url, faulty: world.sim.url, dead: await deadUrl() }), usage, extra);
+  });
+  afterAll(async () => {
+    await world.dp?.app.close();
+    await world.sim?.sim.close();
+  });
+  return world;
+}
+
+export interface RawAnswer {
+  readonly status: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly text: string;
+}
+
+export interface SendOptions {
+  readonly method?: string;
+  readonly headers?: Record<string, string>;
+  /** A string or bytes as they are; anything else as JSON. */
+  readonly body?: unknown;
+  /** Send the body chunked, in two writes (no Content-Length): the fast path leaves such requests to Fastify. */
+  readonly chunked?: boolean;
+  /** The bearer key (default SECRET_A); null sends no authorization. */
+  readonly key?: string | null;
+}
+
+/** One request over a real socket (no agent), with full control of framing and headers. */
+export function sendRequest(baseUrl: string, path: string, o: SendOptions = {}): Promise<RawAnswer> {
+  const body = o.body === undefined ? undefined : typeof o.body === 'string' || Buffer.isBuffer(o.body) ? o.body : JSON.stringify(o.body);
+  const headers: Record<string, string> = { 'content-type': 'application/json', ...o.headers };
+  const key = o.key === undefined ? SECRET_A : o.key;
+  if (key !== null && headers['authorization'] === undefined) headers['authorization'] = `Bearer ${key}`;
+  if (body !== undefined && o.chunked !== true) headers['content-length'] = String(Buffer.byteLength(body));
+  return new Promise((resolve, reject) => {
+    const req = request(`${baseUrl}${path}`, { method: o.method ?? 'POST', headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    if (body !== undefined && o.chunked === true) {
+      const half = Math.floor(body.length / 2);
+      req.write(body.slice(0, half));
+      req.end(body.slice(half));
+    } else req.end(body);
+  });
+}

@@ -1,19 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NAME, SECRET_A, chatBody, deadUrl, makeSnapshot, memorySink, post, startDataplane, startSim } from './helpers.ts';
-import type { StartedApp, StartedSim } from './helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { NAME, SECRET_A, chatBody, deadUrl, makeSnapshot, memorySink, post, startDataplane, useSimDataplane } from './helpers.ts';
 
-let sim: StartedSim;
-let dp: StartedApp;
-const chat = () => `${dp.url}/endpoints/v1/chat/completions`;
-
-beforeAll(async () => {
-  sim = await startSim();
-  dp = await startDataplane(makeSnapshot({ sim: sim.url, faulty: sim.url, dead: await deadUrl() }), memorySink());
-});
-afterAll(async () => {
-  await dp.app.close();
-  await sim.sim.close();
-});
+const world = useSimDataplane();
+const chat = () => `${world.dp.url}/endpoints/v1/chat/completions`;
 
 const value = (text: string, series: string): number => {
   const line = text.split('\n').find((l) => l.startsWith(`${series} `));
@@ -28,7 +17,7 @@ describe('/metrics after traffic', () => {
     await (await post(chat(), chatBody({ model: 'dead-model' }))).text();
     await (await post(chat(), chatBody({ model: NAME }), null)).text();
 
-    const res = await fetch(dp.metricsUrl);
+    const res = await fetch(world.dp.metricsUrl);
     expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
     const m = await res.text();
     expect(value(m, `dataplane_requests_total{route="chat",mode="shared",endpoint="${NAME}",status="200"}`)).toBe(5);
@@ -59,19 +48,19 @@ describe('/metrics after traffic', () => {
   });
 
   it('reports the event-loop delay since the previous scrape, and sees a blocked loop', async () => {
-    await (await fetch(dp.metricsUrl)).text(); // starts a new window
+    await (await fetch(world.dp.metricsUrl)).text(); // starts a new window
     await new Promise((r) => setTimeout(r, 50));
     const spin = Date.now() + 120;
     while (Date.now() < spin); // the app runs in this process: block its loop for 120 ms
     await new Promise((r) => setTimeout(r, 50));
-    const m = await (await fetch(dp.metricsUrl)).text();
+    const m = await (await fetch(world.dp.metricsUrl)).text();
     expect(m).toContain('# TYPE dataplane_event_loop_delay_seconds gauge');
     const max = value(m, 'dataplane_event_loop_delay_seconds{quantile="1"}');
     expect(max).toBeGreaterThan(0.1);
     expect(value(m, 'dataplane_event_loop_delay_seconds{quantile="0.5"}')).toBeLessThanOrEqual(max);
     // The next window no longer holds the stall.
     await new Promise((r) => setTimeout(r, 100));
-    const next = await (await fetch(dp.metricsUrl)).text();
+    const next = await (await fetch(world.dp.metricsUrl)).text();
     expect(value(next, 'dataplane_event_loop_delay_seconds{quantile="1"}')).toBeLessThan(max);
   });
 });
@@ -79,7 +68,7 @@ describe('/metrics after traffic', () => {
 describe('CORS for the browser playground', () => {
   it('answers preflight on the inference routes without a key', async () => {
     for (const path of ['/endpoints/v1/chat/completions', '/endpoints/v1/models', '/funccall/acme/endpoints/x/v1/chat/completions']) {
-      const res = await fetch(`${dp.url}${path}`, {
+      const res = await fetch(`${world.dp.url}${path}`, {
         method: 'OPTIONS',
         headers: {
           origin: 'https://console.example',
@@ -113,19 +102,19 @@ describe('CORS for the browser playground', () => {
 
 describe('finding 11: metrics are internal', () => {
   it('the public listener has no /metrics; the internal one is on its own port', async () => {
-    const pub = await fetch(`${dp.url}/metrics`);
+    const pub = await fetch(`${world.dp.url}/metrics`);
     expect(pub.status).toBe(404);
     await pub.text();
-    expect(new URL(dp.metricsUrl).port).not.toBe(new URL(dp.url).port);
-    const m = await (await fetch(dp.metricsUrl)).text();
+    expect(new URL(world.dp.metricsUrl).port).not.toBe(new URL(world.dp.url).port);
+    const m = await (await fetch(world.dp.metricsUrl)).text();
     expect(m).toContain('dataplane_in_flight_requests');
     // No label carries a runtime address (the sim listens on 127.0.0.1).
     expect(m).not.toMatch(/"https?:\/\//);
-    expect(m).not.toContain(new URL(sim.url).host);
+    expect(m).not.toContain(new URL(world.sim.url).host);
   });
 
   it('with a token, the metrics listener answers only a bearer that matches', async () => {
-    const other = await startDataplane(makeSnapshot({ sim: sim.url, faulty: sim.url, dead: await deadUrl() }), memorySink(), {
+    const other = await startDataplane(makeSnapshot({ sim: world.sim.url, faulty: world.sim.url, dead: await deadUrl() }), memorySink(), {
       metricsListener: { port: 0, host: '127.0.0.1', token: 'scrape-secret-0123456789' },
     });
     try {

@@ -1,20 +1,9 @@
 // GET /models/{model} on both surfaces (the SDKs' `models.retrieve`): the list's object, auth and visibility.
 import OpenAI, { NotFoundError } from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NAME, SECRET_A, SECRET_B, deadUrl, makeSnapshot, memorySink, startDataplane, startSim } from './helpers.ts';
-import type { StartedApp, StartedSim } from './helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { NAME, SECRET_A, SECRET_B, useSimDataplane } from './helpers.ts';
 
-let sim: StartedSim;
-let dp: StartedApp;
-
-beforeAll(async () => {
-  sim = await startSim();
-  dp = await startDataplane(makeSnapshot({ sim: sim.url, faulty: sim.url, dead: await deadUrl() }), memorySink());
-});
-afterAll(async () => {
-  await dp.app.close();
-  await sim.sim.close();
-});
+const world = useSimDataplane();
 
 const SHARED_BASE = '/endpoints/v1';
 const DEDICATED_BASE = `/funccall/acme/endpoints/${NAME}/v1`;
@@ -25,7 +14,7 @@ interface ErrorBody {
 }
 
 async function get(path: string, key: string | null = SECRET_A): Promise<{ status: number; body: unknown }> {
-  const res = await fetch(`${dp.url}${path}`, { headers: key === null ? {} : { authorization: `Bearer ${key}` } });
+  const res = await fetch(`${world.dp.url}${path}`, { headers: key === null ? {} : { authorization: `Bearer ${key}` } });
   return { status: res.status, body: await res.json() };
 }
 
@@ -38,7 +27,7 @@ async function listed(base: string): Promise<{ id: string }[]> {
 describe('GET /v1/models/{model}', () => {
   it('OpenAI SDK models.retrieve answers the object the list gives, on both surfaces', async () => {
     for (const base of [SHARED_BASE, DEDICATED_BASE, SLASH_BASE]) {
-      const client = new OpenAI({ baseURL: `${dp.url}${base}`, apiKey: SECRET_A, maxRetries: 0 });
+      const client = new OpenAI({ baseURL: `${world.dp.url}${base}`, apiKey: SECRET_A, maxRetries: 0 });
       const data = await listed(base);
       expect(data.length).toBeGreaterThan(0);
       for (const model of data) expect(await client.models.retrieve(model.id)).toEqual(model);
@@ -55,7 +44,7 @@ describe('GET /v1/models/{model}', () => {
   });
 
   it('a model the caller cannot list is a 404 model_not_found, OpenAI-shaped', async () => {
-    const client = new OpenAI({ baseURL: `${dp.url}${SHARED_BASE}`, apiKey: SECRET_A, maxRetries: 0 });
+    const client = new OpenAI({ baseURL: `${world.dp.url}${SHARED_BASE}`, apiKey: SECRET_A, maxRetries: 0 });
     const err = await client.models.retrieve('unpublished-model').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NotFoundError);
     for (const [path, model] of [

@@ -1,25 +1,14 @@
 // Requests that are wrong at the HTTP level or in ways a parser hides: Node's parser refusals, prototype keys,
 // Content-Encoding, wrong methods, stream_options without stream. Each chat case runs on the fast path
 // (Content-Length) and on Fastify's route (chunked).
-import { request } from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http';
 import { connect } from 'node:net';
 import { gzipSync } from 'node:zlib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NAME, SECRET_A, chatBody, deadUrl, makeSnapshot, memorySink, startDataplane, startSim } from './helpers.ts';
-import type { StartedApp, StartedSim } from './helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { NAME, chatBody, sendRequest, useSimDataplane } from './helpers.ts';
+import type { RawAnswer, SendOptions } from './helpers.ts';
 
-let sim: StartedSim;
-let dp: StartedApp;
-
-beforeAll(async () => {
-  sim = await startSim();
-  dp = await startDataplane(makeSnapshot({ sim: sim.url, faulty: sim.url, dead: await deadUrl() }), memorySink());
-});
-afterAll(async () => {
-  await dp.app.close();
-  await sim.sim.close();
-});
+const world = useSimDataplane();
 
 const SHARED = '/endpoints/v1/chat/completions';
 const DEDICATED = `/funccall/acme/endpoints/${NAME}/v1/chat/completions`;
@@ -35,46 +24,14 @@ interface OpenAIError {
   code: string | null;
 }
 
-interface Answer {
-  readonly status: number;
-  readonly headers: IncomingHttpHeaders;
-  readonly text: string;
-}
-
 const errorOf = (a: { text: string }): OpenAIError => (JSON.parse(a.text) as { error: OpenAIError }).error;
 
-interface SendOptions {
-  readonly method?: string;
-  readonly headers?: Record<string, string>;
-  readonly body?: string | Buffer;
-  readonly chunked?: boolean;
-}
-
-/** One request over a real socket; a chunked body goes in two writes (the fast path leaves it to Fastify). */
-function send(path: string, o: SendOptions = {}): Promise<Answer> {
-  const headers: Record<string, string> = { 'content-type': 'application/json', authorization: `Bearer ${SECRET_A}`, ...o.headers };
-  const body = typeof o.body === 'string' ? Buffer.from(o.body) : o.body;
-  if (body !== undefined && o.chunked !== true) headers['content-length'] = String(Buffer.byteLength(body));
-  return new Promise((resolve, reject) => {
-    const req = request(`${dp.url}${path}`, { method: o.method ?? 'POST', headers, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    if (body !== undefined && o.chunked === true) {
-      const half = Math.floor(body.length / 2);
-      req.write(body.subarray(0, half));
-      req.end(body.subarray(half));
-    } else req.end(body);
-  });
-}
+const send = (path: string, o: SendOptions = {}): Promise<RawAnswer> => sendRequest(world.dp.url, path, o);
 
 /** Raw bytes on a fresh connection; everything the server wrote before the connection closed. */
-function raw(bytes: string): Promise<Answer> {
+function raw(bytes: string): Promise<RawAnswer> {
   return new Promise((resolve) => {
-    const socket = connect(Number(new URL(dp.url).port), '127.0.0.1');
+    const socket = connect(Number(new URL(world.dp.url).port), '127.0.0.1');
     const chunks: Buffer[] = [];
     socket.on('data', (c: Buffer) => chunks.push(c));
     socket.on('error', () => {}); // a reset after the answer: what was read is the answer

@@ -1,20 +1,10 @@
 import { connect } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NAME, SECRET_A, SECRET_B, chatBody, deadUrl, makeSnapshot, memorySink, startDataplane, startSim } from '../../test/helpers.ts';
-import type { StartedApp, StartedSim } from '../../test/helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { NAME, SECRET_A, SECRET_B, chatBody, useSimDataplane } from '../../test/helpers.ts';
 
 // The same request, once on the fast path (plain URL) and once through Fastify's routes (a trailing slash
 // makes the fast path step aside), must get the same answer.
-let sim: StartedSim;
-let dp: StartedApp;
-beforeAll(async () => {
-  sim = await startSim();
-  dp = await startDataplane(makeSnapshot({ sim: sim.url, faulty: sim.url, dead: await deadUrl() }), memorySink());
-});
-afterAll(async () => {
-  await dp.app.close();
-  await sim.sim.close();
-});
+const world = useSimDataplane();
 
 const HEADERS = ['content-type', 'x-request-id', 'access-control-allow-origin', 'access-control-expose-headers', 'connection'];
 
@@ -22,7 +12,7 @@ async function both(path: string, body: string, key: string | null, extra: Recor
   const send = async (p: string) => {
     const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': 'same-id', ...extra };
     if (key !== null) headers['authorization'] = `Bearer ${key}`;
-    const res = await fetch(`${dp.url}${p}`, { method: 'POST', headers, body });
+    const res = await fetch(`${world.dp.url}${p}`, { method: 'POST', headers, body });
     const text = await res.text();
     // Completion ids and timestamps differ between two answers.
     const stable = text.replace(/"id":"[^"]*"/g, '"id":"x"').replace(/"created":\d+/g, '"created":0');
@@ -58,20 +48,20 @@ describe('chat fast path', () => {
   }
 
   it('leaves other content types and methods to Fastify', async () => {
-    const res = await fetch(`${dp.url}${shared}`, {
+    const res = await fetch(`${world.dp.url}${shared}`, {
       method: 'POST',
       headers: { 'content-type': 'text/plain', authorization: `Bearer ${SECRET_A}` },
       body: 'hi',
     });
     expect(res.status).toBe(415);
-    const get = await fetch(`${dp.url}${shared}`);
+    const get = await fetch(`${world.dp.url}${shared}`);
     expect(get.status).toBe(405);
   });
 
   /** One request written as raw bytes (field names in any case, fields repeated); the answer's status, request id and body. */
   function raw(path: string, fields: readonly string[], body: string): Promise<{ status: number; requestId: string | null; body: string }> {
     return new Promise((resolve, reject) => {
-      const socket = connect(Number(new URL(dp.url).port), '127.0.0.1');
+      const socket = connect(Number(new URL(world.dp.url).port), '127.0.0.1');
       const chunks: Buffer[] = [];
       socket.on('data', (c: Buffer) => chunks.push(c));
       socket.on('error', reject);
