@@ -132,8 +132,11 @@ async function openAll(
   o: StreamCapacityOptions,
   chunks = o.chunks,
   streams = o.streams,
-): Promise<{ completed: number; ttfb: Samples; gaps: Samples; connects: Samples; over1s: number }> {
+): Promise<{ completed: number; ttfb: Samples; gaps: Samples; connects: Samples; connectStarts: Samples; over1s: number }> {
   const connects = new Samples();
+  // When the client began each connect, from the moment the streams were asked for (its own loop can lag behind).
+  const connectStarts = new Samples();
+  let asked = 0;
   const connect = buildConnector({});
   const pool = new Pool(url, {
     connections: streams,
@@ -142,6 +145,7 @@ async function openAll(
     // The client side's TCP connect times (a connect whose SYN the server's full accept queue dropped takes 1 s or more).
     connect: (opts, cb) => {
       const t = performance.now();
+      connectStarts.add(t - asked);
       connect(opts, (...args) => {
         connects.add(performance.now() - t);
         cb(...args);
@@ -173,9 +177,10 @@ async function openAll(
       // counted as not completed
     }
   };
+  asked = performance.now();
   await Promise.all(Array.from({ length: streams }, one));
   await pool.close();
-  return { completed, ttfb, gaps, connects, over1s };
+  return { completed, ttfb, gaps, connects, connectStarts, over1s };
 }
 
 interface Target {
@@ -223,7 +228,8 @@ async function runCase(c: Target, simPort: number, o: StreamCapacityOptions, wit
   const q = (s: Samples, p: number): number => round1(s.percentile(p));
   log(
     `  ${c.name}: TTFB p10/p25/p50/p75/p90/p99 ${[10, 25, 50, 75, 90, 99].map((p) => q(r.ttfb, p)).join('/')} ms; ` +
-      `client connects ${r.connects.count}, p50/p99/max ${q(r.connects, 50)}/${q(r.connects, 99)}/${q(r.connects, 100)} ms; ` +
+      `client connects ${r.connects.count}, p50/p99/max ${q(r.connects, 50)}/${q(r.connects, 99)}/${q(r.connects, 100)} ms, ` +
+      `begun p50/p90/max ${q(r.connectStarts, 50)}/${q(r.connectStarts, 90)}/${q(r.connectStarts, 100)} ms after the streams were asked for; ` +
       `load generator event-loop delay p50/p99/max ${[50, 99, 100].map((p) => round1(lag.percentile(p) / 1e6)).join('/')} ms; ` +
       `max accept queue ${c.name === 'direct' ? '' : `${c.name} ${queues.get(ports[0]!) ?? '?'}, `}sim ${queues.get(simPort) ?? '?'}; ` +
       `CPU ${cpu0 === null || cpu1 === null ? '?' : Math.round(((cpu1 - cpu0) / o.streams) * 100) / 100} ms/stream; ` +
