@@ -152,14 +152,18 @@ describe('usage durability on the data-plane node (real processes)', () => {
   const statuses = new Map<number, number>();
   let lastError = '';
 
-  /** Open-loop load at `rate` req/s for `ms`; returns the ids the client saw succeed and how many were sent. */
-  const drive = (prefix: string, rate: number, ms: number, onTick?: (elapsed: number) => void, firstId = 0) => {
+  /**
+   * Open-loop load at `rate` req/s until `done(elapsed, successes so far)` says so (a slow machine gets more time, not
+   * fewer successes; 60 s at most); returns the ids the client saw succeed and how many were sent.
+   */
+  const drive = (prefix: string, rate: number, until: (elapsed: number, okSoFar: number) => boolean, firstId = 0) => {
     const ok = new Set<string>();
     const pending: Promise<void>[] = [];
     let sent = firstId;
     const done = (async () => {
       const start = performance.now();
-      while (performance.now() - start < ms) {
+      for (let elapsed = 0; !until(elapsed, ok.size); elapsed = performance.now() - start) {
+        if (elapsed > 60_000) throw new Error(`load '${prefix}': ${ok.size} successes in 60 s; statuses ${JSON.stringify([...statuses])} ${lastError}`);
         const due = firstId + Math.floor(((performance.now() - start) / 1000) * rate);
         while (sent < due) {
           const id = `${prefix}-${sent}`;
@@ -167,7 +171,6 @@ describe('usage durability on the data-plane node (real processes)', () => {
           sent++;
           pending.push(call(id, stream).then((good) => void (good && ok.add(id))));
         }
-        onTick?.(performance.now() - start);
         await sleep(5);
       }
       await Promise.all(pending);
@@ -192,9 +195,15 @@ describe('usage durability on the data-plane node (real processes)', () => {
     // can only be billed from its spool.
     await stop(node, 'SIGTERM');
     await startDataplane(60_000);
+    // Killed once at least 1.5 s and 20 successes have passed, in the middle of the load (which goes on for 1 s more).
     let killed: Promise<void> | null = null;
-    const before = await drive('k9', 120, 2500, (elapsed) => {
-      if (elapsed >= 1500 && killed === null) killed = stop(node, 'SIGKILL');
+    let killedAt = 0;
+    const before = await drive('k9', 120, (elapsed, okSoFar) => {
+      if (killed === null && elapsed >= 1500 && okSoFar >= 20) {
+        killed = stop(node, 'SIGKILL');
+        killedAt = elapsed;
+      }
+      return killed !== null && elapsed >= killedAt + 1000;
     });
     await killed;
     await startDataplane(); // what the dead process spooled is replayed
@@ -205,7 +214,7 @@ describe('usage durability on the data-plane node (real processes)', () => {
         .find((x) => x !== undefined) ?? '0',
     );
     const statusesBefore = JSON.stringify([...statuses]);
-    const after = await drive('k9', 120, 1500, undefined, before.sent);
+    const after = await drive('k9', 120, (elapsed, okSoFar) => elapsed >= 1500 && okSoFar >= 20, before.sent);
     console.log(`before restart ${statusesBefore}, after ${JSON.stringify([...statuses])}`);
     const ok = new Set([...before.ok, ...after.ok]);
     const sent = after.sent;
@@ -234,7 +243,7 @@ describe('usage durability on the data-plane node (real processes)', () => {
 
   it('SIGTERM of a node while the control plane is down: the records are spooled, logged, and arrive after both restart', async () => {
     await stop(admin, 'SIGTERM');
-    const { ok, sent } = await drive('down', 50, 1500);
+    const { ok, sent } = await drive('down', 50, (elapsed, okSoFar) => elapsed >= 1500 && okSoFar >= 10);
     expect(ok.size, `statuses ${JSON.stringify([...statuses])} ${lastError}`).toBeGreaterThan(sent / 4); // served from the node's config
     const nodeBefore = node!;
     await stop(node, 'SIGTERM');
