@@ -51,7 +51,14 @@ describe.each(testBackends())('Kubernetes deployments end to end (%s)', (kind) =
     const tenant = await createTenant(database.db, { slug: 'k8s', name: 'K8s' });
     tenantId = tenant.id;
     admin = { kind: 'user', userId: user.id, email: user.email, isPlatformAdmin: true, memberships: new Map([[tenant.id, 'owner']]), sessionId: 's' };
-    const entry = await createEntry(database.db, { name: 'acme/Llama-70B', provider: 'acme', gpuCount: 2, coldStartSeconds: 30, offeredDedicated: true });
+    const entry = await createEntry(database.db, {
+      name: 'acme/Llama-70B',
+      provider: 'acme',
+      gpuCount: 2,
+      coldStartSeconds: 30,
+      contextLength: 131_072,
+      offeredDedicated: true,
+    });
     entryId = entry.id;
   });
   afterAll(async () => {
@@ -100,6 +107,8 @@ describe.each(testBackends())('Kubernetes deployments end to end (%s)', (kind) =
       '--max-model-len',
       '8192',
     ]);
+    // The catalog's Context Length reaches the manifests (the operator's --max-model-len above wins over it).
+    expect((await createKubernetesLookup(database.db)(d.id))?.contextLength).toBe(131_072);
 
     const snap = (await buildSnapshot(database.db)).deployments.find((x) => x.id === d.id);
     expect(snap?.replicas).toHaveLength(1);

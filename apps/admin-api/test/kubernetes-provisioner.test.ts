@@ -169,6 +169,39 @@ describe('Kubernetes provisioner on the fake API server', () => {
     }
   });
 
+  it("starts each runtime with the entry's Context Length as its window, unless the operator's extraArgs set it", () => {
+    const argsOf = (runtime: 'vllm' | 'sglang' | 'tgi', contextLength: number | null, extraArgs: string[] = []): string[] => {
+      const m = buildManifests(
+        {
+          namespace: NS,
+          deploymentId: newId(),
+          tenantId: TENANT,
+          entryId: ENTRY,
+          servedModel: 'm',
+          entryName: 'm',
+          gpuCount: 1,
+          coldStartSeconds: null,
+          contextLength,
+          config: { runtime, extraArgs },
+        },
+        defaults,
+      );
+      const pod = (m.deployment.spec as { template: { spec: { containers: { args: string[] }[] } } }).template;
+      return pod.spec.containers[0]!.args;
+    };
+    const tail = (args: string[], n: number): string[] => args.slice(-n);
+    expect(tail(argsOf('vllm', 65_536), 2)).toEqual(['--max-model-len', '65536']);
+    expect(tail(argsOf('sglang', 65_536), 2)).toEqual(['--context-length', '65536']);
+    expect(tail(argsOf('tgi', 65_536), 4)).toEqual(['--max-input-tokens', '65535', '--max-total-tokens', '65536']);
+    // The operator's own setting wins and is not doubled (TGI refuses a flag given twice); extra args stay last.
+    expect(argsOf('vllm', 65_536, ['--max-model-len=8192']).filter((a) => a.startsWith('--max-model-len'))).toEqual(['--max-model-len=8192']);
+    expect(argsOf('tgi', 65_536, ['--max-total-tokens', '4096']).filter((a) => a.startsWith('--max-'))).toEqual(['--max-total-tokens']);
+    expect(tail(argsOf('sglang', 65_536, ['--mem-fraction-static', '0.85']), 4)).toEqual(['--context-length', '65536', '--mem-fraction-static', '0.85']);
+    // No Context Length: the runtime's own default.
+    for (const runtime of ['vllm', 'sglang', 'tgi'] as const)
+      expect(argsOf(runtime, null).some((a) => /^--(max-model-len|context-length|max-total-tokens)/.test(a))).toBe(false);
+  });
+
   it('sets replicas through the scale subresource and learns readiness from the pod watch, never by polling pods', async () => {
     const id = newId();
     const before = cluster.api.requests.length;

@@ -335,8 +335,11 @@ export class FakeKubelet {
     const port = c?.ports?.[0]?.containerPort ?? 8000;
     const args = c?.args ?? [];
     const served = args[args.indexOf('--served-model-name') + 1] ?? 'model';
+    // The window the runtime was started with (vLLM's --max-model-len, SGLang's --context-length), as the real one takes it.
+    const windowAt = Math.max(args.lastIndexOf('--max-model-len'), args.lastIndexOf('--context-length'));
+    const window = windowAt >= 0 && args[windowAt + 1] !== undefined ? ['--max-context-length', args[windowAt + 1]!] : [];
     const cli = join(dirname(createRequire(import.meta.url).resolve('@infer/runtime-sim')), 'cli.ts');
-    const child = spawn(process.execPath, [cli, '--port', String(port), '--host', ip, '--model', served, '--ttft-ms', '5', '--itl-ms', '1'], {
+    const child = spawn(process.execPath, [cli, '--port', String(port), '--host', ip, '--model', served, '--ttft-ms', '5', '--itl-ms', '1', ...window], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.processes.set(name, child);

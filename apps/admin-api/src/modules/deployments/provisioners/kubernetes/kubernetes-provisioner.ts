@@ -21,6 +21,8 @@ export interface KubernetesDeploymentInfo {
   readonly entryId: string;
   readonly gpuCount: number;
   readonly coldStartSeconds: number | null;
+  /** The entry's Context Length (absent: the replica spec's). */
+  readonly contextLength?: number | null;
   readonly runtimeConfig: RuntimeConfig;
 }
 
@@ -405,6 +407,7 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
         entryName: spec.entryName,
         gpuCount: Math.max(1, info.gpuCount),
         coldStartSeconds: info.coldStartSeconds ?? spec.coldStartSeconds,
+        contextLength: info.contextLength ?? spec.contextLength ?? null,
         config: info.runtimeConfig,
       },
       defaults,

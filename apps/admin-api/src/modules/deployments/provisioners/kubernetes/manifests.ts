@@ -31,6 +31,8 @@ export interface ManifestInput {
   readonly entryName: string;
   readonly gpuCount: number;
   readonly coldStartSeconds: number | null;
+  /** The catalog entry's Context Length: the window the runtime is started with (the data plane admits prompts up to it). */
+  readonly contextLength?: number | null;
   readonly config: RuntimeConfig;
 }
 
@@ -44,23 +46,56 @@ export interface Manifests {
 /** DNS-1035 label (Service names need a leading letter): `infer-<deployment uuid>`. */
 export const objectName = (deploymentId: string): string => `infer-${deploymentId.toLowerCase()}`;
 
+/**
+ * The runtime's context window from the catalog's Context Length (vLLM `--max-model-len`, SGLang `--context-length`,
+ * TGI `--max-input-tokens`/`--max-total-tokens`), so that it takes what the data plane admits and sizes its KV cache
+ * for that; left out when the entry has none, or when the operator's extraArgs set it already (TGI refuses a flag twice).
+ */
+function windowArgs(runtime: KubernetesRuntime, contextLength: number | null | undefined, extra: readonly string[]): string[] {
+  if (!contextLength || contextLength < 2) return [];
+  const given = (flag: string): boolean => extra.some((a) => a === flag || a.startsWith(`${flag}=`));
+  const n = String(contextLength);
+  switch (runtime) {
+    case 'vllm':
+      return given('--max-model-len') ? [] : ['--max-model-len', n];
+    case 'sglang':
+      return given('--context-length') ? [] : ['--context-length', n];
+    case 'tgi':
+      return given('--max-total-tokens') || given('--max-input-tokens') ? [] : ['--max-input-tokens', String(contextLength - 1), '--max-total-tokens', n];
+  }
+}
+
 function runtimeArgs(runtime: KubernetesRuntime, m: ManifestInput, port: number): { command?: string[]; args: string[] } {
   const model = m.config.modelSource ?? m.entryName;
   const gpus = String(m.gpuCount);
   const extra = m.config.extraArgs ?? [];
+  const window = windowArgs(runtime, m.contextLength, extra);
   switch (runtime) {
     case 'vllm':
       // The image's entrypoint is `vllm serve`-equivalent (api_server); args only.
       return {
-        args: ['--model', model, '--served-model-name', m.servedModel, '--tensor-parallel-size', gpus, '--host', '0.0.0.0', '--port', String(port), ...extra],
+        args: [
+          '--model',
+          model,
+          '--served-model-name',
+          m.servedModel,
+          '--tensor-parallel-size',
+          gpus,
+          '--host',
+          '0.0.0.0',
+          '--port',
+          String(port),
+          ...window,
+          ...extra,
+        ],
       };
     case 'sglang':
       return {
         command: ['python3', '-m', 'sglang.launch_server'],
-        args: ['--model-path', model, '--served-model-name', m.servedModel, '--tp', gpus, '--host', '0.0.0.0', '--port', String(port), ...extra],
+        args: ['--model-path', model, '--served-model-name', m.servedModel, '--tp', gpus, '--host', '0.0.0.0', '--port', String(port), ...window, ...extra],
       };
     case 'tgi':
-      return { args: ['--model-id', model, '--num-shard', gpus, '--hostname', '0.0.0.0', '--port', String(port), ...extra] };
+      return { args: ['--model-id', model, '--num-shard', gpus, '--hostname', '0.0.0.0', '--port', String(port), ...window, ...extra] };
   }
 }
 
