@@ -1,6 +1,6 @@
 // `pnpm start` as a user runs it: a fresh DATA_DIR, the README's curl calls as printed, Ctrl-C, a restart.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -81,11 +81,14 @@ const pnpmProjects: string[] = [];
 function pnpmProject(): string {
   const dir = mkdtempSync(join(tmpdir(), 'infer-start-pnpm-'));
   pnpmProjects.push(dir);
-  // The root's own `start` script (its `exec` is what lets a clean Ctrl-C exit 0: pnpm's `sh -c` would die of the
-  // SIGINT itself otherwise), with the script's absolute path; `node` resolves to this Node (PATH in startPlatform).
+  // The root's own `start` script, with the script's absolute path. Its `exec` and `trap '' INT` are what let a
+  // clean Ctrl-C exit 0: pnpm's `sh -c`, and the shell wrapper that .bin/node is, would die of the SIGINT otherwise.
   const rootScripts = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
   const script = rootScripts['start']!.replace('scripts/start.ts', JSON.stringify(join(root, 'scripts/start.ts')));
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'start-under-pnpm', private: true, scripts: { start: script } }));
+  // The root's node_modules, so that `node` in the script is what it is for a user: the `node` devDependency's
+  // node_modules/.bin/node, a shell wrapper that runs Node as its child (pnpm puts .bin first on PATH).
+  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'), 'dir');
   return dir;
 }
 
