@@ -6,7 +6,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, 
 import type pg from 'pg';
 import { errorBody } from '@infer/shared';
 import type { Db, DbKind } from './db.ts';
-import { httpStatusCode, sendHttpError, trpcResponseMeta } from './error-mapping.ts';
+import { graphqlErrorBody, httpStatusCode, sendHttpError, trpcResponseMeta } from './error-mapping.ts';
 import type { GraphQLLimits } from './graphql/context.ts';
 import { createGraphQLServer } from './graphql/yoga.ts';
 import { healthRoutes } from './http/health-routes.ts';
@@ -256,7 +256,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
         return reply
           .code(response.status)
           .type('application/json; charset=utf-8')
-          .send(errorBody(httpStatusCode(response.status), `GraphQL request refused (HTTP ${response.status}).`));
+          .send(graphqlErrorBody(httpStatusCode(response.status), `GraphQL request refused (HTTP ${response.status}).`));
       }
       if (response.status === 200 && /^application\/(graphql-response\+)?json/.test(type)) {
         // A result with errors and no `data` never executed (syntax, validation, variables): a 400, whatever the Accept.
@@ -272,7 +272,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     url: '/graphql',
     method: ['PUT', 'PATCH', 'DELETE'],
     handler: async (_req, reply) =>
-      reply.code(405).header('allow', 'GET, POST, OPTIONS').send(errorBody('method_not_allowed', 'GraphQL takes GET (queries) or POST.')),
+      reply.code(405).header('allow', 'GET, POST, OPTIONS').send(graphqlErrorBody('method_not_allowed', 'GraphQL takes GET (queries) or POST.')),
   });
 
   // tRPC's own refusals (e.g. 415 for a content type it cannot read) carry a JSON body without saying so.

@@ -89,9 +89,13 @@ export function formatTrpcError<S extends { message: string; data: object }>({ s
 
 const GRAPHQL_HTTP_STATUS: Readonly<Partial<Record<ServiceErrorCode, number>>> = Object.freeze({ unauthenticated: 401, rate_limited: 429 });
 
-/** A ServiceError as a GraphQL error: its (safe) message, code and param; nothing else. */
-export function toGraphQLError(err: ServiceError, path?: readonly (string | number)[]): GraphQLError {
-  const status = GRAPHQL_HTTP_STATUS[err.code];
+/**
+ * A ServiceError as a GraphQL error: its (safe) message, code and param; nothing else. `wholeRequest`: the request
+ * itself is refused before any operation runs (its caller), so the answer takes the error's own HTTP status (a 403
+ * for a cookie from a foreign Origin, as tRPC answers), not the 400 of an operation that never ran.
+ */
+export function toGraphQLError(err: ServiceError, path?: readonly (string | number)[], wholeRequest = false): GraphQLError {
+  const status = GRAPHQL_HTTP_STATUS[err.code] ?? (wholeRequest ? err.status : undefined);
   // Yoga turns `http` into the response's status and headers and leaves it out of the body.
   const headers = err.retryAfterS !== undefined ? { 'retry-after': String(err.retryAfterS) } : undefined;
   return createGraphQLError(err.message, {
@@ -159,19 +163,30 @@ export function httpStatusCode(status: number): ErrorCode {
   }
 }
 
-/** Fastify's error handler: OpenAI-shaped bodies, domain errors with their status, 5xx masked. */
+/**
+ * A refusal of a /graphql request before any operation runs (bad JSON, content type, method, Accept), in the shape
+ * GraphQL clients read: `{"errors": [{"message", "extensions": {"code", "param"}}]}`.
+ */
+export const graphqlErrorBody = (code: string, message: string, param: string | null = null) => ({ errors: [{ message, extensions: { code, param } }] });
+
+const isGraphQLPath = (url: string): boolean => url === '/graphql' || url.startsWith('/graphql?');
+
+/** Fastify's error handler: OpenAI-shaped bodies (GraphQL-shaped on /graphql), domain errors with their status, 5xx masked. */
 export function sendHttpError(err: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const graphql = isGraphQLPath(request.url);
+  const body = (code: string, message: string, param: string | null = null) =>
+    graphql ? graphqlErrorBody(code, message, param) : errorBody(code as ErrorCode, message, param);
   const domain = asServiceError(err);
   if (domain) {
     if (domain.retryAfterS !== undefined) void reply.header('retry-after', String(domain.retryAfterS));
-    return reply.code(domain.status).send(domain.toBody());
+    return reply.code(domain.status).send(graphql ? graphqlErrorBody(domain.code, domain.message, domain.param) : domain.toBody());
   }
   const e = err as { statusCode?: number; code?: string; message?: string };
   const status = typeof e.statusCode === 'number' ? e.statusCode : 500;
   if (status >= 500) {
     request.log.error({ err }, 'request failed');
-    return reply.code(status === 503 ? 503 : 500).send(errorBody(status === 503 ? 'service_unavailable' : 'internal_error', 'Internal server error.'));
+    return reply.code(status === 503 ? 503 : 500).send(body(status === 503 ? 'service_unavailable' : 'internal_error', 'Internal server error.'));
   }
   const code = e.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' ? 'invalid_json' : httpStatusCode(status);
-  return reply.code(status).send(errorBody(code, e.message ?? 'Bad request.'));
+  return reply.code(status).send(body(code, e.message ?? 'Bad request.'));
 }

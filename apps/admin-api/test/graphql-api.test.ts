@@ -389,6 +389,7 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
         { origin: 'https://evil.example' },
       );
       expect(r.errors?.[0]?.extensions?.code).toBe('forbidden');
+      expect(r.status, 'the request as a whole is refused: 403, as tRPC answers').toBe(403);
       const keys = await gql(callers.ownerA, `query($t: ID) { tenant(id: $t) { apiKeys { name } } }`, { t: tenantA.id });
       expect(keys.data!.tenant.apiKeys.map((k: { name: string }) => k.name)).toEqual(['ci']);
     });

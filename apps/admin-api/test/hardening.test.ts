@@ -169,6 +169,21 @@ describe.each(testBackends())('hardening (%s)', (kind) => {
     it('an Accept it cannot serve is a 406 with a JSON body', async () =>
       expectClient4xx(await gql({ query: '{ viewer { kind } }' }, { accept: 'text/html' }), 406));
     it('DELETE is a 405', async () => expectClient4xx(await raw(`${t.baseUrl}/graphql`, { method: 'DELETE' }), 405));
+    it('refusals before any operation runs are GraphQL-shaped ({"errors": [...]}), which GraphQL clients read', async () => {
+      const cases: [string, Raw, number, string][] = [
+        ['bad JSON', await gql('{"query":'), 400, 'invalid_json'],
+        ['text/plain', await gql('{ viewer { kind } }', { 'content-type': 'text/plain' }), 415, 'unsupported_media_type'],
+        ['DELETE', await raw(`${t.baseUrl}/graphql`, { method: 'DELETE' }), 405, 'method_not_allowed'],
+        ['Accept text/html', await gql({ query: '{ viewer { kind } }' }, { accept: 'text/html' }), 406, 'invalid_request'],
+      ];
+      for (const [what, r, status, code] of cases) {
+        expectClient4xx(r, status);
+        const body = r.json as { errors?: { message: string; extensions: { code: string } }[]; error?: unknown };
+        expect(body.error, what).toBeUndefined();
+        expect(body.errors?.[0]?.extensions.code, `${what}: ${r.text}`).toBe(code);
+        expect(body.errors?.[0]?.message.length, what).toBeGreaterThan(0);
+      }
+    });
     it('a syntax error is a 400 whatever the Accept', async () => {
       const r = await gql({ query: '{ viewer { ' }, { accept: 'application/json' });
       expectClient4xx(r, 400);

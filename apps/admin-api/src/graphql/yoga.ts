@@ -62,7 +62,7 @@ function requestGuard(limits: GraphQLLimits, rateLimit: PrincipalRateLimit): Plu
       } catch (err) {
         const domain = asServiceError(err);
         if (!domain) throw err;
-        setResultAndStopExecution({ errors: [toGraphQLError(domain)] });
+        setResultAndStopExecution({ errors: [toGraphQLError(domain, undefined, true)] });
       }
     },
   };
@@ -91,7 +91,7 @@ export function createGraphQLServer(opts: GraphQLServerOptions) {
         caller = await resolveRequestCaller({ db: opts.db, consoleOrigins: allowed }, req, reply);
       } catch (err) {
         const domain = asServiceError(err);
-        throw domain ? toGraphQLError(domain) : err;
+        throw domain ? toGraphQLError(domain, undefined, true) : err;
       }
       const memo = new Map<string, Promise<unknown>>();
       return { db: opts.db, principal: caller.principal, caller, publicUrls: opts.publicUrls, deployments: opts.deployments, limits, memo };
