@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { Service } from 'kubernetes-models/v1';
 import { createKubernetesProvisioner, type KubernetesDeploymentInfo } from '../src/modules/deployments/provisioners/kubernetes/kubernetes-provisioner.ts';
-import { buildManifests, objectName } from '../src/modules/deployments/provisioners/kubernetes/manifests.ts';
+import { buildManifests, objectName, type ManifestInput } from '../src/modules/deployments/provisioners/kubernetes/manifests.ts';
 import type { ReplicaSpec } from '../src/modules/deployments/provisioners/provisioner.ts';
 import { startFakeCluster, until, type FakeCluster } from './k8s-fake/fake-cluster.ts';
 
@@ -135,33 +135,40 @@ describe('Kubernetes provisioner on the fake API server', () => {
     expect(scale?.paths).toEqual(new Set(['f:spec/f:replicas']));
   });
 
+  /** The manifests of a new deployment of entry 'm' with these inputs. */
+  const manifestsOf = (input: Pick<ManifestInput, 'config'> & Partial<ManifestInput>) =>
+    buildManifests(
+      {
+        namespace: NS,
+        deploymentId: newId(),
+        tenantId: TENANT,
+        entryId: ENTRY,
+        servedModel: 'm',
+        entryName: 'm',
+        gpuCount: 1,
+        coldStartSeconds: null,
+        ...input,
+      },
+      defaults,
+    );
+
   it('validates the manifests of every runtime (vLLM, SGLang, TGI) and runtime options against the schemas', () => {
     for (const runtime of ['vllm', 'sglang', 'tgi'] as const) {
-      const m = buildManifests(
-        {
-          namespace: NS,
-          deploymentId: newId(),
-          tenantId: TENANT,
-          entryId: ENTRY,
-          servedModel: 'm',
-          entryName: 'm',
-          gpuCount: 8,
-          coldStartSeconds: null,
-          config: {
-            runtime,
-            image: 'registry.example.com/rt:1',
-            modelSource: 's3://models/m',
-            extraArgs: ['--max-model-len', '8192'],
-            env: { VLLM_LOGGING_LEVEL: 'INFO' },
-            secretEnv: { HF_TOKEN: { secret: 'hf', key: 'token' } },
-            port: 9000,
-            shmSize: '32Gi',
-            resources: { cpu: '16', memory: '128Gi' },
-            nodeSelector: { 'nvidia.com/gpu.product': 'H100' },
-          },
+      const m = manifestsOf({
+        gpuCount: 8,
+        config: {
+          runtime,
+          image: 'registry.example.com/rt:1',
+          modelSource: 's3://models/m',
+          extraArgs: ['--max-model-len', '8192'],
+          env: { VLLM_LOGGING_LEVEL: 'INFO' },
+          secretEnv: { HF_TOKEN: { secret: 'hf', key: 'token' } },
+          port: 9000,
+          shmSize: '32Gi',
+          resources: { cpu: '16', memory: '128Gi' },
+          nodeSelector: { 'nvidia.com/gpu.product': 'H100' },
         },
-        defaults,
-      );
+      });
       expect(() => new Deployment(m.deployment as never).validate()).not.toThrow();
       expect(() => new Service(m.service as never).validate()).not.toThrow();
       expect(m.runtimeKind).toBe(runtime);
@@ -171,21 +178,7 @@ describe('Kubernetes provisioner on the fake API server', () => {
 
   it("starts each runtime with the entry's Context Length as its window, unless the operator's extraArgs set it", () => {
     const argsOf = (runtime: 'vllm' | 'sglang' | 'tgi', contextLength: number | null, extraArgs: string[] = []): string[] => {
-      const m = buildManifests(
-        {
-          namespace: NS,
-          deploymentId: newId(),
-          tenantId: TENANT,
-          entryId: ENTRY,
-          servedModel: 'm',
-          entryName: 'm',
-          gpuCount: 1,
-          coldStartSeconds: null,
-          contextLength,
-          config: { runtime, extraArgs },
-        },
-        defaults,
-      );
+      const m = manifestsOf({ contextLength, config: { runtime, extraArgs } });
       const pod = (m.deployment.spec as { template: { spec: { containers: { args: string[] }[] } } }).template;
       return pod.spec.containers[0]!.args;
     };
