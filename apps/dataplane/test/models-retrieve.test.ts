@@ -34,6 +34,12 @@ describe('GET /v1/models/{model}', () => {
     }
   });
 
+  it("takes on a dedicated endpoint the names chat takes: its Name, or '<provider>/<Name>' as the console shows it", async () => {
+    const [model] = await listed(DEDICATED_BASE);
+    const client = new OpenAI({ baseURL: `${world.dp.url}${DEDICATED_BASE}`, apiKey: SECRET_A, maxRetries: 0 });
+    for (const id of [NAME, `meta/${NAME}`, `Meta/${NAME}`]) expect(await client.models.retrieve(id), id).toEqual(model);
+  });
+
   it('takes an id with a slash encoded or as is', async () => {
     const [model] = await listed(SLASH_BASE);
     expect(model!.id).toBe('meta/llama-slash');
@@ -52,7 +58,7 @@ describe('GET /v1/models/{model}', () => {
       [`${SHARED_BASE}/models/dedicated-only`, 'dedicated-only'],
       [`${SHARED_BASE}/models/${encodeURIComponent('no such/model?')}`, 'no such/model?'],
       [`${DEDICATED_BASE}/models/dedicated-only`, 'dedicated-only'],
-      [`${DEDICATED_BASE}/models/meta%2F${NAME}`, `meta/${NAME}`],
+      [`${DEDICATED_BASE}/models/other%2F${NAME}`, `other/${NAME}`],
     ] as const) {
       const a = await get(path);
       expect(a.status, path).toBe(404);

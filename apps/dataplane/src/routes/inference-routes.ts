@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, preParsingHookHandl
 import { authenticate } from '../auth.ts';
 import type { ConfigStore } from '../config/config-store.ts';
 import { modelObject } from '../config/config-view.ts';
-import { findDeployment, unknownSharedModel } from './chat-handler.ts';
+import { dedicatedModel, findDeployment, unknownSharedModel } from './chat-handler.ts';
 import type { ChatHandler, DedicatedParams } from './chat-handler.ts';
 
 export interface InferenceRoutesOptions {
@@ -107,8 +107,8 @@ export async function inferenceRoutes(app: FastifyInstance, opts: InferenceRoute
     { config: { metricRoute: 'models', metricMode: 'dedicated' } },
     (req, reply) => {
       const target = findDeployment(store.view!, req.apiKey!, req.params);
-      const id = req.params['*'];
-      if (id !== target.name) throw new ApiError('model_not_found', `The model '${id}' does not exist on this endpoint; it serves '${target.name}'.`, 'model');
+      // The names chat takes for this endpoint (its Name, or `<provider>/<Name>` as the console shows it): one rule.
+      dedicatedModel(req.params['*'], target);
       reply.send(modelObject(target.name, target.provider, target.created));
     },
   );
