@@ -110,6 +110,9 @@ declare module 'fastify' {
 /** True for the content type Fastify's JSON parser reads (`application/json`, any parameters). */
 const isJsonMediaType = (contentType: string | undefined): boolean => contentType?.split(';')[0]?.trim().toLowerCase() === 'application/json';
 
+/** A parsed JSON body whatwg-node passes on as it is: an object with at least one key. */
+const hasKeys = (body: unknown): boolean => typeof body === 'object' && body !== null && !Array.isArray(body) && Object.keys(body).length > 0;
+
 const API_PREFIXES = ['/internal/', '/graphql', '/trpc', '/healthz', '/readyz', '/metrics', '/api/'];
 
 /** Builds the control plane (never listens): config feed, usage ingest, GraphQL, tRPC, console. */
@@ -246,8 +249,11 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     handler: async (req, reply) => {
       // Fastify has parsed a JSON body already. whatwg-node hands Yoga a parsed body only when it has keys: for
       // `{}`, `[]`, `null` or a bare string or number it re-reads the consumed stream (or takes the string as the
-      // text) and Yoga sees invalid JSON. The JSON text again lets Yoga answer what the body says.
-      if (req.method === 'POST' && req.body !== undefined && isJsonMediaType(req.headers['content-type'])) req.body = JSON.stringify(req.body);
+      // text) and Yoga sees invalid JSON. The JSON text again lets Yoga answer what the body says (only then: a body
+      // with keys goes on parsed, not serialised and parsed once more).
+      if (req.method === 'POST' && req.body !== undefined && isJsonMediaType(req.headers['content-type']) && !hasKeys(req.body)) {
+        req.body = JSON.stringify(req.body);
+      }
       const response = await yoga.handleNodeRequestAndResponse(req, reply, { req, reply });
       response.headers.forEach((value, key) => void reply.header(key, value));
       const type = response.headers.get('content-type') ?? '';
