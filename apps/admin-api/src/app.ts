@@ -4,9 +4,8 @@ import fastifyStatic from '@fastify/static';
 import { fastifyTRPCPlugin, type FastifyTRPCPluginOptions } from '@trpc/server/adapters/fastify';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import type pg from 'pg';
-import { errorBody } from '@infer/shared';
 import type { Db, DbKind } from './db.ts';
-import { graphqlErrorBody, httpStatusCode, sendHttpError, trpcResponseMeta } from './error-mapping.ts';
+import { graphqlErrorBody, httpStatusCode, sendHttpError, sendNotFound, trpcResponseMeta } from './error-mapping.ts';
 import type { GraphQLLimits } from './graphql/context.ts';
 import { createGraphQLServer } from './graphql/yoga.ts';
 import { healthRoutes } from './http/health-routes.ts';
@@ -219,7 +218,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     if (webRoot && (request.method === 'GET' || request.method === 'HEAD') && !isApi) {
       return reply.type('text/html; charset=utf-8').sendFile('index.html');
     }
-    return reply.code(404).send(errorBody('not_found', `Route ${request.method} ${path} not found.`));
+    return sendNotFound(request, reply);
   });
 
   await app.register(healthRoutes, { db, hub, metricsToken: opts.metricsToken ?? null });

@@ -171,8 +171,17 @@ export const graphqlErrorBody = (code: string, message: string, param: string | 
 
 const isGraphQLPath = (url: string): boolean => url === '/graphql' || url.startsWith('/graphql?');
 
+/** The answer to a path (or method) no route serves: 404 not_found naming it. */
+export function sendNotFound(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return reply.code(404).send(errorBody('not_found', `Route ${request.method} ${request.url.split('?')[0] ?? '/'} not found.`));
+}
+
 /** Fastify's error handler: OpenAI-shaped bodies (GraphQL-shaped on /graphql), domain errors with their status, 5xx masked. */
 export function sendHttpError(err: unknown, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  // Fastify reads and parses a body for its not-found route as for any other; what is wrong with a body no route
+  // would take is beside the point: the path is unknown (was 400 invalid_json for an empty or malformed JSON body).
+  const fastifyCode = (err as { code?: unknown } | null)?.code;
+  if (request.is404 && typeof fastifyCode === 'string' && fastifyCode.startsWith('FST_ERR_CTP_')) return sendNotFound(request, reply);
   const graphql = isGraphQLPath(request.url);
   const body = (code: string, message: string, param: string | null = null) =>
     graphql ? graphqlErrorBody(code, message, param) : errorBody(code as ErrorCode, message, param);

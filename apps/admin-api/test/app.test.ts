@@ -27,6 +27,27 @@ describe.each(testBackends())('admin app surfaces (%s)', (kind) => {
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe('not_found');
   });
 
+  it('answers 404 for an unknown route whatever its body (an empty or malformed JSON body is not a 400 there)', async () => {
+    const json = { 'content-type': 'application/json' };
+    for (const [method, path, body] of [
+      ['DELETE', '/api/keys/1', undefined],
+      ['POST', '/nope?x=1', '{"a": '],
+      ['PUT', '/internal/v1/nope', ''],
+    ] as const) {
+      const res = await fetch(`${t.baseUrl}${path}`, { method, headers: json, body });
+      expect(res.status, `${method} ${path}`).toBe(404);
+      expect(await res.json()).toMatchObject({ error: { code: 'not_found', message: `Route ${method} ${path.split('?')[0]} not found.` } });
+    }
+    // A known route still answers for its body.
+    const known = await fetch(`${t.baseUrl}/internal/v1/usage`, {
+      method: 'POST',
+      headers: { ...json, authorization: `Bearer ${NODE_TOKEN}` },
+      body: '{"a": ',
+    });
+    expect(known.status).toBe(400);
+    expect(((await known.json()) as { error: { code: string } }).error.code).toBe('invalid_json');
+  });
+
   it('serves GraphQL endpoints with spec string forms and pagination', async () => {
     const query = `query($f: EndpointFilter, $first: Int, $after: String) {
       endpoints(filter: $f, first: $first, after: $after) {

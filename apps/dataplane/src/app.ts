@@ -1,11 +1,10 @@
 import { createServer } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { errorBody } from '@infer/shared';
 import Fastify, { LogController } from 'fastify';
 import type { FastifyBaseLogger, FastifyInstance, FastifyServerOptions } from 'fastify';
 import type { ConfigStore } from './config/config-store.ts';
-import { handleClientError, handleError, handleFrameworkError } from './error-handler.ts';
+import { handleClientError, handleError, handleFrameworkError, handleNotFound } from './error-handler.ts';
 import './fastify-types.ts';
 import { loggerOptions, logRequest } from './logging.ts';
 import { createMetrics } from './metrics.ts';
@@ -192,9 +191,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   });
 
   app.setErrorHandler(handleError);
-  app.setNotFoundHandler((req, reply) => {
-    reply.code(404).send(errorBody('not_found', `Unknown route: ${req.method} ${req.url.split('?')[0]}`));
-  });
+  app.setNotFoundHandler(handleNotFound);
 
   const routes = collectRoutes(app);
   app.register(healthRoutes, { store: opts.store });

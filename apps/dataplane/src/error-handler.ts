@@ -53,8 +53,20 @@ function logInternal(log: FastifyBaseLogger, err: Error, reqId: string): void {
   log.error({ err: { name: err.name, code: (err as Partial<FastifyError>).code, stack }, reqId }, 'unhandled error');
 }
 
+/** Fastify's not-found handler: a path (or method) no route serves. */
+export function handleNotFound(req: FastifyRequest, reply: FastifyReply): void {
+  reply.code(404).send(errorBody('not_found', `Unknown route: ${req.method} ${req.url.split('?')[0]}`));
+}
+
 /** Fastify's error handler: the same answers as `sendError`, through the reply. */
 export function handleError(err: FastifyError | ApiError | Error, req: FastifyRequest, reply: FastifyReply): void {
+  // Fastify reads and parses a body for its not-found route as for any other; what is wrong with a body no route
+  // would take is beside the point: the answer is that the path is unknown (was 400 invalid_json for an empty or
+  // malformed JSON body, 413 for a large one).
+  if (req.is404 && (err as Partial<FastifyError>).code?.startsWith('FST_ERR_CTP_') === true) {
+    handleNotFound(req, reply);
+    return;
+  }
   const r = errorReply(err);
   if (r.internal) logInternal(req.log, err, req.id);
   reply.code(r.status).headers(r.headers).send(r.body);

@@ -107,6 +107,15 @@ describe('routing', () => {
     await expectError(await fetch(`${dp.url}/nope`), 404, 'not_found');
     await expectError(await post(`${dp.url}/v1/chat/completions`, chatBody({ model: NAME })), 404, 'not_found');
   });
+  it("404 for an unknown route whatever its body: empty, malformed or over the limit (not the body's 400 or 413)", async () => {
+    const json = { 'content-type': 'application/json' };
+    const del = await fetch(`${dp.url}/v1/models/x`, { method: 'DELETE', headers: json });
+    expect(await expectError(del, 404, 'not_found')).toBe('Unknown route: DELETE /v1/models/x');
+    await expectError(await fetch(`${dp.url}/endpoints/v1/completions`, { method: 'POST', headers: json, body: '{"model": ' }), 404, 'not_found');
+    await expectError(await fetch(`${dp.url}/nope?x=1`, { method: 'PUT', headers: json, body: `"${'x'.repeat(2 * 1024 * 1024)}"` }), 404, 'not_found');
+    // A known route still answers for the body.
+    await expectError(await fetch(shared, { method: 'POST', headers: { ...json, authorization: `Bearer ${SECRET_A}` } }), 400, 'invalid_json');
+  });
   it('405 JSON for GET on the chat routes', async () => {
     await expectError(await fetch(shared), 405, 'method_not_allowed');
     await expectError(await fetch(dedicated, { headers: { authorization: `Bearer ${SECRET_A}` } }), 405, 'method_not_allowed');
