@@ -41,16 +41,19 @@ export function parseEnvFile(text: string): Record<string, string> {
   return out;
 }
 
-/** Polls a URL until it answers 2xx, or throws after `timeoutMs`. */
-export async function waitForHttp(url: string, timeoutMs: number): Promise<void> {
+/**
+ * Polls a URL until it answers 2xx (and, with `ready`, until its JSON body satisfies it), or throws after `timeoutMs`
+ * naming what it last got.
+ */
+export async function waitForHttp(url: string, timeoutMs: number, ready?: (body: unknown) => boolean): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = '';
   while (Date.now() < deadline) {
     try {
       const res = await fetch(url);
-      await res.arrayBuffer();
-      if (res.ok) return;
-      last = `status ${res.status}`;
+      const text = await res.text();
+      if (res.ok && (ready === undefined || ready(JSON.parse(text)))) return;
+      last = res.ok ? `answered ${text.slice(0, 200)}` : `status ${res.status}`;
     } catch (err) {
       last = (err as Error).message;
     }

@@ -6,7 +6,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createDb, migrateToLatest } from '@infer/db';
 import { buildSnapshot, createApiKey, getTenantBySlug, getUserByEmail, seedDemo, setPassword } from '@infer/admin-api';
-import { dedicatedModelName } from '@infer/shared';
+import { configSnapshotSchema, dedicatedModelName, type ConfigSnapshot } from '@infer/shared';
 import { buildDataplane } from '../apps/dataplane/build.ts';
 import { DATAPLANE_NODE_ENV, DATAPLANE_NODE_FLAGS } from '../apps/dataplane/src/node-flags.ts';
 import { loadStartEnv } from './start-env.ts';
@@ -242,7 +242,11 @@ try {
     },
     DATAPLANE_NODE_FLAGS,
   );
-  await waitForHttp(`${dataplaneUrl}/readyz`, 60_000);
+  // The data plane is ready as soon as it holds a snapshot, and it may hold the one it saved in the last run, from
+  // before this start issued a demo key: wait until it has the control plane's config as of now, so that the key in
+  // demo.env works at once (it answered 401 for a moment after a restart that reissued the key).
+  const current = await configSnapshot();
+  await waitForHttp(`${dataplaneUrl}/readyz`, 60_000, (body) => Number((body as { configVersion?: unknown }).configVersion) >= current.version);
   await Promise.all(sims.map((s) => waitForHttp(`http://127.0.0.1:${s.port}/health`, 60_000)));
   await waitForDedicatedReplicas(60_000);
 } catch (err) {
@@ -259,12 +263,18 @@ writeFileAtomic(
 );
 rmSync(lastDemoFile, { force: true });
 
+/** The control plane's routing config as a node gets it. */
+async function configSnapshot(): Promise<ConfigSnapshot> {
+  const res = await fetch(`${adminUrl}/internal/v1/config/snapshot`, { headers: { authorization: `Bearer ${nodeToken}` } });
+  if (!res.ok) throw new Error(`the control plane's config snapshot answered ${res.status}`);
+  return configSnapshotSchema.parse(await res.json());
+}
+
 /** The local provisioner (in the control plane) starts dedicated replicas; wait so the printed URL answers. */
 async function waitForDedicatedReplicas(timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    const res = await fetch(`${adminUrl}/internal/v1/config/snapshot`, { headers: { authorization: `Bearer ${nodeToken}` } });
-    if (res.ok && deploymentsSettled(await res.json())) return;
+    if (deploymentsSettled(await configSnapshot())) return;
     await new Promise((r) => setTimeout(r, 200));
   }
   console.error('[start] dedicated deployments are still provisioning; the dedicated URL may answer 503 for a moment');
