@@ -13,6 +13,8 @@ export interface CreateDbOptions {
   readonly databaseUrl?: string;
   /** PGlite data folder (created if missing); in-memory when absent. */
   readonly dataDir?: string;
+  /** PGlite in memory only: start from this data folder, as PGlite's `dumpDataDir` wrote it, instead of an empty cluster. */
+  readonly loadDataDir?: Blob;
   /** node-postgres pool size (default 10). */
   readonly poolMax?: number;
   /** Told of errors on idle pooled connections (they are discarded and replaced on demand). */
@@ -88,7 +90,8 @@ export async function createDb(options: CreateDbOptions = {}): Promise<Database>
 
   const dataDir = options.dataDir;
   if (dataDir) await lockDown(dataDir, true);
-  const pglite = await PGlite.create({ dataDir, parsers: pgliteParsers });
+  if (dataDir && options.loadDataDir) throw new Error('createDb: loadDataDir is for an in-memory database only');
+  const pglite = await PGlite.create({ dataDir, parsers: pgliteParsers, ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}) });
   // PGlite's file system creates files 0666 and folders 0777 (less the umask): tighten what initdb wrote.
   if (dataDir) await lockDown(dataDir, false);
   const db = new Kysely<DB>({ dialect: createPGliteDialect(pglite), plugins: [camelCase] });

@@ -372,3 +372,22 @@ describe.each(testBackends())('db on %s', (kind) => {
     expect(slugs.map((r) => r.slug)).toEqual(['sp-outer']);
   });
 });
+
+// PGlite test databases start from one migrated template (src/testing.ts): each must still be a database of its own.
+describe('test databases on pglite', () => {
+  it('are each their own, at the latest migration, however many come from the template', async () => {
+    const a = await createTestDb('pglite');
+    const b = await createTestDb('pglite');
+    try {
+      await a.db.insertInto('tenants').values({ slug: 'only-in-a', name: 'A' }).execute();
+      expect(await b.db.selectFrom('tenants').select('slug').execute()).toEqual([]);
+      expect((await a.db.selectFrom('tenants').select('slug').execute()).map((t) => t.slug)).toEqual(['only-in-a']);
+      // Nothing left to apply, and down again applies every migration in reverse: the template is fully migrated.
+      expect(await migrateToLatest(b.db)).toEqual([]);
+      expect(await migrateDown(b.db, { all: true })).toEqual([...migrationNames].reverse());
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
