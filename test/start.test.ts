@@ -1,43 +1,12 @@
 // `pnpm start` as a user runs it: a fresh DATA_DIR, the README's curl calls as printed, Ctrl-C, a restart.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { freePortRange } from '../apps/web/e2e/platform.ts';
 
 const root = resolve(import.meta.dirname, '..');
-
-async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => res(port));
-    });
-  });
-}
-
-/** Consecutive free ports for the simulators (the seed uses SIM_BASE_PORT and the next few). */
-async function freeRange(n: number): Promise<number> {
-  for (let attempt = 0; attempt < 20; attempt++) {
-    const base = 20000 + Math.floor(Math.random() * 30000);
-    const ok = await Promise.all(
-      Array.from(
-        { length: n },
-        (_, i) =>
-          new Promise<boolean>((res) => {
-            const s = createServer();
-            s.once('error', () => res(false));
-            s.listen(base + i, '127.0.0.1', () => s.close(() => res(true)));
-          }),
-      ),
-    );
-    if (ok.every(Boolean)) return base;
-  }
-  throw new Error('no free port range');
-}
 
 /**
  * `viaPnpm`: as `pnpm start` runs it, in a process group of its own, so that `stop` can send SIGINT to the whole
@@ -180,11 +149,13 @@ describe('pnpm start', () => {
   });
 
   it('runs the platform, answers the README curl calls, stops on Ctrl-C and keeps its key across restarts', async () => {
+    // Outside the kernel's ephemeral range: the data plane binds its port after the control plane is up.
+    const base = await freePortRange(12);
     const env = {
       DATA_DIR: dataDir,
-      ADMIN_PORT: String(await freePort()),
-      PORT: String(await freePort()),
-      SIM_BASE_PORT: String(await freeRange(10)),
+      ADMIN_PORT: String(base),
+      PORT: String(base + 1),
+      SIM_BASE_PORT: String(base + 2),
       SIM_TTFT_MS: '5',
       SIM_ITL_MS: '1',
       LOG_LEVEL: 'warn',
@@ -240,10 +211,11 @@ describe('pnpm start', () => {
       // A second pnpm start while this one runs: one line naming the port and its variable, nothing touched.
       const before = readFileSync(demoFile, 'utf8');
       expectRefusal(await runToEnd(env), env.ADMIN_PORT, 'ADMIN_PORT');
-      expectRefusal(await runToEnd({ ...env, ADMIN_PORT: String(await freePort()) }), env.PORT, 'PORT');
+      expectRefusal(await runToEnd({ ...env, ADMIN_PORT: String(await freePortRange(1)) }), env.PORT, 'PORT');
       const otherDir = mkdtempSync(join(tmpdir(), 'infer-start-other-'));
       try {
-        const r = await runToEnd({ ...env, DATA_DIR: otherDir, ADMIN_PORT: String(await freePort()), PORT: String(await freePort()) });
+        const other = await freePortRange(2);
+        const r = await runToEnd({ ...env, DATA_DIR: otherDir, ADMIN_PORT: String(other), PORT: String(other + 1) });
         expectRefusal(r, env.SIM_BASE_PORT, 'SIM_BASE_PORT');
         expect(existsSync(join(otherDir, 'pglite')), 'the database seeded with the busy ports is not kept').toBe(false);
       } finally {

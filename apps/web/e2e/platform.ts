@@ -24,10 +24,27 @@ function portFree(port: number): Promise<boolean> {
   });
 }
 
-/** A base port with `count` consecutive free ports. */
+/**
+ * The kernel's range of local ports for outgoing connections (Linux). A port found free now and bound seconds later
+ * (the platform starts its processes one after another) must lie outside it: any outgoing connection meanwhile (a
+ * readiness poll, a runtime's client) may be given it, and the listener then fails with EADDRINUSE.
+ */
+function ephemeralPorts(): readonly [number, number] {
+  try {
+    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (low !== undefined && high !== undefined && low > 0 && high >= low) return [low, high];
+  } catch {
+    // Not Linux: its usual range.
+  }
+  return [32768, 60999];
+}
+
+/** A base port with `count` consecutive free ports, outside the kernel's ephemeral range (below it where there is room). */
 export async function freePortRange(count: number): Promise<number> {
+  const [low, high] = ephemeralPorts();
+  const [from, to] = low - count > 12_000 ? [10_000, low - count] : [high + 1, 65_535 - count];
   for (let attempt = 0; attempt < 200; attempt++) {
-    const base = 20_000 + Math.floor(Math.random() * 30_000);
+    const base = from + Math.floor(Math.random() * (to - from));
     let ok = true;
     for (let p = base; p < base + count && ok; p++) ok = await portFree(p);
     if (ok) return base;
