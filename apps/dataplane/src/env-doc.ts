@@ -27,7 +27,10 @@ export const DATAPLANE_ENV_DOC: Readonly<Record<string, EnvVarDoc>> = {
   USAGE_FSYNC_MS: { meaning: 'group-commit interval of the spool’s fdatasync' },
   BODY_LIMIT_BYTES: { meaning: 'largest request body; beyond it 413' },
   CONNECT_TIMEOUT_MS: { meaning: 'connect timeout to a runtime' },
-  FIRST_BYTE_TIMEOUT_MS: { meaning: 'time a runtime may take to its first byte (504, or an error event mid-stream)' },
+  FIRST_BYTE_TIMEOUT_MS: { meaning: 'time a runtime may take to the first byte of a streamed answer (504, or an error event mid-stream)' },
+  RESPONSE_TIMEOUT_MS: {
+    meaning: 'time a runtime may take to a non-streamed answer, which it sends only once it is generated in full (504)',
+  },
   IDLE_TIMEOUT_MS: { meaning: 'longest silence between two chunks of a runtime’s answer' },
   EJECT_AFTER_FAILURES: { meaning: 'consecutive failures that eject a replica (outlier detection)' },
   EJECT_COOLDOWN_MS: { meaning: 'first ejection’s length; each next one doubles, up to 5 min' },

@@ -31,6 +31,7 @@ const envSchema = z
       .default(1024 * 1024),
     CONNECT_TIMEOUT_MS: ms(5000),
     FIRST_BYTE_TIMEOUT_MS: ms(120_000),
+    RESPONSE_TIMEOUT_MS: ms(600_000),
     IDLE_TIMEOUT_MS: ms(60_000),
     EJECT_AFTER_FAILURES: z.coerce.number({ error: 'must be a number' }).int('must be an integer').min(1).default(3),
     EJECT_COOLDOWN_MS: ms(10_000),

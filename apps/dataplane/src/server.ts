@@ -94,7 +94,7 @@ const app = buildDataplaneApp({
     redisUrl: env.REDIS_URL ?? null,
     redisPrefix: env.REDIS_KEY_PREFIX,
   },
-  timeouts: { connectMs: env.CONNECT_TIMEOUT_MS, firstByteMs: env.FIRST_BYTE_TIMEOUT_MS, idleMs: env.IDLE_TIMEOUT_MS },
+  timeouts: { connectMs: env.CONNECT_TIMEOUT_MS, firstByteMs: env.FIRST_BYTE_TIMEOUT_MS, responseMs: env.RESPONSE_TIMEOUT_MS, idleMs: env.IDLE_TIMEOUT_MS },
   ejection: { failures: env.EJECT_AFTER_FAILURES, cooldownMs: env.EJECT_COOLDOWN_MS },
   maxRetries: env.UPSTREAM_MAX_RETRIES,
   routing: { policy: env.ROUTING_POLICY, scrapeIntervalMs: env.ROUTING_SCRAPE_MS, staleMs: env.ROUTING_STALE_MS, holdMs: env.ROUTING_HOLD_MS },

@@ -185,7 +185,7 @@ describe('runtime failures', () => {
   it('a hung runtime gives 504 upstream_timeout before the first byte', async () => {
     faulty.sim.setFaults({ hang: true });
     const slow = await startDataplane(makeSnapshot({ sim: sim.url, faulty: faulty.url, dead: await deadUrl() }), memorySink(), {
-      timeouts: { firstByteMs: 300 },
+      timeouts: { firstByteMs: 300, responseMs: 300 },
     });
     try {
       await expectError(await post(`${slow.url}/endpoints/v1/chat/completions`, chatBody({ model: 'faulty-model' })), 504, 'upstream_timeout');

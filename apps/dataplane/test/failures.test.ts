@@ -94,7 +94,7 @@ describe('runtime 503', () => {
 describe('timeouts', () => {
   it('a hang before the first token is a 504 within the configured timeout', async () => {
     a.sim.setFaults({ hang: true });
-    const { chat, sink } = await start([a.url], { timeouts: { firstByteMs: 200 } });
+    const { chat, sink } = await start([a.url], { timeouts: { firstByteMs: 200, responseMs: 200 } });
     for (const stream of [false, true]) {
       const t0 = Date.now();
       const res = await post(chat, chatBody({ model: NAME, stream }), undefined, { 'x-request-id': `hang-${stream}` });
@@ -112,6 +112,24 @@ describe('timeouts', () => {
         .requests.filter((r) => r.id.startsWith('chatcmpl-hang-'))
         .every((r) => r.aborted),
     );
+  });
+
+  it('a non-streamed answer may take longer than the first-byte timeout: its first byte is the whole answer', async () => {
+    // A runtime sends a JSON answer only once it has generated all of it: capping that at the first-byte timeout
+    // (120 s by default) failed every long answer with a 504 after the runtime had done the work.
+    a.sim.setFaults({ slowTokenMs: 60 });
+    const { chat, sink } = await start([a.url], { timeouts: { firstByteMs: 150, responseMs: 10_000 } });
+    const res = await post(chat, chatBody({ model: NAME, max_tokens: 8 }), undefined, { 'x-request-id': 'long-json' });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { choices: { message: { content: string } }[]; usage: { completion_tokens: number } };
+    expect(body.usage.completion_tokens).toBe(8);
+    await waitFor(() => sink.records.some((r) => r.requestId.startsWith('long-json')));
+    expect(sink.records.find((r) => r.requestId.startsWith('long-json'))).toMatchObject({ status: 200, completionTokens: 8 });
+    // Past the response timeout it is a 504, as before.
+    const { chat: strict } = await start([a.url], { timeouts: { firstByteMs: 150, responseMs: 200 } });
+    const late = await post(strict, chatBody({ model: NAME, max_tokens: 8 }));
+    expect(late.status).toBe(504);
+    expect((await errorOf(late)).code).toBe('upstream_timeout');
   });
 
   it('a slow stream ends with an idle-timeout error event and [DONE], never a silent cut', async () => {

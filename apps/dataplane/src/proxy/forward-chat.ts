@@ -208,7 +208,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       if (upstream === null) {
         // Every replica left untried is full (a retry, a replica that left or was ejected while its requests
         // run): wait for a slot rather than overfill one. The gate keeps this rare.
-        if (!hasUntried(target, tried) || performance.now() - call.startPerf > deps.timeouts.firstByteMs) break;
+        if (!hasUntried(target, tried) || performance.now() - call.startPerf > (stream ? deps.timeouts.firstByteMs : deps.timeouts.responseMs)) break;
         if (!(await deps.pools.waitForSlot(res, SLOT_WAIT_MS)) || clientGone) {
           record(CLIENT_CLOSED, null, 0);
           return;

@@ -146,7 +146,8 @@ class AttemptHandler implements H1Handler {
   constructor(o: AttemptOptions, resolve: (o: AttemptOutcome) => void) {
     this.o = o;
     this.resolve = resolve;
-    this.firstByteTimer = setTimeout(this.onFirstByteTimeout, o.timeouts.firstByteMs);
+    // A non-streamed answer's first byte comes only once the whole of it is generated.
+    this.firstByteTimer = setTimeout(this.onFirstByteTimeout, o.stream ? o.timeouts.firstByteMs : o.timeouts.responseMs);
   }
 
   settle(outcome: AttemptOutcome): void {

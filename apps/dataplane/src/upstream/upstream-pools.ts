@@ -9,13 +9,19 @@ import type { OutlierPolicy, OutlierState } from './outlier-detector.ts';
 export interface UpstreamTimeouts {
   /** TCP/TLS connect, ms. */
   readonly connectMs: number;
-  /** Until the first byte of the response body, ms. */
+  /** Until the first byte of a streamed response, ms. */
   readonly firstByteMs: number;
+  /**
+   * Until the first byte of a non-streamed response, ms: a runtime sends nothing of it (not even the head) before
+   * it has generated the whole answer, so this bounds the whole generation and is far longer (the OpenAI SDKs wait
+   * 10 minutes).
+   */
+  readonly responseMs: number;
   /** Longest silence between body chunks, ms. */
   readonly idleMs: number;
 }
 
-export const defaultTimeouts: UpstreamTimeouts = Object.freeze({ connectMs: 5000, firstByteMs: 120_000, idleMs: 60_000 });
+export const defaultTimeouts: UpstreamTimeouts = Object.freeze({ connectMs: 5000, firstByteMs: 120_000, responseMs: 600_000, idleMs: 60_000 });
 
 /** When a replica is taken out of rotation, and for how long (outlier-detector.ts). */
 export type EjectionPolicy = OutlierPolicy;
