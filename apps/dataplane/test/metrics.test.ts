@@ -73,13 +73,30 @@ describe('CORS for the browser playground', () => {
         headers: {
           origin: 'https://console.example',
           'access-control-request-method': 'POST',
-          'access-control-request-headers': 'authorization, content-type',
+          // What the OpenAI JavaScript SDK asks for in a browser, and the scale-up header of dedicated endpoints.
+          'access-control-request-headers': 'authorization,content-type,x-stainless-os,x-stainless-retry-count,X-Stainless-Timeout,x-scale-up-timeout',
         },
       });
       expect(res.status).toBe(204);
       expect(res.headers.get('access-control-allow-origin')).toBe('*');
-      expect(res.headers.get('access-control-allow-headers')).toMatch(/authorization.*content-type.*x-request-id/);
+      expect(res.headers.get('access-control-allow-headers')).toBe(
+        'authorization,content-type,x-stainless-os,x-stainless-retry-count,x-stainless-timeout,x-scale-up-timeout',
+      );
+      expect(res.headers.get('vary')).toContain('access-control-request-headers');
       expect(res.headers.get('access-control-allow-methods')).toContain('POST');
+    }
+    // Nothing asked, or something that is not a list of header names: our own list.
+    for (const asked of [undefined, 'authorization content-type', 'a;b']) {
+      const res = await fetch(`${world.dp.url}/endpoints/v1/chat/completions`, {
+        method: 'OPTIONS',
+        headers: {
+          origin: 'https://console.example',
+          'access-control-request-method': 'POST',
+          ...(asked === undefined ? {} : { 'access-control-request-headers': asked }),
+        },
+      });
+      expect(res.status).toBe(204);
+      expect(res.headers.get('access-control-allow-headers')).toBe('authorization, content-type, x-request-id, x-scale-up-timeout');
     }
   });
 
@@ -92,6 +109,7 @@ describe('CORS for the browser playground', () => {
       const exposed = res.headers.get('access-control-expose-headers') ?? '';
       expect(exposed).toContain('x-request-id');
       expect(exposed).toContain('x-ratelimit-remaining-requests');
+      expect(exposed).toContain('x-cold-start-wait-ms');
       expect(res.headers.get('x-request-id')).toBeTruthy();
     }
     const unauth = await post(chat(), chatBody({ model: NAME }), null, origin);
