@@ -96,6 +96,12 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
     await expect(
       deployEndpoint(ctx, alice, { ...base, entryName: 'Ext-8B', provisioner: 'external', externalUrl: 'http://127.0.0.1:4000' }),
     ).rejects.toMatchObject({ code: 'invalid', param: 'externalUrl' });
+    // A runtime URL with another provisioner is refused, not dropped (simulated replicas started in its place).
+    await expect(deployEndpoint(ctx, alice, { ...base, entryName: 'Ext-8B', externalUrl: 'https://gpu.example.com' })).rejects.toMatchObject({
+      code: 'invalid',
+      param: 'externalUrl',
+      message: expect.stringMatching(/only for the external provisioner/),
+    });
     await expect(deployEndpoint(ctx, bob, { ...base, entryName: 'Ded-8B' })).rejects.toMatchObject({ code: 'not_found' });
     await expect(deployEndpoint(ctx, { kind: 'anonymous' }, { ...base, entryName: 'Ded-8B' })).rejects.toMatchObject({ code: 'unauthenticated' });
     expect(await listDeployments(ctx, alice, tenantA)).toEqual([]);

@@ -201,6 +201,10 @@ export async function deployEndpoint(ctx: DeploymentsContext, principal: Princip
     const available = provisionerKinds.filter((k) => ctx.provisioners[k]);
     throw new ServiceError('invalid', `provisioner must be one of ${available.join(', ')}`, 'provisioner');
   }
+  // A URL with another provisioner would be dropped and replicas started instead: the caller meant the external one.
+  if (input.provisioner !== 'external' && input.externalUrl !== undefined && input.externalUrl !== null) {
+    throw new ServiceError('invalid', `externalUrl is only for the external provisioner (this deployment's is ${input.provisioner})`, 'externalUrl');
+  }
   const externalUrl = input.provisioner === 'external' ? await validateExternalUrl(ctx, input.externalUrl) : null;
   const actor = actorOf(principal);
   const d = await withTransaction(ctx.db, async (trx) => {
