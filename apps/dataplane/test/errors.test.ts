@@ -71,7 +71,14 @@ describe('routing', () => {
     await expectError(await post(shared, chatBody()), 400, 'invalid_request', 'model');
   });
   it('404 for an unknown dedicated endpoint', async () => {
-    await expectError(await post(`${dp.url}/funccall/acme/endpoints/nope/v1/chat/completions`, chatBody()), 404, 'model_not_found');
+    const noEndpoint = await post(`${dp.url}/funccall/acme/endpoints/nope/v1/chat/completions`, { messages: [{ role: 'user', content: 'hi' }] });
+    expect(noEndpoint.status).toBe(404);
+    // The path is what names no endpoint: no `param` (there was no model in the body to blame).
+    expect(await errorOf(noEndpoint)).toMatchObject({
+      code: 'model_not_found',
+      param: null,
+      message: "The dedicated endpoint 'nope' does not exist for tenant 'acme'.",
+    });
   });
   it('404 naming the expected model when a dedicated request names another', async () => {
     const msg = await expectError(await post(dedicated, chatBody({ model: 'meta/other-model' })), 404, 'model_not_found', 'model');

@@ -70,7 +70,8 @@ export function findDeployment(view: ConfigView, key: ResolvedKey, params: Dedic
   }
   const target = view.deploymentByTenantAndName.get(deploymentKey(params.tenant, params.name));
   if (target === undefined) {
-    throw new ApiError('model_not_found', `The dedicated endpoint '${params.name}' does not exist for tenant '${params.tenant}'.`, 'model');
+    // The URL names it, not the body's model (which may be absent): no param, as OpenAI's model_not_found has none.
+    throw new ApiError('model_not_found', `The dedicated endpoint '${params.name}' does not exist for tenant '${params.tenant}'.`);
   }
   return target;
 }
