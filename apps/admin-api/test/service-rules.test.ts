@@ -193,6 +193,10 @@ describe.each(testBackends())('rules shared by tRPC and GraphQL (%s)', (kind) =>
     const [dupG, dupT] = await deploy(`Rules-Dedicated-${kind}`);
     expect(dupG).toMatchObject({ code: 'conflict', param: 'endpointName' });
     expect(dupT).toMatchObject({ status: 409, param: 'entryName', message: dupG.message });
+
+    const [noneG, noneT] = await deploy(`Rules-Nothing-${kind}`);
+    expect(noneG).toMatchObject({ code: 'not_found', param: 'endpointName', message: `catalog entry Rules-Nothing-${kind} not found` });
+    expect(noneT).toMatchObject({ status: 404, param: 'entryName', message: noneG.message });
   });
 
   it('refuses a fractional limit naming the field (tRPC; GraphQL Int refuses it while parsing)', async () => {

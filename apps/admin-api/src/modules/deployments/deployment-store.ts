@@ -130,7 +130,7 @@ export async function createDeployment(db: Db, input: CreateDeploymentInput): Pr
   try {
     return await withTransaction(db, async (trx) => {
       const entry = await trx.selectFrom('catalogEntries').select(['id', 'offeredDedicated']).where('name', '=', input.entryName).executeTakeFirst();
-      if (!entry) throw notFound(`catalog entry ${input.entryName}`);
+      if (!entry) throw new ServiceError('not_found', `catalog entry ${input.entryName} not found`, 'entryName');
       if (!entry.offeredDedicated) {
         throw new ServiceError('invalid', `${input.entryName} is offered on the shared surface only`, 'entryName');
       }
