@@ -69,6 +69,26 @@ describe.each(testBackends())('cross-origin attacks on the control plane (%s)', 
     expect(await keyCount()).toBe(before);
   });
 
+  it('a cross-site link or form GET (no Origin, no Referer: only Sec-Fetch-Site) gets no tenant data with the Lax cookie', async () => {
+    const url = `${t.baseUrl}/graphql?query=${encodeURIComponent(withTenant(readTenant))}`;
+    const get = async (headers: Record<string, string>) => {
+      const res = await fetch(url, { headers: { cookie: victim, accept: 'application/json', ...headers } });
+      return { status: res.status, text: await res.text() };
+    };
+    for (const site of ['cross-site', 'same-site']) {
+      const r = await get({ 'sec-fetch-site': site });
+      expect(r.status, site).toBe(403);
+      expect(r.text, site).not.toContain('Tenant A');
+      expect(r.text, site).toContain('forbidden');
+    }
+    // The console's own page, a typed URL, or a script without the header: answered as before.
+    for (const headers of [{ 'sec-fetch-site': 'same-origin' }, { 'sec-fetch-site': 'none' }, {}] as Record<string, string>[]) {
+      const r = await get(headers);
+      expect(r.status, JSON.stringify(headers)).toBe(200);
+      expect(r.text).toContain('Tenant A');
+    }
+  });
+
   it('tRPC: the same page can neither read nor create keys', async () => {
     const before = await keyCount();
     for (const [what, origin] of attackers) {

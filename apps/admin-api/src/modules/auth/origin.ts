@@ -2,6 +2,7 @@
 export interface OriginHeaders {
   readonly origin?: string | string[];
   readonly referer?: string | string[];
+  readonly 'sec-fetch-site'?: string | string[];
 }
 
 const first = (v: string | string[] | undefined): string | undefined => {
@@ -30,12 +31,18 @@ export function normaliseOrigins(list: readonly string[]): readonly string[] {
  * - 'same': its Origin (or, when no Origin was sent, its Referer's origin) is one of `trusted`;
  * - 'foreign': it names anything else, `Origin: null` (sandboxed frames, opaque redirects) included;
  * - 'absent': neither header (scripts, curl; browsers send Origin on every POST).
- * When an Origin header is present it alone decides: a same-origin Referer cannot vouch for it.
+ * When an Origin header is present it alone decides: a same-origin Referer cannot vouch for it. With neither, a
+ * browser's `Sec-Fetch-Site` still tells: `cross-site` or `same-site` (a link or form GET from another site, whose
+ * page set no Referer, carries the Lax session cookie) is 'foreign'; `same-origin` and `none` (typed, bookmarked)
+ * are not foreign, and nothing vouches for them: 'absent'.
  */
 export function classifyOrigin(headers: OriginHeaders, trusted: readonly string[]): 'same' | 'foreign' | 'absent' {
   const origin = first(headers.origin);
   const source = origin !== undefined ? origin : first(headers.referer);
-  if (source === undefined) return 'absent';
+  if (source === undefined) {
+    const site = first(headers['sec-fetch-site'])?.toLowerCase();
+    return site === 'cross-site' || site === 'same-site' ? 'foreign' : 'absent';
+  }
   const normalised = originOf(source);
   return normalised !== undefined && trusted.includes(normalised) ? 'same' : 'foreign';
 }
