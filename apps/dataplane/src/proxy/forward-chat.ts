@@ -9,6 +9,7 @@ import { countPromptTokens } from '../usage/prompt-tokens.ts';
 import { logRequest } from '../logging.ts';
 import { adapterFor } from '../runtimes/runtime-registry.ts';
 import type { OriginState, UpstreamPools, UpstreamTimeouts } from '../upstream/upstream-pools.ts';
+import { firstByteLimitMs } from '../upstream/upstream-pools.ts';
 import type { Router } from '../routing/router.ts';
 import type { RoutingMetrics } from '../routing/routing-metrics.ts';
 import { afterDurable, type UsageSink } from '../usage/usage-reporter.ts';
@@ -208,7 +209,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Server
       if (upstream === null) {
         // Every replica left untried is full (a retry, a replica that left or was ejected while its requests
         // run): wait for a slot rather than overfill one. The gate keeps this rare.
-        if (!hasUntried(target, tried) || performance.now() - call.startPerf > (stream ? deps.timeouts.firstByteMs : deps.timeouts.responseMs)) break;
+        if (!hasUntried(target, tried) || performance.now() - call.startPerf > firstByteLimitMs(deps.timeouts, stream)) break;
         if (!(await deps.pools.waitForSlot(res, SLOT_WAIT_MS)) || clientGone) {
           record(CLIENT_CLOSED, null, 0);
           return;

@@ -7,6 +7,7 @@ import type { H1Controller, H1Handler, H1Head, H1Pool } from '../upstream/h1-poo
 import type { ResolvedUpstream } from '../config/config-view.ts';
 import type { RuntimeFailure } from '../metrics.ts';
 import type { UpstreamTimeouts } from '../upstream/upstream-pools.ts';
+import { firstByteLimitMs } from '../upstream/upstream-pools.ts';
 import { readJsonAnswer } from './json-answer.ts';
 import { binaryOf } from './binary.ts';
 import { createSseRewriter } from './sse-rewriter.ts';
@@ -146,8 +147,7 @@ class AttemptHandler implements H1Handler {
   constructor(o: AttemptOptions, resolve: (o: AttemptOutcome) => void) {
     this.o = o;
     this.resolve = resolve;
-    // A non-streamed answer's first byte comes only once the whole of it is generated.
-    this.firstByteTimer = setTimeout(this.onFirstByteTimeout, o.stream ? o.timeouts.firstByteMs : o.timeouts.responseMs);
+    this.firstByteTimer = setTimeout(this.onFirstByteTimeout, firstByteLimitMs(o.timeouts, o.stream));
   }
 
   settle(outcome: AttemptOutcome): void {

@@ -21,6 +21,9 @@ export interface UpstreamTimeouts {
   readonly idleMs: number;
 }
 
+/** How long a runtime may take to the first byte of its answer: a stream's first token, or a JSON answer whole. */
+export const firstByteLimitMs = (timeouts: UpstreamTimeouts, stream: boolean): number => (stream ? timeouts.firstByteMs : timeouts.responseMs);
+
 export const defaultTimeouts: UpstreamTimeouts = Object.freeze({ connectMs: 5000, firstByteMs: 120_000, responseMs: 600_000, idleMs: 60_000 });
 
 /** When a replica is taken out of rotation, and for how long (outlier-detector.ts). */
