@@ -14,7 +14,9 @@ import type { MetricsListenerOptions } from './metrics-server.ts';
 import { corsRoutes, setCorsHeaders } from './routes/cors-routes.ts';
 import { healthRoutes } from './routes/health-routes.ts';
 import { createChatFastPath } from './routes/chat-fast-path.ts';
-import type { FastPath } from './routes/chat-fast-path.ts';
+import type { ChatFastPath, FastRoute } from './routes/chat-fast-path.ts';
+import { installFront } from './front/http1-front.ts';
+import type { Front } from './front/http1-front.ts';
 import { createChatHandler } from './routes/chat-handler.ts';
 import { inferenceRoutes } from './routes/inference-routes.ts';
 import { collectRoutes, methodNotAllowedRoutes } from './routes/method-not-allowed-routes.ts';
@@ -62,6 +64,11 @@ export interface DataplaneAppOptions {
   readonly metricsListener?: MetricsListenerOptions | null;
   /** Serverless deployments (src/scale): hold through cold starts, wake, load reports (absent: no holding). */
   readonly scale?: ScaleOptions;
+  /**
+   * The node's own HTTP/1.1 front for plain chat requests (front/http1-front.ts; default true). False: Node's HTTP
+   * server reads every request (the fast path still skips Fastify's routing).
+   */
+  readonly front?: boolean;
 }
 
 /** Builds the data-plane Fastify app (never listens). */
@@ -69,12 +76,23 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   const timeouts: UpstreamTimeouts = Object.freeze({ ...defaultTimeouts, ...opts.timeouts });
   const bodyLimit = opts.bodyLimit ?? 1024 * 1024;
   // Plain chat requests are served before Fastify's router (routes/chat-fast-path.ts); the rest reach it.
-  let fastPath: FastPath | null = null;
+  let fastPath: ChatFastPath | null = null;
+  let front: Front | null = null;
   let closing = false;
+  // Connections that never sent a request (below): the front says when one has.
+  const unused = new Set<Socket>();
   const serverFactory = (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
     const server = createServer((req, res) => {
-      if (fastPath === null || !fastPath(req, res)) handler(req, res);
+      if (fastPath === null || !fastPath.onRequest(req, res)) handler(req, res);
     });
+    if (opts.front !== false) {
+      front = installFront<FastRoute>({
+        server,
+        route: (url, headers) => fastPath?.route(url, headers) ?? null,
+        serve: (route, headers, res, body) => fastPath!.serve(route, headers, res, body),
+        onRequest: (socket) => unused.delete(socket),
+      });
+    }
     // What Fastify sets on the servers it creates itself.
     server.keepAliveTimeout = 72_000;
     server.requestTimeout = 0;
@@ -170,7 +188,6 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   });
   // Node's server.close() waits for connections that never sent a request (LB probes, clients'
   // spare sockets) until headersTimeout; drop those at close. Busy and idle ones Fastify handles.
-  const unused = new Set<Socket>();
   app.server.on('connection', (socket: Socket) => {
     unused.add(socket);
     socket.once('close', () => unused.delete(socket));
@@ -178,6 +195,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   app.server.on('request', (req: IncomingMessage) => unused.delete(req.socket));
   app.addHook('preClose', (done) => {
     closing = true;
+    front?.close();
     for (const socket of unused) socket.destroy();
     done();
   });

@@ -66,6 +66,8 @@ const envSchema = z
     ROUTING_SCRAPE_MS: ms(250),
     ROUTING_STALE_MS: ms(2000),
     ROUTING_HOLD_MS: z.coerce.number({ error: 'must be a number of milliseconds' }).int('must be an integer').min(0).default(1000),
+    // The node's own HTTP/1.1 front for plain chat requests (src/front); off: Node's HTTP server reads every request.
+    HTTP_FRONT: z.enum(['on', 'off']).default('on'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('warn'),
   })
   .superRefine((e, ctx) => {

@@ -1,5 +1,5 @@
 import { STATUS_CODES } from 'node:http';
-import type { ServerResponse } from 'node:http';
+import type { ClientResponse } from './front/client-response.ts';
 import type { Duplex } from 'node:stream';
 import { ApiError, ERRORS, errorBody } from '@infer/shared';
 import type { ErrorCode, OpenAIErrorBody } from '@infer/shared';
@@ -82,7 +82,7 @@ export function handleFrameworkError(err: FastifyError, req: FastifyRequest, rep
 }
 
 /** Writes the answer to an error on a raw response (the chat routes); returns its status. */
-export function sendError(res: ServerResponse, err: unknown, log: FastifyBaseLogger, reqId: string): number {
+export function sendError(res: ClientResponse, err: unknown, log: FastifyBaseLogger, reqId: string): number {
   const e = err instanceof Error ? err : new Error(String(err));
   const r = errorReply(e);
   if (r.internal) logInternal(log, e, reqId);
@@ -118,7 +118,7 @@ export function handleClientError(err: Error & { code?: string; reason?: string 
   const why = err.code?.startsWith('HPE_') === true && typeof err.reason === 'string' ? `: ${err.reason}` : '';
   const [status, code, message] = known ?? [400, 'invalid_request', `The request is not valid HTTP/1.1${why}.`];
   // As Node's own handler: nothing is written over a response already under way on this connection.
-  const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent: boolean } | null })._httpMessage;
   if (socket.writable && inFlight?.headersSent !== true) {
     const body = JSON.stringify(errorBody(code, message));
     socket.write(

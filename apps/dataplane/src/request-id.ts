@@ -1,5 +1,5 @@
 import { randomFillSync } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 
 const SANE_REQUEST_ID = /^[\w.:@-]{1,128}$/;
 
@@ -43,8 +43,13 @@ export function requestUuid(): string {
 }
 
 /** Accepts a caller's `x-request-id` when it is short and plain, else a fresh UUID. */
-export function genReqId(req: IncomingMessage): string {
-  const incoming = req.headers['x-request-id'];
+export function genReqId(req: { readonly headers: IncomingHttpHeaders }): string {
+  return requestIdOf(req.headers);
+}
+
+/** `genReqId` from the request's headers. */
+export function requestIdOf(headers: IncomingHttpHeaders): string {
+  const incoming = headers['x-request-id'];
   return typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : requestUuid();
 }
 

@@ -99,6 +99,7 @@ const app = buildDataplaneApp({
   maxRetries: env.UPSTREAM_MAX_RETRIES,
   routing: { policy: env.ROUTING_POLICY, scrapeIntervalMs: env.ROUTING_SCRAPE_MS, staleMs: env.ROUTING_STALE_MS, holdMs: env.ROUTING_HOLD_MS },
   allowedPrivateCidrs: env.ALLOWED_PRIVATE_CIDRS,
+  front: env.HTTP_FRONT === 'on',
   metricsListener: { port: env.METRICS_PORT, host: env.METRICS_HOST, token: env.METRICS_TOKEN ?? null },
   // Serverless: hold through cold starts and report load (stopped with the app); standalone nodes hold nothing.
   scale: {

@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { ClientResponse } from '../front/client-response.ts';
 import { ApiError } from '@infer/shared';
 import type { ConfigView, KeyRateLimits, ResolvedKey, RouteTarget } from '../config/config-view.ts';
 import { afterDurable, type UsageSink } from '../usage/usage-reporter.ts';
@@ -61,7 +61,7 @@ export interface Limits {
    * Context-length pre-check, RPM/TPM check-and-reserve and a replica slot, in that order; throws the
    * caller's ApiError (400, 429, 503). Sets `x-ratelimit-*` on the response when a rate limit applies.
    */
-  admit(requestId: string, key: ResolvedKey, target: RouteTarget, body: Record<string, unknown>, res: ServerResponse): Admission | Promise<Admission>;
+  admit(requestId: string, key: ResolvedKey, target: RouteTarget, body: Record<string, unknown>, res: ClientResponse): Admission | Promise<Admission>;
   /** A usage sink that settles each request's token reservation from its usage record, then passes it on. */
   wrapUsage(sink: UsageSink): UsageSink;
   /** In flight and queued on a target (tests, metrics). */
@@ -150,7 +150,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
     reserved: number,
     target: RouteTarget,
     multiplier: number | null,
-    res: ServerResponse,
+    res: ClientResponse,
   ): Admission | Promise<Admission> => {
     if (d !== null) {
       if (!d.admitted) throw rateLimited(d);
@@ -189,7 +189,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
   };
 
   /** Waits (polling, within the queue's deadline) for a fleet-wide slot; rejects with a QueueRejection. */
-  const takeSharedSlot = async (gateId: string, capacity: number, leaseId: string, res: ServerResponse, deadline: number): Promise<void> => {
+  const takeSharedSlot = async (gateId: string, capacity: number, leaseId: string, res: ClientResponse, deadline: number): Promise<void> => {
     let gone = false;
     const onClose = (): void => {
       gone = true;

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { ApiError } from '@infer/shared';
 import type { ChatUsage } from '@infer/shared';
-import type { ServerResponse } from 'node:http';
+import type { ClientResponse } from '../front/client-response.ts';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ResolvedKey, ResolvedUpstream, RouteTarget } from '../config/config-view.ts';
 import type { DataplaneMetrics, RuntimeFailure } from '../metrics.ts';
@@ -102,7 +102,7 @@ function retryable(o: AttemptOutcome): boolean {
  * record is written per call, and the request is counted in the metrics here, with its real outcome; an
  * ApiError it throws is for the caller to send (already counted).
  */
-export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: ServerResponse, log: FastifyBaseLogger): Promise<void> {
+export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: ClientResponse, log: FastifyBaseLogger): Promise<void> {
   const { input, target } = call;
   const { metrics } = deps;
   // (No local holds the parsed body: a suspended async function keeps its locals, and it may be released below.)

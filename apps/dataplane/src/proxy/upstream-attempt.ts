@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { ClientResponse } from '../front/client-response.ts';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { ApiError } from '@infer/shared';
@@ -56,7 +56,7 @@ export interface AttemptOptions {
   readonly wantsUsage: boolean;
   readonly clientModel: string;
   /** The client's response; headers set on it beforehand (request id, CORS, rate limits) go out with the stream's. */
-  readonly res: ServerResponse;
+  readonly res: ClientResponse;
   readonly onFirstByte: () => void;
   /**
    * The runtime request really ended (its response end, or the pool's error after a failure or an abort): called
@@ -93,7 +93,7 @@ const noop = (): void => {};
  * Everything else (the head, the end and its last chunk, the chunks of the error paths) still goes through `res`,
  * which writes to the same socket in order.
  */
-function directSocket(res: ServerResponse): Socket | null {
+function directSocket(res: ClientResponse): Socket | null {
   const socket = res.socket;
   if (socket === null || !res.chunkedEncoding || res.writableEnded || !socket.writable) return null;
   return socket;
@@ -138,7 +138,7 @@ class AttemptHandler implements H1Handler {
   lastDataAt = 0;
   onDrain: (() => void) | null = null;
   /** Where `onDrain` listens: the client's socket when chunks are written to it directly (`directSocket`), else `res`. */
-  drainFrom: NodeJS.EventEmitter | null = null;
+  drainFrom: Socket | ClientResponse | null = null;
   /** The response head went out with the first chunk written directly to the socket. */
   headOut = false;
   /** SSE output waiting for the end of the tick. */

@@ -1,12 +1,14 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { ApiError } from '@infer/shared';
 import type { FastifyBaseLogger } from 'fastify';
 import { authenticate } from '../auth.ts';
 import type { ConfigStore } from '../config/config-store.ts';
+import type { ResolvedKey } from '../config/config-view.ts';
+import type { ClientResponse } from '../front/client-response.ts';
 import { exceedsJsonDepth, tooDeepError } from '../proxy/json-depth.ts';
 import { membersAsWritten } from '../proxy/raw-payload.ts';
-import { genReqId } from '../request-id.ts';
+import { requestIdOf } from '../request-id.ts';
 import type { ChatExchange, ChatHandler, DedicatedParams } from './chat-handler.ts';
 import { setRawCorsHeaders } from './cors-routes.ts';
 
@@ -35,6 +37,21 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 /** Answers a request itself (true) or leaves it to Fastify (false). */
 export type FastPath = (req: IncomingMessage, res: ServerResponse) => boolean;
 
+/** A plain chat request's route, from its head: the shared URL (`dedicated` null) or a dedicated one, and its body length. */
+export interface FastRoute {
+  readonly dedicated: DedicatedParams | null;
+  readonly length: number;
+}
+
+/** The fast path, for Node's request event (`onRequest`) and for the node's own HTTP/1.1 front (`route`, `serve`). */
+export interface ChatFastPath {
+  readonly onRequest: FastPath;
+  /** The route of a POST with these URL and headers when it is a plain chat request, else null (Fastify's then). */
+  route(url: string, headers: IncomingHttpHeaders): FastRoute | null;
+  /** Serves a plain chat request whose whole body (exactly `route.length` bytes) has arrived. */
+  serve(route: FastRoute, headers: IncomingHttpHeaders, res: ClientResponse, raw: Buffer): void;
+}
+
 const SHARED_PATH = '/endpoints/v1/chat/completions';
 const DEDICATED_HEAD = '/funccall/';
 const DEDICATED_MIDDLE = '/endpoints/';
@@ -58,30 +75,32 @@ const isPlainJson = (ct: string | undefined): boolean => ct === 'application/jso
 
 /**
  * Serves plain chat requests (POST, exact path, JSON with a Content-Length within the limit, no Content-Encoding) straight from
- * Node's request event, skipping Fastify's routing, hooks, reply objects and content-type machinery; what
- * happens to them (auth, body errors, limits, forwarding, metrics, logs, headers) is what the Fastify routes
- * do, through the same code. Every other request goes to Fastify.
+ * Node's request event or the node's own front, skipping Fastify's routing, hooks, reply objects and content-type
+ * machinery; what happens to them (auth, body errors, limits, forwarding, metrics, logs, headers) is what the Fastify
+ * routes do, through the same code. Every other request goes to Fastify.
  */
-export function createChatFastPath(opts: ChatFastPathOptions): FastPath {
+export function createChatFastPath(opts: ChatFastPathOptions): ChatFastPath {
   const { store, chat, bodyLimit, parseJson, log } = opts;
 
-  return (req, res) => {
-    if (req.method !== 'POST' || opts.closing()) return false;
-    const url = req.url ?? '';
+  const route = (url: string, headers: IncomingHttpHeaders): FastRoute | null => {
+    if (opts.closing()) return null;
     let dedicated: DedicatedParams | null = null;
     if (url !== SHARED_PATH) {
       dedicated = dedicatedParams(url);
-      if (dedicated === null) return false;
+      if (dedicated === null) return null;
     }
-    const headers = req.headers;
     // A Content-Encoding is refused (or `identity` let through) by the Fastify routes.
-    if (!isPlainJson(headers['content-type']) || headers['transfer-encoding'] !== undefined || headers['content-encoding'] !== undefined) return false;
+    if (!isPlainJson(headers['content-type']) || headers['transfer-encoding'] !== undefined || headers['content-encoding'] !== undefined) return null;
     const length = Number(headers['content-length']);
-    if (!(length > 0 && length <= bodyLimit)) return false;
+    if (!(length > 0 && length <= bodyLimit)) return null;
+    return { dedicated, length };
+  };
 
+  /** The exchange and the caller's key, or null once an auth failure is answered. */
+  const begin = (r: FastRoute, headers: IncomingHttpHeaders, res: ClientResponse): [ChatExchange, ResolvedKey] | null => {
     const startPerf = performance.now();
     const startedAt = Date.now();
-    const requestId = genReqId(req);
+    const requestId = requestIdOf(headers);
     res.setHeader('x-request-id', requestId);
     if (headers.origin !== undefined) setRawCorsHeaders(res);
     const x: ChatExchange = {
@@ -90,14 +109,41 @@ export function createChatFastPath(opts: ChatFastPathOptions): FastPath {
       res,
       startedAt,
       startPerf,
-      mode: dedicated === null ? 'shared' : 'dedicated',
+      mode: r.dedicated === null ? 'shared' : 'dedicated',
       log,
     };
     const key = authenticate(store.view, headers.authorization, startedAt);
     if (key instanceof ApiError) {
       chat.fail(x, key);
-      return true;
+      return null;
     }
+    return [x, key];
+  };
+
+  /** The body is all here: depth check, parse, serve. */
+  const bodyRead = (x: ChatExchange, key: ResolvedKey, r: FastRoute, raw: Buffer): void => {
+    const text = raw.toString('utf8');
+    // Refused before anything is parsed or counted: deep nesting would blow the stack further on.
+    if (exceedsJsonDepth(text)) {
+      chat.fail(x, tooDeepError());
+      return;
+    }
+    parseJson(text, (parseErr, body) => {
+      if (parseErr !== null) bodyFailed(x, parseErr);
+      // The bytes go along when the runtime may get them as they are (proxy/raw-payload.ts) and the body is long
+      // enough for the splice to pay: a short one is serialised again for less than the splice's native calls cost.
+      else void chat.serve(x, key, r.dedicated, body, raw.length >= SPLICE_MIN_BYTES && isRecord(body) && membersAsWritten(raw, body) ? raw : undefined);
+    });
+  };
+
+  const onRequest: FastPath = (req, res) => {
+    if (req.method !== 'POST') return false;
+    const r = route(req.url ?? '', req.headers);
+    if (r === null) return false;
+    const length = r.length;
+    const started = begin(r, req.headers, res);
+    if (started === null) return true;
+    const [x, key] = started;
 
     // Read the body as Fastify does: raw buffers, decoded once, length checked against Content-Length.
     const chunks: Buffer[] = [];
@@ -121,18 +167,7 @@ export function createChatFastPath(opts: ChatFastPathOptions): FastPath {
       }
       const raw = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, received);
       chunks.length = 0; // the 'data' listener (kept) must not hold the body for the request's life
-      const text = raw.toString('utf8');
-      // Refused before anything is parsed or counted: deep nesting would blow the stack further on.
-      if (exceedsJsonDepth(text)) {
-        chat.fail(x, tooDeepError());
-        return;
-      }
-      parseJson(text, (parseErr, body) => {
-        if (parseErr !== null) bodyFailed(x, parseErr);
-        // The bytes go along when the runtime may get them as they are (proxy/raw-payload.ts) and the body is long
-        // enough for the splice to pay: a short one is serialised again for less than the splice's native calls cost.
-        else void chat.serve(x, key, dedicated, body, raw.length >= SPLICE_MIN_BYTES && isRecord(body) && membersAsWritten(raw, body) ? raw : undefined);
-      });
+      bodyRead(x, key, r, raw);
     };
     req.on('data', onData);
     req.on('end', onEnd);
@@ -140,9 +175,16 @@ export function createChatFastPath(opts: ChatFastPathOptions): FastPath {
     return true;
   };
 
+  const serve = (r: FastRoute, headers: IncomingHttpHeaders, res: ClientResponse, raw: Buffer): void => {
+    const started = begin(r, headers, res);
+    if (started !== null) bodyRead(started[0], started[1], r, raw);
+  };
+
   function bodyFailed(x: ChatExchange, err: Error): void {
     // As Fastify does after a body error: the client may still be sending, so the connection closes.
     x.res.setHeader('connection', 'close');
     chat.fail(x, err);
   }
+
+  return { onRequest, route, serve };
 }

@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { ClientResponse } from '../front/client-response.ts';
 import { ApiError, chatRequestSchema } from '@infer/shared';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ConfigStore } from '../config/config-store.ts';
@@ -27,7 +27,7 @@ export interface ChatExchange {
   /** True when `requestId` is the caller's own `x-request-id` (not unique: see `meterId`). */
   readonly callerId: boolean;
   /** Headers already set on it (request id, CORS) go out with the answer. */
-  readonly res: ServerResponse;
+  readonly res: ClientResponse;
   /** Arrival, as epoch ms and as `performance.now()`. */
   readonly startedAt: number;
   readonly startPerf: number;

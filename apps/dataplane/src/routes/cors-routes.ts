@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { ClientResponse } from '../front/client-response.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
 // The console's playground calls the data plane from the browser with a bearer key (no cookies), so any
@@ -27,7 +27,7 @@ export function setCorsHeaders(reply: FastifyReply): void {
 }
 
 /** The same headers, on a raw response (the chat fast path). */
-export function setRawCorsHeaders(res: ServerResponse): void {
+export function setRawCorsHeaders(res: ClientResponse): void {
   res.setHeader('access-control-allow-origin', '*');
   res.setHeader('access-control-expose-headers', EXPOSE_HEADERS);
 }

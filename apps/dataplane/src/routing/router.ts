@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { ClientResponse } from '../front/client-response.ts';
 import type { FastifyBaseLogger } from 'fastify';
 import type { ResolvedUpstream, RouteTarget } from '../config/config-view.ts';
 import type { UpstreamPools } from '../upstream/upstream-pools.ts';
@@ -39,7 +39,7 @@ export interface Router {
    */
   pick(target: RouteTarget, skip: ReadonlySet<string> | null, body: Record<string, unknown>, log: FastifyBaseLogger, cap?: number): RoutePick | null;
   /** Null when the target may be sent to now; else a wait that ends when a replica has room, or in a shed. */
-  hold(target: RouteTarget, res: ServerResponse): Promise<HoldOutcome> | null;
+  hold(target: RouteTarget, res: ClientResponse): Promise<HoldOutcome> | null;
 }
 
 const HOLD_POLL_MS = 25;

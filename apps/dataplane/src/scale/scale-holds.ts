@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { ClientResponse } from '../front/client-response.ts';
 import { performance } from 'node:perf_hooks';
 import { ApiError } from '@infer/shared';
 import type { ColdStartSample, DeploymentLoad, SnapshotDeployment } from '@infer/shared';
@@ -49,7 +49,7 @@ export interface ScaleHolds {
    * answer to send now: 400 bad `x-scale-up-timeout` or a prompt over the context length (no point waiting), 503 `deployment_scaling_up` when the cold start still
    * expected outlasts the deadline, 429 when this deployment's hold queue is full.
    */
-  hold(res: ServerResponse, target: RouteTarget, usageId: string, body: Record<string, unknown>): HeldTicket | null;
+  hold(res: ClientResponse, target: RouteTarget, usageId: string, body: Record<string, unknown>): HeldTicket | null;
   /** Turns usage records of requests that waited into cold-start samples, then passes them on. */
   wrapUsage(sink: UsageSink): UsageSink;
   /**
@@ -68,7 +68,7 @@ export interface ScaleHolds {
 }
 
 interface Held {
-  readonly res: ServerResponse;
+  readonly res: ClientResponse;
   readonly usageId: string;
   readonly stream: boolean;
   readonly since: number;
