@@ -123,6 +123,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   const metricsServer = opts.metricsListener ? createMetricsServer(metrics, opts.metricsListener) : null;
   app.decorate('metricsUrl', () => metricsServer?.url() ?? null);
   app.decorate('inFlightNow', () => metrics.inFlightNow());
+  app.decorate('frontConnections', () => (front as Front | null)?.size() ?? 0);
   if (metricsServer !== null) {
     // A metrics port that cannot bind must not take the inference surface down with it.
     app.addHook('onReady', async () => {

@@ -6,6 +6,8 @@ declare module 'fastify' {
     metricsUrl(): string | null;
     /** Chat requests in flight on this node now. */
     inFlightNow(): number;
+    /** Client connections the node's own HTTP/1.1 front holds now (src/front; 0 with the front off). */
+    frontConnections(): number;
   }
   interface FastifyRequest {
     /** The caller's key, set by the auth hook of the inference routes. */
