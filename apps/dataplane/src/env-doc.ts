@@ -53,6 +53,10 @@ export const DATAPLANE_ENV_DOC: Readonly<Record<string, EnvVarDoc>> = {
   SCALE_HOLD_MAX_MS: { meaning: 'upper bound of the hold deadline' },
   LOAD_REPORT_MS: { meaning: 'load reports and cold-start progress comments are sent this often' },
   WAKE_RESEND_MS: { meaning: 'a wake is re-sent this often while requests stay held' },
+  HTTP_FRONT: {
+    meaning:
+      "`on`: the node's own HTTP/1.1 front reads plain chat requests (src/front); any other request hands its connection to Node's HTTP server. `off`: Node's server reads every request (a switch for an operator who suspects the front)",
+  },
   LOG_LEVEL: { meaning: '`fatal` … `trace`, or `silent`' },
   ROUTING_POLICY: {
     meaning:
