@@ -124,6 +124,19 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   app.decorate('metricsUrl', () => metricsServer?.url() ?? null);
   app.decorate('inFlightNow', () => metrics.inFlightNow());
   app.decorate('frontConnections', () => (front as Front | null)?.size() ?? 0);
+  if (opts.front !== false) {
+    metrics.section((lines) => {
+      const f = front as Front | null;
+      lines.push(
+        '# HELP dataplane_front_connections Client connections the HTTP/1.1 front holds now (plain chat requests).',
+        '# TYPE dataplane_front_connections gauge',
+        `dataplane_front_connections ${f?.size() ?? 0}`,
+        "# HELP dataplane_front_handovers_total Client connections the front handed to Node's HTTP server (another kind of request).",
+        '# TYPE dataplane_front_handovers_total counter',
+        `dataplane_front_handovers_total ${f?.handedOver() ?? 0}`,
+      );
+    });
+  }
   if (metricsServer !== null) {
     // A metrics port that cannot bind must not take the inference surface down with it.
     app.addHook('onReady', async () => {

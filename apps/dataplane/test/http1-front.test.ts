@@ -258,10 +258,17 @@ describe('connections the front holds', () => {
     await waitFor(() => c.answers().length === 3);
     expect(c.answers()[2]!.status).toBe(200);
     expect(withFront.app.frontConnections()).toBe(before);
+    const metrics = await fetch(withFront.metricsUrl).then((r) => r.text());
+    expect(metrics).toMatch(/^dataplane_front_connections \d+$/m);
+    expect(Number(/^dataplane_front_handovers_total (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThan(0);
     c.socket.write(post());
     await waitFor(() => c.answers().length === 4);
     expect(c.answers()[3]!.status).toBe(200);
     c.socket.destroy();
+  });
+
+  it('a node without the front says nothing of it in its metrics', async () => {
+    expect(await fetch(withoutFront.metricsUrl).then((r) => r.text())).not.toContain('dataplane_front_');
   });
 
   it('a client that leaves mid-stream frees its connection', async () => {

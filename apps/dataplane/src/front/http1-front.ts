@@ -29,6 +29,8 @@ export interface FrontOptions<R> {
 export interface Front {
   /** Connections the front holds now. */
   size(): number;
+  /** Connections it has handed to Node's HTTP server since it started. */
+  handedOver(): number;
   /** Stops taking requests: idle connections close now, busy ones after their answer (with `Connection: close`). */
   close(): void;
 }
@@ -340,6 +342,7 @@ class Connection {
     socket.off('error', this.onError);
     socket.off('drain', this.onDrain);
     front.connections.delete(this);
+    front.handedOver++;
     // A request whose body is still coming goes over whole: its head and what came of its body, then the rest.
     const parts = this.route !== null && this.headBytes !== null ? [this.headBytes, ...this.body] : [];
     if (this.bytes.view !== null) parts.push(this.bytes.view);
@@ -420,6 +423,7 @@ interface FrontState {
   readonly nodeListener: (this: Server, socket: Socket) => void;
   clock: number;
   closing: boolean;
+  handedOver: number;
 }
 
 /** Bytes 0x80-0xff: a head holding them is written as Latin-1 on its own (Node writes heads as Latin-1). */
@@ -602,7 +606,7 @@ export function installFront<R>(opts: FrontOptions<R>): Front {
   if (nodeListener === undefined) throw new Error('installFront: the server has no connection listener of its own');
   server.off('connection', nodeListener);
   // The routes the front keeps are opaque to it: `route` makes them, `serve` takes them back.
-  const state: FrontState = { opts: opts as unknown as FrontOptions<unknown>, connections: new Set(), nodeListener, clock: 0, closing: false };
+  const state: FrontState = { opts: opts as unknown as FrontOptions<unknown>, connections: new Set(), nodeListener, clock: 0, closing: false, handedOver: 0 };
   const sweep = setInterval(() => {
     const clock = ++state.clock;
     for (const c of state.connections) c.sweep(clock);
@@ -618,6 +622,7 @@ export function installFront<R>(opts: FrontOptions<R>): Front {
   });
   return {
     size: () => state.connections.size,
+    handedOver: () => state.handedOver,
     close() {
       state.closing = true;
       // A busy one ends after its answer (`finished`), as does one whose body is coming; a head that comes from now on
