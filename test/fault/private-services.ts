@@ -23,7 +23,8 @@
  */
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
+import { freePortRange } from '../../apps/web/e2e/platform.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -57,18 +58,12 @@ const DIR_PREFIX = 'infer-fault-';
 const OWNER_FILE = 'owner.pid';
 const open = new Set<Instance>();
 
-/** A TCP port on 127.0.0.1 that was free a moment ago. */
+/**
+ * A TCP port on 127.0.0.1 that was free a moment ago, outside the kernel's ephemeral range (freePortRange): a service
+ * started (or restarted after a kill) on it later must not find it taken by an outgoing connection meanwhile.
+ */
 export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      srv.close(() => (port > 0 ? resolve(port) : reject(new Error('no free port'))));
-    });
-  });
+  return freePortRange(1);
 }
 
 /** True while the process exists and is not a zombie (an unreaped child of a PID 1 that never reaps). */
