@@ -596,6 +596,16 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
       });
     }
 
+    it('tenant with neither id nor slug is an invalid request naming id, not a tenant that does not exist', async () => {
+      for (const query of ['{ tenant { id } }', 'query($t: ID) { tenant(id: $t) { id } }']) {
+        const r = await gql(callers.ownerA, query, { t: null });
+        expect(r.errors?.[0], query).toMatchObject({ message: 'name the tenant by id or slug', extensions: { code: 'invalid', param: 'id' } });
+      }
+      // A slug no tenant has is still not found; anonymous callers still get unauthenticated first.
+      expect(outcome(await gql(callers.ownerA, '{ tenant(slug: "") { id } }'))).toBe('not_found');
+      expect(outcome(await gql(callers.anonymous, '{ tenant { id } }'))).toBe('unauthenticated');
+    });
+
     it("tenant B's callers read nothing of A through B's tenant with A's ids", async () => {
       for (const actor of ['memberB', 'tokenB'] as const) {
         const r = await gql(callers[actor], `query($t: ID, $d: ID!) { tenant(id: $t) { deployment(id: $d) { id } deployments { id } apiKeys { id } } }`, {

@@ -294,7 +294,9 @@ export async function adminListTenants(db: Db, principal: Principal): Promise<Te
 /** One tenant of the caller by id or slug; a tenant the caller cannot see is "not found". */
 export async function getCallerTenant(db: Db, principal: Principal, by: { readonly id?: string | null; readonly slug?: string | null }): Promise<Tenant> {
   requireAuthenticated(principal);
-  const tenant = by.id != null ? (isUuid(by.id) ? await getTenantById(db, by.id) : null) : by.slug ? await getTenantBySlug(db, by.slug) : null;
+  // Naming no tenant is the caller's mistake, not a tenant that does not exist.
+  if (by.id == null && by.slug == null) throw new ServiceError('invalid', 'name the tenant by id or slug', 'id');
+  const tenant = by.id != null ? (isUuid(by.id) ? await getTenantById(db, by.id) : null) : await getTenantBySlug(db, by.slug!);
   if (!tenant) throw notFound('tenant');
   requireTenantRole(principal, tenant.id);
   return tenant;
