@@ -184,6 +184,25 @@ describe.each(testBackends())('hardening (%s)', (kind) => {
         expect(body.errors?.[0]?.message.length, what).toBeGreaterThan(0);
       }
     });
+    it('every refusal has extensions.code and extensions.param, as the README says (GraphQL Yoga’s own ones included)', async () => {
+      const cases: [string, Raw][] = [
+        ['bad JSON', await gql('{"query":')],
+        ['text/plain', await gql('{ viewer { kind } }', { 'content-type': 'text/plain' })],
+        ['DELETE', await raw(`${t.baseUrl}/graphql`, { method: 'DELETE' })],
+        ['Accept text/html', await gql({ query: '{ viewer { kind } }' }, { accept: 'text/html' })],
+        ['GET without a query', await raw(`${t.baseUrl}/graphql`)],
+        ['mutation over GET', await raw(`${t.baseUrl}/graphql?query=${encodeURIComponent('mutation { logout }')}`)],
+        ['no query', await gql('{}')],
+        ['syntax error', await gql({ query: '{ viewer { ' })],
+        ['unknown field', await gql({ query: '{ nope }' })],
+        ['bad variable', await gql({ query: 'query($id: ID) { tenant(id: $id) { id } }', variables: { id: { a: 1 } } })],
+      ];
+      for (const [what, r] of cases) {
+        const ext = (r.json as { errors?: { extensions?: Record<string, unknown> }[] }).errors?.[0]?.extensions;
+        expect(typeof ext?.['code'], `${what}: ${r.text}`).toBe('string');
+        expect(ext !== undefined && 'param' in ext, `${what}: ${r.text}`).toBe(true);
+      }
+    });
     it('a syntax error is a 400 whatever the Accept', async () => {
       const r = await gql({ query: '{ viewer { ' }, { accept: 'application/json' });
       expectClient4xx(r, 400);

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { createYoga, type Plugin } from 'graphql-yoga';
+import { createGraphQLError, createYoga, type Plugin } from 'graphql-yoga';
 import type { PublicUrls } from '@infer/shared';
 import type { Db } from '../db.ts';
 import { maskGraphQLError, toGraphQLError } from '../error-mapping.ts';
@@ -68,6 +68,33 @@ function requestGuard(limits: GraphQLLimits, rateLimit: PrincipalRateLimit): Plu
   };
 }
 
+/**
+ * Every error names the argument it is about in `extensions.param` (null: none), as the README's error shape says:
+ * the service errors do; graphql's and Yoga's own (parse, validation, a request without a query) name none, and get
+ * `param: null` here, just before the answer is written, whichever phase produced them.
+ */
+function useErrorParams(): Plugin<Context> {
+  return {
+    onResultProcess({ result, setResult }) {
+      if (Array.isArray(result) || Symbol.asyncIterator in result) return; // no batching; subscriptions are not offered
+      const errors = result.errors;
+      if (errors === undefined || errors.every((e) => e.extensions !== undefined && 'param' in e.extensions && 'code' in e.extensions)) return;
+      setResult({
+        ...result,
+        errors: errors.map((e) =>
+          createGraphQLError(e.message, {
+            nodes: e.nodes,
+            source: e.source,
+            positions: e.positions,
+            path: e.path,
+            extensions: { ...e.extensions, code: e.extensions?.['code'] ?? 'invalid', param: e.extensions?.['param'] ?? null },
+          }),
+        ),
+      });
+    },
+  };
+}
+
 /** The Yoga instance behind `/graphql`: resolves the caller per request, masks unexpected errors. */
 export function createGraphQLServer(opts: GraphQLServerOptions) {
   const limits: GraphQLLimits = Object.freeze({ ...DEFAULT_GRAPHQL_LIMITS, ...opts.limits });
@@ -84,7 +111,7 @@ export function createGraphQLServer(opts: GraphQLServerOptions) {
       if (origin === null || !allowed.includes(origin.toLowerCase())) return false;
       return { origin: [origin], credentials: true, methods: ['GET', 'POST'], allowedHeaders: ['content-type', 'authorization'] };
     },
-    plugins: [useDepthLimit(limits), useOperationSizeLimit(limits), requestGuard(limits, rateLimit)],
+    plugins: [useDepthLimit(limits), useOperationSizeLimit(limits), requestGuard(limits, rateLimit), useErrorParams()],
     context: async ({ req, reply }) => {
       let caller: RequestCaller;
       try {
