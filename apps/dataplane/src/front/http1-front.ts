@@ -19,8 +19,8 @@ export interface FrontOptions<R> {
   /** The listening HTTP server (Fastify's): its own connection handling takes what the front hands over. */
   readonly server: Server;
   /** The route of a POST with this URL and headers when the front serves it, else null (handed to Node's server). */
-  readonly route: (url: string, headers: IncomingHttpHeaders) => (R & { readonly length: number }) | null;
-  /** Serves a request whose body (`route(...).length` bytes) has arrived. */
+  readonly route: (url: string, headers: IncomingHttpHeaders) => R | null;
+  /** Serves a request whose body (its Content-Length, as the front read it) has arrived. */
   readonly serve: (route: R, headers: IncomingHttpHeaders, res: FrontResponse, body: Buffer) => void;
   /** A connection's first request head was read (it is no longer an unused connection). */
   readonly onRequest?: (socket: Socket) => void;
@@ -88,7 +88,7 @@ function plainBytes(buf: Buffer, end: number): boolean {
 }
 
 /** The head's fields (`buf` up to `end`, the blank line's start), or null when the front does not take it. */
-function parseHead(buf: Buffer, end: number): { url: string; headers: Record<string, string>; close: boolean } | null {
+function parseHead(buf: Buffer, end: number): { url: string; headers: Record<string, string>; length: number; close: boolean } | null {
   if (!plainBytes(buf, end)) return null;
   const lines = buf.toString('latin1', 0, end).split('\r\n');
   if (lines.length > MAX_HEADER_LINES + 1) return null;
@@ -123,7 +123,7 @@ function parseHead(buf: Buffer, end: number): { url: string; headers: Record<str
   if (length === undefined || !DIGITS.test(length)) return null;
   // HTTP/1.1 requires exactly one Host (a repeat is handed over above); Node's server refuses a request without one.
   if (headers['host'] === undefined) return null;
-  return { url: m[1]!, headers, close };
+  return { url: m[1]!, headers, length: Number(length), close };
 }
 
 /** `line` from `from` without the optional whitespace (spaces and tabs only, as llhttp) around a header value. */
@@ -272,12 +272,13 @@ class Connection {
       }
       const head = parseHead(buf, end);
       const route = head === null ? null : this.front.opts.route(head.url, head.headers);
-      if (head === null || route === null || route.length !== Number(head.headers['content-length'])) {
+      if (head === null || route === null) {
         this.handOver();
         return;
       }
+      // The body is framed by the Content-Length the front parsed itself, whatever the route made of it.
       this.route = route;
-      this.length = route.length;
+      this.length = head.length;
       this.headers = head.headers;
       this.closeAfter = head.close;
       this.received = 0;
@@ -315,7 +316,6 @@ class Connection {
     this.res = null;
     this.since = this.front.clock;
     res.writableFinished = true;
-    res.emit('finish');
     res.closed();
     if (this.gone) return;
     if (res.closeConnection || this.clientEnded || this.front.closing) {
