@@ -86,12 +86,23 @@ describe.each(testBackends())('serverless burst from zero (control plane, data p
   }, 60_000);
 
   afterAll(async () => {
-    if (deploymentId) await stopDeployment(admin.deployments, alice, { tenantId, deploymentId }).catch(() => undefined);
-    await dataplane?.close();
-    await client?.close();
-    await admin?.close();
-    await database?.close();
-  }, 60_000);
+    // Each step names itself when it is slow, so that a teardown that hangs says where (it happened once in CI, under
+    // a loaded machine, and not since).
+    const step = async (what: string, run: () => Promise<unknown> | undefined): Promise<void> => {
+      const started = Date.now();
+      const slow = setInterval(() => console.error(`serverless-burst teardown: still in ${what} after ${Date.now() - started} ms`), 10_000);
+      try {
+        await run();
+      } finally {
+        clearInterval(slow);
+      }
+    };
+    await step('stopDeployment', () => (deploymentId ? stopDeployment(admin.deployments, alice, { tenantId, deploymentId }).catch(() => undefined) : undefined));
+    await step('the data plane close', () => dataplane?.close());
+    await step('the config client close', () => client?.close());
+    await step('the control plane close', () => admin?.close());
+    await step('the database close', () => database?.close());
+  }, 120_000);
 
   it(`${BURST} concurrent requests against a deployment at zero (target ${TARGET}, max ${MAX}) all succeed within the replica and concurrency bounds`, async () => {
     const d = await deployEndpoint(admin.deployments, alice, {
