@@ -97,7 +97,9 @@ describe.each(testBackends())('serverless burst from zero (control plane, data p
         clearInterval(slow);
       }
     };
-    await step('stopDeployment', () => (deploymentId ? stopDeployment(admin.deployments, alice, { tenantId, deploymentId }).catch(() => undefined) : undefined));
+    await step('stopDeployment', () =>
+      deploymentId ? stopDeployment(admin.deployments, alice, { tenantId, deploymentId }).catch(() => undefined) : undefined,
+    );
     await step('the data plane close', () => dataplane?.close());
     await step('the config client close', () => client?.close());
     await step('the control plane close', () => admin?.close());
