@@ -42,21 +42,52 @@ mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 chmodSync(dataDir, 0o700);
 
 const children: ChildProcess[] = [];
+const names = new Map<ChildProcess, string>();
 let stopping = false;
 // The children run in process groups of their own (detached), so a terminal's Ctrl-C (SIGINT to the whole
 // foreground group) reaches only this process, which stops them in order and exits 0: no child dies of the
 // SIGINT first and makes a clean stop look like a crash (pnpm's "ELIFECYCLE Command failed").
+//
+// The order: the data plane first, which stops taking requests, lets the ones in flight finish and sends their usage
+// to the control plane; then the control plane and the runtimes. Stopped together, the runtimes cut the streams in
+// flight and the usage records stayed in the data plane's spool until the next start. A second Ctrl-C stops
+// everything at once.
+/** How long the data plane may take to finish the requests in flight before it is killed. */
+const DATAPLANE_DRAIN_MS = 10_000;
+/** How long the control plane and the runtimes may take after SIGTERM. */
+const REST_STOP_MS = 5000;
+
+function exited(c: ChildProcess): Promise<void> {
+  return c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', () => r()));
+}
+
+/** SIGTERM to `group`; SIGKILL to what is left of it after `ms`. Resolves once all of it has exited. */
+async function stopGroup(group: readonly ChildProcess[], ms: number): Promise<void> {
+  const live = group.filter((c) => c.exitCode === null && c.signalCode === null);
+  for (const c of live) c.kill('SIGTERM');
+  const kill = setTimeout(() => {
+    for (const c of live) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  }, ms);
+  await Promise.all(live.map(exited));
+  clearTimeout(kill);
+}
 
 function stopAll(code: number): void {
-  if (stopping) return;
-  stopping = true;
-  for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
-  const deadline = setTimeout(() => {
-    for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  if (stopping) {
+    // Asked again (a second Ctrl-C): at once.
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
     process.exit(code);
-  }, 5000);
-  deadline.unref();
-  void Promise.all(children.map((c) => (c.exitCode === null ? new Promise((r) => c.once('exit', r)) : null))).then(() => process.exit(code));
+  }
+  stopping = true;
+  const dataplanes = children.filter((c) => names.get(c) === 'dataplane');
+  void stopGroup(dataplanes, DATAPLANE_DRAIN_MS)
+    .then(() =>
+      stopGroup(
+        children.filter((c) => !dataplanes.includes(c)),
+        REST_STOP_MS,
+      ),
+    )
+    .then(() => process.exit(code));
 }
 process.on('SIGINT', () => stopAll(0));
 process.on('SIGTERM', () => stopAll(0));
@@ -91,6 +122,7 @@ function launch(name: string, script: string, args: string[], extraEnv: Record<s
     }
   });
   children.push(child);
+  names.set(child, name);
   return child;
 }
 

@@ -223,6 +223,29 @@ describe('pnpm start', () => {
       }
       expect(readFileSync(demoFile, 'utf8')).toBe(before);
       expect((await chatWith(demo)).status).toBe(200);
+
+      // Ctrl-C while a stream is in flight: the data plane stops first and lets it finish before the runtimes stop.
+      const inFlight = await fetch(`${demo['SHARED_BASE_URL']}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${demo['INFERENCE_API_KEY']}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: demo['SHARED_MODEL'],
+          messages: [{ role: 'user', content: 'a long answer, please' }],
+          max_tokens: 1500,
+          stream: true,
+          stream_options: { include_usage: true },
+        }),
+      });
+      expect(inFlight.status).toBe(200);
+      const reader = inFlight.body!.getReader();
+      const decoder = new TextDecoder();
+      let streamed = decoder.decode((await reader.read()).value, { stream: true }); // the stream has begun
+      const stopped = stop(first.child);
+      for (let r = await reader.read(); !r.done; r = await reader.read()) streamed += decoder.decode(r.value, { stream: true });
+      expect(await stopped, first.output()).toBe(0);
+      expect(streamed).not.toContain('"error"');
+      expect(streamed.trimEnd().endsWith('data: [DONE]'), streamed.slice(-300)).toBe(true);
+      expect(streamed).toContain('"completion_tokens":1500');
     } finally {
       expect(await stop(first.child), first.output()).toBe(0);
     }
