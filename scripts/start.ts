@@ -42,7 +42,8 @@ mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 chmodSync(dataDir, 0o700);
 
 const children: ChildProcess[] = [];
-const names = new Map<ChildProcess, string>();
+/** The data plane, stopped first (see stopAll). */
+let dataplane: ChildProcess | null = null;
 let stopping = false;
 // The children run in process groups of their own (detached), so a terminal's Ctrl-C (SIGINT to the whole
 // foreground group) reaches only this process, which stops them in order and exits 0: no child dies of the
@@ -57,33 +58,31 @@ const DATAPLANE_DRAIN_MS = 10_000;
 /** How long the control plane and the runtimes may take after SIGTERM. */
 const REST_STOP_MS = 5000;
 
-function exited(c: ChildProcess): Promise<void> {
-  return c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', () => r()));
-}
+const running = (c: ChildProcess): boolean => c.exitCode === null && c.signalCode === null;
 
 /** SIGTERM to `group`; SIGKILL to what is left of it after `ms`. Resolves once all of it has exited. */
 async function stopGroup(group: readonly ChildProcess[], ms: number): Promise<void> {
-  const live = group.filter((c) => c.exitCode === null && c.signalCode === null);
+  const live = group.filter(running);
   for (const c of live) c.kill('SIGTERM');
   const kill = setTimeout(() => {
-    for (const c of live) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    for (const c of live) if (running(c)) c.kill('SIGKILL');
   }, ms);
-  await Promise.all(live.map(exited));
+  await Promise.all(live.map((c) => new Promise((r) => c.once('exit', r))));
   clearTimeout(kill);
 }
 
 function stopAll(code: number): void {
   if (stopping) {
     // Asked again (a second Ctrl-C): at once.
-    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    for (const c of children) if (running(c)) c.kill('SIGKILL');
     process.exit(code);
   }
   stopping = true;
-  const dataplanes = children.filter((c) => names.get(c) === 'dataplane');
-  void stopGroup(dataplanes, DATAPLANE_DRAIN_MS)
+  const first = dataplane === null ? [] : [dataplane];
+  void stopGroup(first, DATAPLANE_DRAIN_MS)
     .then(() =>
       stopGroup(
-        children.filter((c) => !dataplanes.includes(c)),
+        children.filter((c) => c !== dataplane),
         REST_STOP_MS,
       ),
     )
@@ -122,7 +121,6 @@ function launch(name: string, script: string, args: string[], extraEnv: Record<s
     }
   });
   children.push(child);
-  names.set(child, name);
   return child;
 }
 
@@ -256,7 +254,7 @@ try {
     ...(env.DATABASE_URL ? { DATABASE_URL: env.DATABASE_URL } : {}),
   });
   await waitForHttp(`${adminUrl}/readyz`, 60_000);
-  launch(
+  dataplane = launch(
     'dataplane',
     'apps/dataplane/dist/server.js',
     [],

@@ -89,11 +89,11 @@ async function whenExists(file: string, child: ChildProcess): Promise<void> {
 }
 
 /** A shared chat call with demo.env's values, as a script would make it. */
-function chatWith(demo: Record<string, string>, key = demo['INFERENCE_API_KEY']!): Promise<Response> {
+function chatWith(demo: Record<string, string>, key = demo['INFERENCE_API_KEY']!, more: Record<string, unknown> = {}): Promise<Response> {
   return fetch(`${demo['SHARED_BASE_URL']}/chat/completions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: demo['SHARED_MODEL'], messages: [{ role: 'user', content: 'ready?' }] }),
+    body: JSON.stringify({ model: demo['SHARED_MODEL'], messages: [{ role: 'user', content: 'ready?' }], ...more }),
   });
 }
 
@@ -225,17 +225,7 @@ describe('pnpm start', () => {
       expect((await chatWith(demo)).status).toBe(200);
 
       // Ctrl-C while a stream is in flight: the data plane stops first and lets it finish before the runtimes stop.
-      const inFlight = await fetch(`${demo['SHARED_BASE_URL']}/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${demo['INFERENCE_API_KEY']}`, 'content-type': 'application/json' },
-        body: JSON.stringify({
-          model: demo['SHARED_MODEL'],
-          messages: [{ role: 'user', content: 'a long answer, please' }],
-          max_tokens: 1500,
-          stream: true,
-          stream_options: { include_usage: true },
-        }),
-      });
+      const inFlight = await chatWith(demo, undefined, { max_tokens: 1500, stream: true, stream_options: { include_usage: true } });
       expect(inFlight.status).toBe(200);
       const reader = inFlight.body!.getReader();
       const decoder = new TextDecoder();
