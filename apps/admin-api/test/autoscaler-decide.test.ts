@@ -94,4 +94,34 @@ describe('autoscaler decision (pure)', () => {
     run(kept, 0, 200, 0, { ...settings, minReplicas: 2 });
     expect(kept.current).toBe(2);
   });
+
+  it('stays at zero while idle: load samples left in the windows from before the scale-down wake nothing', () => {
+    // Short scale-to-zero (10 s) inside the 60 s stable window: the window still averages the last requests' load
+    // when the deployment reaches zero, and a panic period may still be running.
+    const settings = { ...S, targetConcurrency: 1, scaleToZeroAfterMs: 10_000, scaleDownDelayMs: 0 };
+    const s = { memory: newMemory(0), current: 1 };
+    run(s, 0, 5, 4, settings); // busy: 4 in flight on 1 replica (panic)
+    run(s, 5_000, 120, 0, settings); // then nothing for two minutes
+    expect(s.current).toBe(0);
+    const moves: string[] = [];
+    for (let i = 0; i < 120; i++) {
+      const d = run(s, 125_000 + i * 1000, 1, 0, settings);
+      if (d.reason !== null) moves.push(d.reason);
+    }
+    expect(moves).toEqual([]);
+    expect(s.current).toBe(0);
+    // From the first idle tick at zero too (the tick right after the scale-down).
+    const t = { memory: newMemory(0), current: 1 };
+    const seen: string[] = [];
+    for (let i = 0; i < 90; i++) {
+      const d = run(t, i * 1000, 1, i < 3 ? 2 : 0, settings);
+      if (d.reason !== null) seen.push(d.reason);
+    }
+    expect(seen.filter((r) => r.startsWith('0 -> '))).toEqual([]);
+    expect(t.current).toBe(0);
+    // A request after that still wakes one replica at once.
+    const wake = run(t, 90_000, 1, 1, settings);
+    expect(wake.desired).toBe(1);
+    expect(wake.reason).toMatch(/^0 -> 1: requests arrived with no replica/);
+  });
 });

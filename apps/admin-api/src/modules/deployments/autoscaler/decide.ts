@@ -93,9 +93,14 @@ export function decide(input: DecisionInput): Decision {
   let why = panicking
     ? `panic: load ${fmt(panicLoad)} over ${secs(w.panicWindowMs)} needs ${panicWant} x target ${target}`
     : `load ${fmt(stableLoad)} over ${secs(w.stableWindowMs)} / target ${target}`;
-  if (current === 0 && active && raw < 1) {
+  if (current === 0 && active && raw <= 1) {
     raw = 1;
     why = input.held > 0 ? `${input.held} request(s) held with no replica` : 'requests arrived with no replica';
+  } else if (current === 0 && !active) {
+    // At zero only a request in flight or held wakes a replica. The windows still average the load of the requests
+    // before the scale-down (a scale-to-zero shorter than the stable window), which is no demand now: following it
+    // booted a replica again and again with no traffic, each boot billed as GPU time.
+    raw = 0;
   }
 
   const recommendations = [...input.memory.recommendations.filter((x) => x.at > now - s.scaleDownDelayMs), { at: now, desired: raw }];
