@@ -1,5 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import type { ClientResponse } from './front/client-response.ts';
+import { lingerOnClose } from './front/lingering-close.ts';
 import type { Duplex } from 'node:stream';
 import { ApiError, ERRORS, errorBody } from '@infer/shared';
 import type { ErrorCode, OpenAIErrorBody } from '@infer/shared';
@@ -69,6 +70,8 @@ export function handleError(err: FastifyError | ApiError | Error, req: FastifyRe
   }
   const r = errorReply(err);
   if (r.internal) logInternal(req.log, err, req.id);
+  // Answered before its body was read (413, 415, ...): the connection closes once the client has sent it.
+  if (!req.raw.complete) lingerOnClose(req.raw.socket);
   reply.code(r.status).headers(r.headers).send(r.body);
 }
 
