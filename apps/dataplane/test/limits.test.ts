@@ -247,6 +247,12 @@ describe('context length and body size', () => {
     const fits = await post(node.url + CHAT, smallBody({ max_tokens: 50 }));
     expect(fits.status).toBe(200);
     await fits.text();
+    // Both names sent: max_completion_tokens is the cap the runtime applies (vLLM, SGLang), so it is the one counted;
+    // a small max_tokens beside it does not let a greedy cap through.
+    const both = await post(node.url + CHAT, smallBody({ max_tokens: 1, max_completion_tokens: 1_000_000_000 }));
+    expect(both.status).toBe(400);
+    expect(await errorOf(both)).toMatchObject({ code: 'context_length_exceeded' });
+    expect(simRequests()).toBe(before + 1);
   });
 
   it("passes the runtime's own context-length 400 through as that error", async () => {

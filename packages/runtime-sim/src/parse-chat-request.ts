@@ -68,9 +68,11 @@ export function parseChatRequest(raw: Buffer, models: readonly string[]): SimCha
   const so = b['stream_options'];
   const includeUsage = stream && typeof so === 'object' && so !== null && (so as { include_usage?: unknown }).include_usage === true;
 
-  const maxTokens = intField(b, b['max_tokens'] != null ? 'max_tokens' : 'max_completion_tokens');
+  // The current name first, as vLLM and SGLang read them (`max_completion_tokens or max_tokens`).
+  const capField = b['max_completion_tokens'] != null ? 'max_completion_tokens' : 'max_tokens';
+  const maxTokens = intField(b, capField);
   if (typeof maxTokens === 'object' && maxTokens !== null) return maxTokens;
-  if (maxTokens !== null && maxTokens < 1) return fail('invalid_request', 'max_tokens must be at least 1', 'max_tokens');
+  if (maxTokens !== null && maxTokens < 1) return fail('invalid_request', `${capField} must be at least 1`, capField);
   const seed = intField(b, 'seed');
   if (typeof seed === 'object' && seed !== null) return seed;
   const n = intField(b, 'n');

@@ -104,6 +104,16 @@ describe('POST /v1/chat/completions (JSON)', () => {
     }
   });
 
+  it('caps the completion at max_completion_tokens before the deprecated max_tokens, as vLLM does', async () => {
+    const res = await postChat(s.url, { model: 'sim-a', messages: userMessages('x'), max_tokens: 7, max_completion_tokens: 3 });
+    expect(res.status).toBe(200);
+    const json = (await res.json()) as { usage: { completion_tokens: number } };
+    expect(json.usage.completion_tokens).toBe(3);
+    const bad = await postChat(s.url, { model: 'sim-a', messages: userMessages('x'), max_tokens: 7, max_completion_tokens: 0 });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { param: string } }).error.param).toBe('max_completion_tokens');
+  });
+
   it('400s a prompt plus max_tokens over the context length', async () => {
     const overMax = await postChat(s.url, { model: 'sim-a', messages: userMessages('short'), max_tokens: 190 });
     expect(overMax.status).toBe(400);

@@ -21,9 +21,12 @@ export function estimatePromptTokens(body: Record<string, unknown>): number {
   return Math.ceil(chars / 4) + count * MESSAGE_OVERHEAD + REPLY_PRIMING;
 }
 
-/** The completion cap the client asked for (`max_tokens`, or the newer `max_completion_tokens`), or null. */
+/**
+ * The completion cap the client asked for, or null: `max_completion_tokens` (OpenAI's current name) before the
+ * deprecated `max_tokens`, as vLLM and SGLang read them, so the limits count the cap the runtime will apply.
+ */
 export function requestedCompletion(body: Record<string, unknown>): number | null {
-  const m = body['max_tokens'] ?? body['max_completion_tokens'];
+  const m = body['max_completion_tokens'] ?? body['max_tokens'];
   return typeof m === 'number' && Number.isFinite(m) && m > 0 ? Math.floor(m) : null;
 }
 
