@@ -277,4 +277,88 @@ describe.each(testBackends())('tenant invitations (%s)', (kind) => {
     expect(g).toMatchObject({ code: 'invalid', param: 'email' });
     expect(g.message).toMatch(/email/);
   });
+  /** A tRPC call with no session (the invitee before they have an account); also the cookie it sets. */
+  async function anon(path: string, input: unknown, mutation = true): Promise<Reply & { cookie: string | null }> {
+    const url = new URL(`${baseUrl}/trpc/${path}`);
+    const h = { 'content-type': 'application/json', origin: CONSOLE };
+    if (!mutation) url.searchParams.set('input', JSON.stringify(input));
+    const res = await fetch(url, mutation ? { method: 'POST', headers: h, body: JSON.stringify(input) } : { headers: h });
+    const body = (await res.json()) as { result?: { data: unknown }; error?: { message: string; data: { code: string; param: string | null } } };
+    const cookie = /session=([^;]+)/.exec(res.headers.get('set-cookie') ?? '')?.[1] ?? null;
+    return {
+      status: res.status,
+      data: body.result?.data ?? null,
+      code: body.error?.data.code ?? null,
+      param: body.error?.data.param ?? null,
+      message: body.error?.message ?? null,
+      cookie,
+    };
+  }
+
+  it('an invitation link makes the account of an email that has none, joins the tenant and logs in, once', async () => {
+    const email = `newcomer-${++seq}@example.com`;
+    const sent = await trpc(ownerA, 'tenants.invitations.create', { tenantId: tenantA, email, role: 'member' });
+    const token: string = sent.data.token;
+    const preview = await anon('auth.invitation', { token }, false);
+    expect(preview.data).toMatchObject({ email, tenantSlug: `inv-a-${kind}`, tenantName: 'A', role: 'member', hasAccount: false });
+
+    // A bad password: refused, nothing written (the link still works).
+    const short = await anon('auth.signUpWithInvitation', { token, password: 'short' });
+    expect(short).toMatchObject({ status: 400, param: 'password', cookie: null });
+    expect(await database.db.selectFrom('users').select('id').where('email', '=', email).executeTakeFirst()).toBeUndefined();
+
+    const made = await anon('auth.signUpWithInvitation', { token, password: 'a long enough password', displayName: ' New Comer ' });
+    expect(made.code).toBeNull();
+    expect(made.data).toMatchObject({ user: { email }, tenantId: tenantA, role: 'member' });
+    expect(made.cookie).not.toBeNull();
+    const who: Who = { cookie: made.cookie!, userId: made.data.user.id, email };
+    const me = await trpc(who, 'auth.me', undefined, false);
+    expect(me.data).toMatchObject({ kind: 'user', user: { email, displayName: 'New Comer' }, isPlatformAdmin: false });
+    expect(me.data.tenants).toEqual([expect.objectContaining({ id: tenantA, role: 'member' })]);
+    expect((await getMembership(database.db, tenantA, who.userId))?.role).toBe('member');
+    // The password is theirs: a login works with it.
+    const login = await anon('auth.login', { email, password: 'a long enough password' });
+    expect(login.code).toBeNull();
+    // The audit trail names the new user as the actor of each step.
+    const audit = await listAudit(database.db, { tenantId: tenantA });
+    const rows = audit.filter((r) => r.actorUserId === who.userId).map((r) => r.action);
+    expect(rows).toEqual(expect.arrayContaining(['user.signup', 'invitation.accept', 'membership.add']));
+
+    // The link is spent: a second account or a second answer is refused.
+    const again = await anon('auth.signUpWithInvitation', { token, password: 'another long password' });
+    expect(again).toMatchObject({ status: 409, param: 'token', cookie: null });
+    expect((await anon('auth.invitation', { token }, false)).status).toBe(409);
+  });
+
+  it('an invitation link never sets the password of an existing account, and unknown or expired links are refused', async () => {
+    const existing = await user('has-account');
+    const sent = await trpc(ownerA, 'tenants.invitations.create', { tenantId: tenantA, email: existing.email, role: 'owner' });
+    const token: string = sent.data.token;
+    expect((await anon('auth.invitation', { token }, false)).data).toMatchObject({ hasAccount: true, role: 'owner' });
+    const taken = await anon('auth.signUpWithInvitation', { token, password: 'attacker chosen password' });
+    expect(taken).toMatchObject({ status: 409, param: 'token', cookie: null });
+    expect(taken.message).toMatch(/log in/);
+    expect((await anon('auth.login', { email: existing.email, password: 'attacker chosen password' })).code).not.toBeNull();
+    expect(await getMembership(database.db, tenantA, existing.userId)).toBeNull();
+    // Still pending: its owner accepts it logged in.
+    await trpc(existing, 'tenants.invitations.accept', { token });
+    expect((await getMembership(database.db, tenantA, existing.userId))?.role).toBe('owner');
+
+    expect(await anon('auth.signUpWithInvitation', { token: 'infi_not_a_real_token', password: 'a long enough password' })).toMatchObject({
+      status: 404,
+      param: 'token',
+    });
+    const late = `late-${++seq}@example.com`;
+    const old = await trpc(ownerA, 'tenants.invitations.create', { tenantId: tenantA, email: late });
+    await database.db
+      .updateTable('invitations')
+      .set({ expiresAt: new Date(Date.now() - 1000) })
+      .where('id', '=', old.data.invitationId)
+      .execute();
+    expect(await anon('auth.signUpWithInvitation', { token: old.data.token, password: 'a long enough password' })).toMatchObject({
+      status: 400,
+      param: 'token',
+    });
+    expect(await database.db.selectFrom('users').select('id').where('email', '=', late).executeTakeFirst()).toBeUndefined();
+  });
 });
