@@ -136,7 +136,10 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
 
   it('scales 1 -> 2 -> 1', async () => {
     const ref = { tenantId: tenantA, deploymentId };
-    await scaleDeployment(ctx, alice, { ...ref, minReplicas: 2, maxReplicas: 2 });
+    const up = await scaleDeployment(ctx, alice, { ...ref, minReplicas: 2, maxReplicas: 2 });
+    // A move of the desired count is a scaling decision: its reason and time are recorded.
+    expect(up).toMatchObject({ desiredReplicas: 2, lastScaleReason: '1 -> 2: replicas bounded to 2..2' });
+    expect(up.lastScaleAt).not.toBeNull();
     await ctx.reconciler.settled(deploymentId);
     const two = await listReplicas(database.db, deploymentId);
     expect(two.map((r) => r.state)).toEqual(['ready', 'ready']);
@@ -145,7 +148,10 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
 
     // A lower maximum brings the desired count down at once (otherwise the autoscaler decides, see autoscaler tests).
     const scaled = await scaleDeployment(ctx, alice, { ...ref, minReplicas: 1, maxReplicas: 1 });
-    expect(scaled).toMatchObject({ minReplicas: 1, maxReplicas: 1, desiredReplicas: 1 });
+    expect(scaled).toMatchObject({ minReplicas: 1, maxReplicas: 1, desiredReplicas: 1, lastScaleReason: '2 -> 1: replicas bounded to 1..1' });
+    // Bounds that keep the count: no new decision.
+    const kept = await scaleDeployment(ctx, alice, { ...ref, minReplicas: 1, maxReplicas: 3 });
+    expect(kept).toMatchObject({ desiredReplicas: 1, lastScaleReason: '2 -> 1: replicas bounded to 1..1' });
     await ctx.reconciler.settled(deploymentId);
     const one = await listReplicas(database.db, deploymentId);
     expect(one).toHaveLength(1);
@@ -222,6 +228,18 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
     expect(await snapshotOf(deploymentId)).toBeUndefined();
     await expect(getDeployment(ctx, alice, { tenantId: tenantA, deploymentId })).rejects.toMatchObject({ code: 'not_found' });
     await expect(scaleDeployment(ctx, alice, { tenantId: tenantA, deploymentId, minReplicas: 1, maxReplicas: 1 })).rejects.toMatchObject({ code: 'not_found' });
+  });
+
+  it('a raised minimum at zero is a recorded decision: the deployment is scaling at once, then running', async () => {
+    const d = await deployEndpoint(ctx, alice, { tenantId: tenantA, entryName: 'Ded-8B', minReplicas: 0, maxReplicas: 1, provisioner: 'local' });
+    const ref = { tenantId: tenantA, deploymentId: d.id };
+    await ctx.reconciler.settled(d.id);
+    expect(await getDeployment(ctx, alice, ref)).toMatchObject({ state: 'scaled_to_zero', desiredReplicas: 0 });
+    const up = await scaleDeployment(ctx, alice, { ...ref, minReplicas: 1, maxReplicas: 1 });
+    expect(up).toMatchObject({ state: 'scaling', desiredReplicas: 1, lastScaleReason: '0 -> 1: replicas bounded to 1..1' });
+    await ctx.reconciler.settled(d.id);
+    expect(await getDeployment(ctx, alice, ref)).toMatchObject({ state: 'running', readyReplicas: 1 });
+    await deleteDeployment(ctx, alice, ref);
   });
 
   it('registers an external runtime URL', async () => {

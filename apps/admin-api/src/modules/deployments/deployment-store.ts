@@ -397,12 +397,25 @@ export async function updateDeploymentScale(
   if (!isUuid(input.deploymentId)) throw notFound('deployment');
   const a = input.autoscaling ?? {};
   return withTransaction(db, async (trx) => {
+    const before = await trx.selectFrom('deployments').select(['desiredReplicas', 'state']).where('id', '=', input.deploymentId).forUpdate().executeTakeFirst();
+    if (!before) throw notFound('deployment');
+    // The desired count moves into the new bounds; a move is a scaling decision like the autoscaler's: its reason and
+    // time are recorded, and a deployment at zero given a replica is scaling from then on (as a wake makes it).
+    const desired = Math.min(Math.max(before.desiredReplicas, input.minReplicas), input.maxReplicas);
+    const moved = desired !== before.desiredReplicas;
     const row = await trx
       .updateTable('deployments')
       .set({
         minReplicas: input.minReplicas,
         maxReplicas: input.maxReplicas,
-        desiredReplicas: sql<number>`least(greatest(desired_replicas, ${input.minReplicas}::int), ${input.maxReplicas}::int)`,
+        desiredReplicas: desired,
+        ...(moved
+          ? {
+              lastScaleReason: `${before.desiredReplicas} -> ${desired}: replicas bounded to ${input.minReplicas}..${input.maxReplicas}`,
+              lastScaleAt: sql<Date>`now()`,
+              ...(before.state === 'scaled_to_zero' && desired > 0 ? { state: 'scaling' as const } : {}),
+            }
+          : {}),
         ...(a.targetConcurrency === undefined ? {} : { targetConcurrency: a.targetConcurrency }),
         ...(a.scaleToZeroAfterSeconds === undefined ? {} : { scaleToZeroAfterSeconds: a.scaleToZeroAfterSeconds }),
         ...(a.scaleDownDelaySeconds === undefined ? {} : { scaleDownDelaySeconds: a.scaleDownDelaySeconds }),
