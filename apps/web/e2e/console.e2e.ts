@@ -93,6 +93,21 @@ describe('web console', () => {
     expect(tagCount).toBeLessThan(total);
     for (const card of await cards.all()) expect(await card.locator('.tags').textContent()).toContain('coding');
 
+    // A search matches the provider too, and the facets count within what it matches: each provider's count is the
+    // number of its cards among the results.
+    await page.goto(new URL('/?q=Meta', platform.consoleUrl).href);
+    await expect.poll(() => cards.count()).toBeGreaterThan(0);
+    const found = await cards.count();
+    await expect
+      .poll(async () => {
+        let sum = 0;
+        for (const b of await page.locator('button[data-facet="provider"] .count').all()) sum += Number(await b.textContent());
+        return sum;
+      })
+      .toBe(found);
+    await page.goto(new URL('/?tag=coding', platform.consoleUrl).href);
+    await expect.poll(() => cards.count()).toBe(tagCount);
+
     const first = cards.first().locator('h3 a');
     const entryName = (await first.textContent()) ?? '';
     await first.click();

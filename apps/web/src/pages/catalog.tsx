@@ -22,12 +22,13 @@ const FACETS: readonly { key: FacetKey; label: string; values: (e: CatalogEntry)
   { key: 'useCase', label: 'Recommended use case', values: (e) => e.useCases },
 ];
 
-/** Counts of each facet value among entries that match the other active filters. */
-function facetCounts(all: readonly CatalogEntry[], filters: Partial<Record<FacetKey, string>>, key: FacetKey, search: string) {
+/**
+ * Counts of each facet value among `entries` (the catalog, or the server's answer to the search: the search rule has
+ * one home, the catalog service) that match the other active filters.
+ */
+function facetCounts(entries: readonly CatalogEntry[], filters: Partial<Record<FacetKey, string>>, key: FacetKey) {
   const counts = new Map<string, number>();
-  const s = search.trim().toLowerCase();
-  for (const e of all) {
-    if (s && !e.name.toLowerCase().includes(s)) continue;
+  for (const e of entries) {
     const matchesOthers = FACETS.every((f) => f.key === key || !filters[f.key] || f.values(e).includes(filters[f.key] as string));
     if (!matchesOthers) continue;
     for (const v of FACETS.find((f) => f.key === key)!.values(e)) counts.set(v, (counts.get(v) ?? 0) + 1);
@@ -107,6 +108,14 @@ export function CatalogPage() {
   const all = useQuery({ queryKey: ['catalog.list', {}], queryFn: () => api.catalog.list({}) });
   const input = { ...filters, ...(urlSearch.trim() ? { search: urlSearch.trim() } : {}) };
   const results = useQuery({ queryKey: ['catalog.list', input], queryFn: () => api.catalog.list(input), placeholderData: keepPreviousData });
+  // What the search alone matches (name, provider or summary, as the server reads it): the facets count within it.
+  const searchOnly = urlSearch.trim();
+  const searched = useQuery({
+    queryKey: ['catalog.list', { search: searchOnly }],
+    queryFn: () => api.catalog.list({ search: searchOnly }),
+    enabled: searchOnly !== '',
+    placeholderData: keepPreviousData,
+  });
   const facets = useQuery({ queryKey: ['catalog.facets'], queryFn: () => api.catalog.facets() });
   const active = Object.keys(filters).length > 0 || urlSearch !== '';
   // Phones: the facets fold behind a "Filters" control (CSS shows them always on wide screens).
@@ -130,8 +139,8 @@ export function CatalogPage() {
               setParam('q', search.trim() || null);
             }}
           >
-            <label htmlFor="catalog-search">Search by name</label>
-            <input id="catalog-search" type="search" value={search} placeholder="e.g. llama" onChange={(e) => setSearch(e.target.value)} />
+            <label htmlFor="catalog-search">Search</label>
+            <input id="catalog-search" type="search" value={search} placeholder="name, provider or summary" onChange={(e) => setSearch(e.target.value)} />
           </form>
           <button
             type="button"
@@ -156,7 +165,7 @@ export function CatalogPage() {
             ) : (
               FACETS.map((f) => {
                 const values = f.key === 'provider' ? facets.data.providers : f.key === 'tag' ? facets.data.tags : facets.data.useCases;
-                const counts = facetCounts(all.data, filters, f.key, urlSearch);
+                const counts = facetCounts((searchOnly === '' ? all.data : searched.data) ?? [], filters, f.key);
                 return (
                   <fieldset key={f.key} className="facet">
                     <legend>{f.label}</legend>
