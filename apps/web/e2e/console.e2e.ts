@@ -214,9 +214,15 @@ describe('web console', () => {
     await page.goto(new URL(`/playground?endpoint=${encodeURIComponent(model)}`, platform.consoleUrl).href);
     // A pasted key is used as is (memory only), no key is minted for it.
     await page.getByRole('radio', { name: 'Paste a key' }).check();
-    await page.locator('#pg-key-paste').fill(platform.env['INFERENCE_API_KEY'] ?? '');
+    // A wrong key: the error is shown and the message goes back into the box, not into the conversation.
+    await page.locator('#pg-key-paste').fill('infk_wrong_key_for_the_playground_test');
     await page.getByLabel('max_tokens').fill('12');
     await page.getByLabel('Message').fill('Say something short.');
+    await page.getByRole('button', { name: 'Send' }).click();
+    await expect.poll(() => page.getByTestId('reply-status').textContent()).toMatch(/401|key/i);
+    expect(await page.getByLabel('Message').inputValue()).toBe('Say something short.');
+    expect(await page.locator('.message.user').count()).toBe(0);
+    await page.locator('#pg-key-paste').fill(platform.env['INFERENCE_API_KEY'] ?? '');
     await page.getByRole('button', { name: 'Send' }).click();
     await page.getByTestId('reply-stats').waitFor({ timeout: 20_000 });
     expect(Number(await page.getByTestId('stat-completion').textContent())).toBe(12);
@@ -230,6 +236,8 @@ describe('web console', () => {
     await page.getByRole('tab', { name: 'Request JSON' }).click();
     const json = JSON.parse((await page.getByTestId('request-json').textContent()) ?? '{}') as Record<string, unknown>;
     expect(json).toMatchObject({ model, stream: true, max_tokens: 12, temperature: 0.7 });
+    // One user turn and the reply: the failed send is not repeated.
+    expect((json['messages'] as { role: string }[]).map((m) => m.role)).toEqual(['system', 'user', 'assistant']);
     expect(await overflow(page)).toBeLessThanOrEqual(0);
     await page.getByRole('tab', { name: 'curl' }).click();
     expect(await page.getByTestId('request-curl').textContent()).toContain('/chat/completions');

@@ -237,6 +237,12 @@ export function PlaygroundPage() {
       else setStatus({ kind: 'error', text: err instanceof Error ? err.message : 'The request failed.' });
     } finally {
       if (text) setTurns([...sent, { role: 'assistant', content: text }]);
+      else {
+        // Nothing came back (an error, or stopped before the first token): the message goes back into the box, not
+        // into the conversation, where the next send would repeat it as a second user turn in a row.
+        setTurns(turns);
+        setDraft(pendingUser);
+      }
       setReply('');
       setStreaming(false);
       abortRef.current = null;
