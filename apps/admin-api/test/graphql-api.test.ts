@@ -606,6 +606,38 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
       expect(outcome(await gql(callers.anonymous, '{ tenant { id } }'))).toBe('unauthenticated');
     });
 
+    it('a malformed Bearer header is a 401 that says what is wrong with it', async () => {
+      const empty = await gql(callers.anonymous, '{ viewer { tenants { id } } }', {}, { authorization: 'Bearer   ' });
+      expect(empty.errors?.[0]).toMatchObject({ message: 'the Bearer credential is empty', extensions: { code: 'unauthenticated' } });
+      const two = await gql(callers.anonymous, '{ viewer { tenants { id } } }', {}, { authorization: 'Bearer two words' });
+      expect(two.errors?.[0]).toMatchObject({ message: 'the Bearer credential must be one token, without spaces', extensions: { code: 'unauthenticated' } });
+    });
+
+    it('tenant with both id and slug must name one tenant', async () => {
+      const mine = await gql(callers.ownerA, '{ viewer { tenants { id slug } } }');
+      const [t] = mine.data!.viewer.tenants as { id: string; slug: string }[];
+      const both = await gql(callers.ownerA, 'query($t: ID, $s: String) { tenant(id: $t, slug: $s) { id } }', { t: t!.id, s: 'some-other-slug' });
+      expect(both.errors?.[0]).toMatchObject({ extensions: { code: 'invalid', param: 'slug' } });
+    });
+
+    it('DateTime arguments must be real dates: no rolled-over days, no year 0000', async () => {
+      const usage = 'query($t: ID!, $f: DateTime!, $to: DateTime!) { tenant(id: $t) { usage(from: $f, to: $to) { totals { requests } } } }';
+      const mine = await gql(callers.ownerA, '{ viewer { tenants { id } } }');
+      const t = (mine.data!.viewer.tenants as { id: string }[])[0]!.id;
+      for (const [f, to] of [
+        ['2030-02-30T00:00:00Z', '2030-03-31T00:00:00Z'],
+        ['2031-02-29', '2031-03-01'],
+        ['0000-01-01T00:00:00Z', '0000-06-01T00:00:00Z'],
+        ['2030-01-01T24:00:00Z', '2030-01-02T00:00:00Z'],
+      ]) {
+        const r = await gql(callers.ownerA, usage, { t, f, to });
+        expect(r.errors?.[0]?.message, f).toMatch(/real date/);
+        expect(r.text).not.toMatch(/out of range|NUL/);
+      }
+      const ok = await gql(callers.ownerA, usage, { t, f: '2028-02-29', to: '2028-03-01T00:00:00Z' });
+      expect(ok.errors).toBeUndefined();
+    });
+
     it("tenant B's callers read nothing of A through B's tenant with A's ids", async () => {
       for (const actor of ['memberB', 'tokenB'] as const) {
         const r = await gql(callers[actor], `query($t: ID, $d: ID!) { tenant(id: $t) { deployment(id: $d) { id } deployments { id } apiKeys { id } } }`, {

@@ -37,12 +37,26 @@ builder.mutationType({ description: 'Changes for infra automation (admin tokens)
 
 const ISO = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
 
+const daysIn = (y: number, m: number): number => (m === 2 ? (y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0) ? 29 : 28) : [4, 6, 9, 11].includes(m) ? 30 : 31);
+
+/**
+ * A real calendar date and time of day, year 0001 to 9999. `new Date` rolls an impossible day over
+ * ("2030-02-30" is March 2nd) and takes year 0000, which PostgreSQL refuses with a database error.
+ */
+function realDateTime(value: string): boolean {
+  const [y, m, d, h = 0, min = 0, sec = 0] = (/^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2}))?)?/.exec(value) ?? [])
+    .slice(1)
+    .map((x) => (x === undefined ? undefined : Number(x))) as number[];
+  if (y === undefined || m === undefined || d === undefined) return false;
+  return y >= 1 && m >= 1 && m <= 12 && d >= 1 && d <= daysIn(y, m) && h <= 23 && min <= 59 && sec <= 59;
+}
+
 function parseDateTime(value: unknown): Date {
-  if (typeof value === 'string' && ISO.test(value)) {
+  if (typeof value === 'string' && ISO.test(value) && realDateTime(value)) {
     const d = new Date(value);
     if (Number.isFinite(d.getTime())) return d;
   }
-  throw new ServiceError('invalid', 'DateTime must be an ISO 8601 date or date-time string');
+  throw new ServiceError('invalid', 'DateTime must be an ISO 8601 date or date-time string of a real date, years 0001 to 9999');
 }
 
 builder.scalarType('DateTime', {

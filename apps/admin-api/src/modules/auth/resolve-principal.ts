@@ -26,7 +26,8 @@ function bearerOf(authorization: string | undefined): string | undefined {
   if (!authorization) return undefined;
   const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
   if (m?.[1]) return m[1];
-  if (/^Bearer\b/i.test(authorization)) throw new ServiceError('unauthenticated', 'the Bearer credential is empty');
+  if (/^Bearer\s*$/i.test(authorization)) throw new ServiceError('unauthenticated', 'the Bearer credential is empty');
+  if (/^Bearer\b/i.test(authorization)) throw new ServiceError('unauthenticated', 'the Bearer credential must be one token, without spaces');
   return undefined;
 }
 

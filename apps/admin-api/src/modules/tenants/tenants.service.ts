@@ -296,6 +296,8 @@ export async function getCallerTenant(db: Db, principal: Principal, by: { readon
   requireAuthenticated(principal);
   // Naming no tenant is the caller's mistake, not a tenant that does not exist.
   if (by.id == null && by.slug == null) throw new ServiceError('invalid', 'name the tenant by id or slug', 'id');
+  // Both: they must name one tenant, or the answer would silently be for the id alone.
+  if (by.id != null && by.slug != null) throw new ServiceError('invalid', 'name the tenant by id or by slug, not both', 'slug');
   const tenant = by.id != null ? (isUuid(by.id) ? await getTenantById(db, by.id) : null) : await getTenantBySlug(db, by.slug!);
   if (!tenant) throw notFound('tenant');
   requireTenantRole(principal, tenant.id);
