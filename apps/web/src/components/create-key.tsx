@@ -4,6 +4,7 @@ import { api, type CreatedKey } from '../api.tsx';
 import { useSession } from '../session.tsx';
 import { CopyButton } from './copy-button.tsx';
 import { ErrorBox } from './states.tsx';
+import { localDay } from '../lib/format.ts';
 
 /** Name + optional expiry; on success the secret goes to `onCreated` (and to this tab's session keys). */
 export function CreateKeyForm(props: { onCreated(k: CreatedKey): void; defaultName?: string; compact?: boolean }) {
@@ -34,7 +35,7 @@ export function CreateKeyForm(props: { onCreated(k: CreatedKey): void; defaultNa
     e.preventDefault();
     if (name.trim()) create.mutate();
   };
-  const today = new Date().toISOString().slice(0, 10);
+  const today = localDay();
   return (
     <form className={`form create-key${props.compact ? ' compact' : ''}`} onSubmit={submit}>
       <div className="field">

@@ -10,6 +10,16 @@ export function formatDate(d: DateLike): string {
 
 export const formatInt = (n: number): string => n.toLocaleString('en-US');
 
+/**
+ * The browser's local calendar day of `now`, YYYY-MM-DD: the earliest a date picker allows, and the day an expiry date
+ * picked in it means (its end, local time). `toISOString()` gives the UTC day, which is tomorrow in the evening west
+ * of UTC and yesterday after midnight east of it.
+ */
+export function localDay(now: Date = new Date()): string {
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return `${now.getFullYear()}-${pad(now.getMonth() + 1)}-${pad(now.getDate())}`;
+}
+
 export function formatUsd(n: number): string {
   if (n === 0) return '$0.00';
   if (Math.abs(n) < 0.01) return `$${n.toFixed(6)}`;

@@ -62,6 +62,19 @@ describe('SSE reader', () => {
 });
 
 describe('console display rules', () => {
+  it("takes the local day for date pickers, not UTC's", async () => {
+    const { localDay } = await import('./format.ts');
+    const tz = process.env['TZ'];
+    try {
+      process.env['TZ'] = 'America/Los_Angeles';
+      expect(localDay(new Date('2026-11-28T04:51:00Z'))).toBe('2026-11-27'); // 20:51 on the 27th there
+      process.env['TZ'] = 'Asia/Tokyo';
+      expect(localDay(new Date('2026-11-27T16:30:00Z'))).toBe('2026-11-28'); // 01:30 on the 28th there
+    } finally {
+      if (tz === undefined) delete process.env['TZ'];
+      else process.env['TZ'] = tz;
+    }
+  });
   it('shows context lengths as users read them', async () => {
     const { formatContext } = await import('./format.ts');
     expect(formatContext(131072)).toBe('128K');

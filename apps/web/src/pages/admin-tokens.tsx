@@ -7,6 +7,7 @@ import { CredentialCells, CredentialHeads } from '../components/credential-cells
 import { Empty, ErrorBox, QueryView } from '../components/states.tsx';
 import { useSession } from '../session.tsx';
 import { DataTable } from '../components/data-table.tsx';
+import { localDay } from '../lib/format.ts';
 
 type Scope = 'tenant' | 'platform';
 type View = 'tenant' | 'all';
@@ -48,7 +49,7 @@ function CreateTokenForm(props: {
     e.preventDefault();
     if (name.trim()) create.mutate();
   };
-  const today = new Date().toISOString().slice(0, 10);
+  const today = localDay();
   const tenantLabel = props.tenant?.name ?? 'this tenant';
   return (
     <form className="form create-admin-token" onSubmit={submit} aria-label="Create an admin token">

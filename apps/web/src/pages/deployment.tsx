@@ -296,7 +296,7 @@ export function DeploymentPage({ id }: { id: string }) {
         </Link>
       </div>
       {(wake.isError || stop.isError || start.isError) && <ErrorBox error={wake.error ?? stop.error ?? start.error} />}
-      {wake.isSuccess && dep.readyReplicas === 0 && (
+      {wake.isSuccess && dep.readyReplicas === 0 && dep.state !== 'scaled_to_zero' && (
         <p role="status" className="muted small">
           Waking: a replica is starting (cold start {entry?.coldStartTtft || 'in progress'}).
         </p>
