@@ -100,6 +100,42 @@ describe.each(PATHS)('finding 12, message roles, on the $label', ({ chunked }) =
     }
   });
 
+  it('a user, system or developer message without content, or a tool message without tool_call_id, is a 400 naming it', async () => {
+    const cases: [unknown[], string][] = [
+      [[{ role: 'user' }], 'messages[0].content'],
+      [
+        [
+          { role: 'system', content: null },
+          { role: 'user', content: 'hi' },
+        ],
+        'messages[0].content',
+      ],
+      [[{ role: 'user', content: 'hi' }, { role: 'developer' }], 'messages[1].content'],
+      [
+        [
+          { role: 'user', content: 'hi' },
+          { role: 'tool', content: '42' },
+        ],
+        'messages[1].tool_call_id',
+      ],
+    ];
+    for (const [messages, param] of cases) {
+      for (const path of [SHARED, DEDICATED]) {
+        const a = await send(path, JSON.stringify(chatBody({ model: NAME, messages })), chunked);
+        expect(a.status, JSON.stringify(messages)).toBe(400);
+        expect((JSON.parse(a.text) as { error: { param: string } }).error.param).toBe(param);
+      }
+    }
+    // What stays valid: an assistant turn with null content beside its tool calls, and the tool's answer to it.
+    const toolTurn = [
+      { role: 'user', content: 'weather?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'w', arguments: '{}' } }] },
+      { role: 'tool', tool_call_id: 'c1', content: 'sunny' },
+    ];
+    const ok = await send(SHARED, JSON.stringify(chatBody({ model: NAME, messages: toolTurn })), chunked);
+    expect(ok.status).toBe(200);
+  });
+
   it('every OpenAI role is accepted', async () => {
     for (const role of ['system', 'developer', 'user']) {
       const a = await send(SHARED, JSON.stringify(chatBody({ model: NAME, messages: [{ role, content: 'hi' }] })), chunked);

@@ -24,10 +24,21 @@ const boolLike = z.union([z.boolean(), z.enum(['true', 'false']).transform((v) =
 export const CHAT_ROLES = ['system', 'user', 'assistant', 'tool', 'developer', 'function'] as const;
 export type ChatRole = (typeof CHAT_ROLES)[number];
 
-export const chatMessageSchema = z.looseObject({
-  role: z.enum(CHAT_ROLES, { error: `must be one of ${CHAT_ROLES.join(', ')}` }),
-  content: z.union([z.string(), z.array(z.unknown()), z.null()]).optional(),
-});
+/** Roles whose message is nothing without its content (an assistant's may be null beside its tool calls). */
+export const CONTENT_ROLES: ReadonlySet<string> = new Set(['system', 'user', 'developer']);
+
+export const chatMessageSchema = z
+  .looseObject({
+    role: z.enum(CHAT_ROLES, { error: `must be one of ${CHAT_ROLES.join(', ')}` }),
+    content: z.union([z.string(), z.array(z.unknown()), z.null()]).optional(),
+  })
+  .superRefine((m, ctx) => {
+    // As OpenAI answers them: a 400 naming the field, not a runtime's chat template failing on them later.
+    if (CONTENT_ROLES.has(m.role) && (m.content === undefined || m.content === null))
+      ctx.addIssue({ code: 'custom', path: ['content'], message: `is required in a ${m.role} message` });
+    if (m.role === 'tool' && typeof m['tool_call_id'] !== 'string')
+      ctx.addIssue({ code: 'custom', path: ['tool_call_id'], message: 'is required in a tool message (the id of the call it answers)' });
+  });
 export type ChatMessage = z.infer<typeof chatMessageSchema>;
 
 /** The chat-completions request as the data plane accepts it; unknown fields pass through. */

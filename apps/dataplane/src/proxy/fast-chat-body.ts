@@ -1,4 +1,4 @@
-import { CHAT_ROLES } from '@infer/shared';
+import { CHAT_ROLES, CONTENT_ROLES } from '@infer/shared';
 
 const ROLES: ReadonlySet<unknown> = new Set(CHAT_ROLES);
 
@@ -19,7 +19,11 @@ export function fastChatBody(raw: unknown): Record<string, unknown> | null {
     const role = (m as Record<string, unknown>)['role'];
     if (!ROLES.has(role)) return null;
     const content = (m as Record<string, unknown>)['content'];
-    if (content !== undefined && content !== null && typeof content !== 'string' && !Array.isArray(content)) return null;
+    if (content === undefined || content === null) {
+      // The schema's rule (CONTENT_ROLES): its error names the field.
+      if (CONTENT_ROLES.has(role as string)) return null;
+    } else if (typeof content !== 'string' && !Array.isArray(content)) return null;
+    if (role === 'tool' && typeof (m as Record<string, unknown>)['tool_call_id'] !== 'string') return null;
   }
   const stream = b['stream'];
   if (stream !== undefined && typeof stream !== 'boolean') return null;
