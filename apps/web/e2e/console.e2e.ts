@@ -343,6 +343,16 @@ describe('web console', () => {
     await page.getByRole('button', { name: 'Save autoscaling' }).click();
     await page.getByText('Saved.').waitFor();
     await page.locator('.uplot-box canvas').first().waitFor();
+
+    // Stopped, the playground points at the deployment's page to start it, not at a second deployment.
+    await page.getByRole('button', { name: 'Stop', exact: true }).click();
+    await page.locator(`article[data-deployment="${entryName}"][data-state="stopped"]`).waitFor({ timeout: 30_000 });
+    await page.getByRole('link', { name: 'Open in the playground' }).click();
+    const hint = page.locator('.hint', { hasText: 'is stopped' });
+    await hint.waitFor();
+    await hint.getByRole('link', { name: 'start it' }).click();
+    await page.getByRole('button', { name: 'Start', exact: true }).click();
+    await page.locator(`article[data-deployment="${entryName}"]:not([data-state="stopped"])`).waitFor({ timeout: 30_000 });
   });
 
   test("an admin edits a tenant's rate limits and finds the change in the readable, filtered audit log", async () => {
@@ -422,6 +432,14 @@ describe('web console', () => {
     await page.getByLabel('Key name').fill('k'.repeat(100));
     await page.getByRole('button', { name: 'Create key' }).click();
     await page.getByTestId('new-key-secret').waitFor();
+    // Wrong addresses: the 404 page, or a deployment that is not there said plainly (no "Try again" that cannot help).
+    for (const wrong of ['/deployments/garbage', '/admin/anything']) {
+      await page.goto(new URL(wrong, platform.consoleUrl).href);
+      await page.getByRole('heading', { name: 'Page not found' }).waitFor();
+    }
+    await page.goto(new URL('/deployments/00000000-0000-4000-8000-000000000000', platform.consoleUrl).href);
+    await page.getByRole('heading', { name: 'Deployment not found' }).waitFor();
+    expect(await page.getByRole('button', { name: 'Try again' }).count()).toBe(0);
     const pages: [string, string][] = [
       ['catalog', '/'],
       ['endpoint', `/endpoints/${encodeURIComponent(model)}`],

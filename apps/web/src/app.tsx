@@ -140,7 +140,8 @@ function Routes() {
         <DeploymentsPage />
       </RequireLogin>
     );
-  const deployment = /^\/deployments\/([^/]+)$/.exec(path);
+  // A deployment's id is a UUID: anything else under /deployments/ is the 404 page, not a validation error.
+  const deployment = /^\/deployments\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i.exec(path);
   if (deployment?.[1])
     return (
       <RequireLogin>
@@ -165,7 +166,7 @@ function Routes() {
         <AdminTokensPage />
       </RequireLogin>
     );
-  if (path === '/admin' || path.startsWith('/admin/'))
+  if (path === '/admin')
     return (
       <RequireLogin admin>
         <AdminPage />

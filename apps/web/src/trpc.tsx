@@ -34,6 +34,10 @@ export function errorMessage(err: unknown): string {
   return 'Something went wrong.';
 }
 
+export function isNotFound(err: unknown): boolean {
+  return err instanceof TRPCClientError && err.data?.code === 'NOT_FOUND';
+}
+
 export function isUnauthorized(err: unknown): boolean {
   return err instanceof TRPCClientError && err.data?.code === 'UNAUTHORIZED';
 }

@@ -12,6 +12,7 @@ import { useReplicaHistory } from '../lib/replica-history.ts';
 import { Link, useRouter } from '../router.tsx';
 import { useSession } from '../session.tsx';
 import { DedicatedPrice, SETTLED, StateBadge } from './deployments.tsx';
+import { isNotFound } from '../trpc.tsx';
 
 const PERIODS = [
   { key: '1h', label: 'Last hour', ms: 3_600_000 },
@@ -244,7 +245,14 @@ export function DeploymentPage({ id }: { id: string }) {
         <p className="crumbs">
           <Link to="/deployments">Deployments</Link>
         </p>
-        <ErrorBox error={q.error} retry={() => void q.refetch()} />
+        {isNotFound(q.error) ? (
+          <>
+            <h1>Deployment not found</h1>
+            <p>No deployment of your tenant has this id: it was deleted, or the link is wrong.</p>
+          </>
+        ) : (
+          <ErrorBox error={q.error} retry={() => void q.refetch()} />
+        )}
       </section>
     );
   }

@@ -109,6 +109,8 @@ export function PlaygroundPage() {
   const [streaming, setStreaming] = useState(false);
   const [reply, setReply] = useState('');
   const [status, setStatus] = useState<{ kind: 'done' | 'stopped' | 'error'; text: string } | null>(null);
+  // The data plane holds this request through a cold start (its `x-cold-start` header): said until the first token.
+  const [coldStart, setColdStart] = useState(false);
   const abortRef = useRef<AbortController | null>(null);
   useEffect(() => () => abortRef.current?.abort(), []);
 
@@ -147,6 +149,8 @@ export function PlaygroundPage() {
 
   const entry = entries.data.find((e) => e.name === endpoint) ?? entries.data.find((e) => e.offeredShared) ?? entries.data[0];
   const deployment = deployments.data?.find((d) => d.entryName === entry?.name && d.state !== 'stopped' && d.state !== 'failed');
+  // The tenant's deployment of this entry that does not serve now (a tenant has one per entry): started, not redeployed.
+  const halted = deployment ? undefined : deployments.data?.find((d) => d.entryName === entry?.name);
   const modes = [...(entry?.offeredShared ? ['shared' as const] : []), ...(deployment ? ['dedicated' as const] : [])];
   const currentMode = modes.includes(mode) ? mode : (modes[0] ?? 'shared');
   const tabKey = session.sessionKeys.find((k) => k.id === keyId) ?? session.sessionKeys[0];
@@ -200,10 +204,14 @@ export function PlaygroundPage() {
         signal: controller.signal,
       });
       if (!res.ok || !res.body) throw new Error(await failure(res));
+      setColdStart(res.headers.get('x-cold-start') === 'true');
       for await (const event of readSse(res.body, controller.signal)) {
         const delta = chunkText(event);
         if (delta) {
-          if (firstAt === null) firstAt = performance.now();
+          if (firstAt === null) {
+            firstAt = performance.now();
+            setColdStart(false);
+          }
           text += delta;
           setReply(text);
         }
@@ -244,6 +252,7 @@ export function PlaygroundPage() {
         setDraft(pendingUser);
       }
       setReply('');
+      setColdStart(false);
       setStreaming(false);
       abortRef.current = null;
     }
@@ -274,7 +283,12 @@ export function PlaygroundPage() {
                 </option>
               ))}
             </select>
-            {entry?.offeredDedicated && !deployment && (
+            {entry?.offeredDedicated && !deployment && halted && (
+              <p className="hint">
+                Your dedicated deployment of {entry.name} is {halted.state}: <Link to={`/deployments/${halted.id}`}>start it</Link> from its page.
+              </p>
+            )}
+            {entry?.offeredDedicated && !deployment && !halted && (
               <p className="hint">
                 Dedicated needs a <Link to={`/deployments?entry=${encodeURIComponent(entry.name)}`}>deployment</Link>.
               </p>
@@ -385,6 +399,11 @@ export function PlaygroundPage() {
                   <div className="message assistant streaming" aria-busy="true">
                     <span className="role">assistant</span>
                     <p data-testid="streaming-reply">{reply || '…'}</p>
+                    {coldStart && !reply && (
+                      <p className="muted small" role="status" data-testid="cold-start">
+                        Cold start: a replica is starting{entry?.coldStartTtft ? ` (about ${entry.coldStartTtft})` : ''}. The reply follows when it is ready.
+                      </p>
+                    )}
                   </div>
                 )}
                 {status && (
