@@ -112,6 +112,9 @@ describe('web console', () => {
     const entryName = (await first.textContent()) ?? '';
     await first.click();
     await page.getByRole('heading', { level: 1, name: entryName }).waitFor();
+    // The tab's title names the page, and keyboard focus moved to the new content (not left on the clicked link).
+    await expect.poll(() => page.title()).toBe(`${entryName} · Inference Platform (beta)`);
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('main');
     for (const label of [
       'Provider',
       'Parameter Size',
@@ -482,6 +485,11 @@ describe('web console', () => {
           expect(await p.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: link, exact: true }).isVisible()).toBe(true);
         }
         await check(p, 'phone-menu-open', failures);
+        // Escape closes it, focus back on its button.
+        await p.keyboard.press('Escape');
+        await expect.poll(() => p.getByRole('link', { name: 'Usage' }).isVisible()).toBe(false);
+        expect(await p.evaluate(() => document.activeElement?.className)).toBe('menu-button');
+        await p.getByRole('button', { name: 'Menu' }).click();
         await p.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Catalog', exact: true }).click();
         // The catalog's filters fold behind one control.
         await p.locator('.entry-card').first().waitFor();

@@ -1,5 +1,5 @@
 import { useMutation } from '@tanstack/react-query';
-import { useEffect, useState, type ReactNode } from 'react';
+import { useEffect, useRef, useState, type ReactNode } from 'react';
 import { api } from './api.tsx';
 import { Loading } from './components/states.tsx';
 import { AdminTokensPage } from './pages/admin-tokens.tsx';
@@ -32,8 +32,18 @@ function Header() {
   const session = useSession();
   const { navigate, location } = useRouter();
   const [menuOpen, setMenuOpen] = useState(false);
-  // A phone's menu closes when the page changes.
+  // A phone's menu closes when the page changes, and on Escape (focus back on its button).
   useEffect(() => setMenuOpen(false), [location.path]);
+  useEffect(() => {
+    if (!menuOpen) return;
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key !== 'Escape') return;
+      setMenuOpen(false);
+      document.querySelector<HTMLButtonElement>('.menu-button')?.focus();
+    };
+    document.addEventListener('keydown', onKey);
+    return () => document.removeEventListener('keydown', onKey);
+  }, [menuOpen]);
   const logout = useMutation({
     mutationFn: () => api.auth.logout(),
     onSettled: async () => {
@@ -182,7 +192,35 @@ function Routes() {
   );
 }
 
+const SITE = 'Inference Platform (beta)';
+
+/**
+ * What a page change means for assistive technology: the tab's title names the page (its first heading, followed as
+ * it loads), and keyboard focus moves to the new content instead of staying on the link that was clicked.
+ */
+function usePageAnnouncements(): void {
+  const { location } = useRouter();
+  const first = useRef(true);
+  useEffect(() => {
+    const main = document.getElementById('main');
+    if (!main) return;
+    const title = () => {
+      const h1 = main.querySelector('h1')?.textContent?.trim();
+      document.title = h1 ? `${h1} · ${SITE}` : SITE;
+    };
+    title();
+    const observer = new MutationObserver(title);
+    observer.observe(main, { childList: true, subtree: true, characterData: true });
+    // Not on the first page: a visitor who just arrived starts at the top, as on any site.
+    if (first.current) first.current = false;
+    else main.focus({ preventScroll: true });
+    return () => observer.disconnect();
+    // Only a new path is a new page (the query is a page's own state: filters, tabs).
+  }, [location.path]);
+}
+
 export function App() {
+  usePageAnnouncements();
   return (
     <>
       <a className="skip-link" href="#main">
