@@ -131,7 +131,8 @@ export function UsagePage() {
       <h1>Usage</h1>
       <p className="muted">
         Requests, tokens, GPU time and cost of your tenant by UTC day and by endpoint. Shared endpoints are billed per token; dedicated deployments per
-        GPU-second (their tokens are counted, not billed).
+        GPU-second (their tokens are counted, not billed). Requests count every call forwarded to a runtime, those it refused or failed included (with no tokens
+        billed unless it worked on them); calls refused before that (a bad key, a limit, an invalid body) are not counted.
       </p>
       <form className="usage-range" onSubmit={(e) => e.preventDefault()} aria-label="Range">
         <div className="row" role="group" aria-label="Range presets">
