@@ -42,9 +42,6 @@ export const api = {
     me: () => trpc.auth.me.query(),
     login: (email: string, password: string) => trpc.auth.login.mutate({ email, password }),
     logout: () => trpc.auth.logout.mutate(),
-    invitation: (token: string) => trpc.auth.invitation.query({ token }),
-    signUpWithInvitation: (token: string, password: string, displayName: string | null) =>
-      trpc.auth.signUpWithInvitation.mutate({ token, password, displayName }),
   },
   keys: {
     list: (tenantId: string) => trpc.keys.list.query({ tenantId }),
@@ -91,7 +88,6 @@ export const api = {
   invitations: {
     mine: () => trpc.tenants.invitations.mine.query(),
     accept: (invitationId: string) => trpc.tenants.invitations.accept.mutate({ invitationId }),
-    acceptLink: (token: string) => trpc.tenants.invitations.accept.mutate({ token }),
     decline: (invitationId: string) => trpc.tenants.invitations.decline.mutate({ invitationId }),
   },
   audit: {

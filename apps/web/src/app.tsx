@@ -9,7 +9,6 @@ import { DeploymentPage } from './pages/deployment.tsx';
 import { DeploymentsPage } from './pages/deployments.tsx';
 import { EndpointPage } from './pages/endpoint.tsx';
 import { KeysPage } from './pages/keys.tsx';
-import { InvitePage } from './pages/invite.tsx';
 import { LoginPage } from './pages/login.tsx';
 import { PlaygroundPage } from './pages/playground.tsx';
 import { UsagePage } from './pages/usage.tsx';
@@ -137,7 +136,6 @@ function Routes() {
   if (path === '/' || path === '/catalog') return <CatalogPage />;
   if (endpoint?.[1]) return <EndpointPage name={decodeURIComponent(endpoint[1])} />;
   if (path === '/login') return <LoginPage />;
-  if (path === '/invite') return <InvitePage />;
   if (path === '/keys')
     return (
       <RequireLogin>

@@ -3,7 +3,6 @@ import { useState, type FormEvent } from 'react';
 import { api, type AuditRow, type Tenant } from '../api.tsx';
 import { Empty, ErrorBox, QueryView } from '../components/states.tsx';
 import { Tabs } from '../components/tabs.tsx';
-import { CopyButton } from '../components/copy-button.tsx';
 import { formatDate, formatShortDate } from '../lib/format.ts';
 import { useRouter } from '../router.tsx';
 import { AdminCatalog } from './admin-catalog.tsx';
@@ -17,7 +16,7 @@ function Members({ tenant }: { tenant: Tenant }) {
   const invitations = useQuery({ queryKey: ['tenants.invitations', tenant.id], queryFn: () => api.tenants.invitations(tenant.id) });
   const [email, setEmail] = useState('');
   const [role, setRole] = useState<'owner' | 'member'>('member');
-  const [sent, setSent] = useState<{ email: string; link: string } | null>(null);
+  const [sent, setSent] = useState<string | null>(null);
   const done = () => {
     void qc.invalidateQueries({ queryKey: ['tenants.members', tenant.id] });
     void qc.invalidateQueries({ queryKey: ['tenants.invitations', tenant.id] });
@@ -26,8 +25,7 @@ function Members({ tenant }: { tenant: Tenant }) {
   const invite = useMutation({
     mutationFn: () => api.tenants.addMember(tenant.id, email.trim(), role),
     onSuccess: (r) => {
-      // The link carries the invitation's token, shown this once (stored hashed): the owner sends it to the invitee.
-      setSent({ email: r.email, link: `${window.location.origin}/invite?token=${encodeURIComponent(r.token)}` });
+      setSent(r.email);
       setEmail('');
       done();
     },
@@ -107,15 +105,9 @@ function Members({ tenant }: { tenant: Tenant }) {
         </button>
       </form>
       {sent && (
-        <div role="status" className="muted">
-          <p>
-            Invitation for {sent.email}. Send them this link (shown once): it lets them create an account with that email, or accept logged in if they have one.
-            They join when they accept.
-          </p>
-          <p>
-            <code data-testid="invitation-link">{sent.link}</code> <CopyButton text={sent.link} label="Copy invitation link" />
-          </p>
-        </div>
+        <p role="status" className="muted">
+          Invitation sent to {sent}. They join when they accept it, logged in with that email.
+        </p>
       )}
       {invite.isError && <ErrorBox error={invite.error} />}
     </div>

@@ -3,8 +3,7 @@ import { publicProcedure, router } from '../../trpc/init.ts';
 import { isPlatformAdmin } from '../access/access.ts';
 import { listCallerTenants } from '../tenants/tenants.service.ts';
 import { changePassword, getUserById, login } from './auth.service.ts';
-import { previewInvitation, signUpWithInvitation } from '../tenants/invitations.service.ts';
-import { createSession, invalidateSession } from './sessions.ts';
+import { invalidateSession } from './sessions.ts';
 
 const loginInput = z.object({
   email: z.string().trim().min(3).max(320),
@@ -29,23 +28,6 @@ export const authRouter = router({
   changePassword: publicProcedure
     .input(z.object({ currentPassword: z.string().min(1).max(1024), newPassword: z.string().min(8).max(1024) }))
     .mutation(async ({ ctx, input }) => changePassword(ctx.db, ctx.principal, { ...input, ip: ctx.ip }, ctx.loginThrottle)),
-
-  /** The invitation behind a link (no login: the token is the credential): tenant, role, email, whether it has an account. */
-  invitation: publicProcedure.input(z.object({ token: z.string().min(1).max(200) })).query(({ ctx, input }) => previewInvitation(ctx.db, input.token)),
-
-  /**
-   * Creates the invitee's account from an invitation link (its email, a password of their own), accepts the
-   * invitation and logs them in (session cookie, as `login`). An email with an account already: conflict (log in and
-   * accept instead). The token is the credential (random, stored hashed, as an API key): nothing to guess.
-   */
-  signUpWithInvitation: publicProcedure
-    .input(z.object({ token: z.string().min(1).max(200), password: z.string().max(1024), displayName: z.string().max(100).nullish() }))
-    .mutation(async ({ ctx, input }) => {
-      const { userId, email, answer } = await signUpWithInvitation(ctx.db, input);
-      const { token, session } = await createSession(ctx.db, userId);
-      ctx.setSessionCookie(token, session.expiresAt);
-      return { user: { id: userId, email }, tenantId: answer.tenantId, role: answer.role, expiresAt: session.expiresAt };
-    }),
 
   /** Ends the session (row deleted) and clears the cookie; harmless when not logged in. */
   logout: publicProcedure.mutation(async ({ ctx }) => {

@@ -5,11 +5,10 @@ import { sql } from 'kysely';
 import type { InvitationStatus, MembershipRole } from '@infer/db';
 import { generateSecret, hashSecret } from '@infer/shared';
 import { isUuid, type Db } from '../../db.ts';
-import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
+import { notFound, ServiceError } from '../../errors.ts';
 import { requireAuthenticated, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
-import { hashPassword } from '../auth/password.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 
 /** How long an invitation can be accepted. */
@@ -239,119 +238,5 @@ export async function answerInvitation(db: Db, principal: Principal, ref: Invita
       });
     }
     return { invitationId: inv.id, tenantId: inv.tenantId, status: 'accepted', role };
-  });
-}
-
-/** What the holder of an invitation link sees before answering it. */
-export interface InvitationPreview {
-  email: string;
-  tenantSlug: string;
-  tenantName: string;
-  role: MembershipRole;
-  expiresAt: Date;
-  /** An account with the invitation's email exists: its owner logs in to accept; else the link creates one. */
-  hasAccount: boolean;
-}
-
-/** The pending, unexpired invitation of a link's token (locked in `trx` when given), or the error the link gets. */
-async function pendingByToken(db: Db, token: string, lock: boolean) {
-  if (token.length > MAX_INVITATION_TOKEN_LENGTH) throw new ServiceError('invalid', 'token is too long', 'token');
-  let q = db
-    .selectFrom('invitations')
-    .innerJoin('tenants', 'tenants.id', 'invitations.tenantId')
-    .select([
-      'invitations.id',
-      'invitations.tenantId',
-      'invitations.email',
-      'invitations.role',
-      'invitations.status',
-      'invitations.expiresAt',
-      'tenants.slug',
-      'tenants.name',
-    ])
-    .where('invitations.tokenHash', '=', hashSecret(token));
-  if (lock) q = q.forUpdate();
-  const inv = await q.executeTakeFirst();
-  if (!inv) throw new ServiceError('not_found', 'invitation not found', 'token');
-  if (inv.status !== 'pending') throw new ServiceError('conflict', `this invitation was already ${inv.status}`, 'token');
-  if (inv.expiresAt.getTime() <= Date.now()) throw new ServiceError('invalid', 'this invitation has expired; ask for a new one', 'token');
-  return inv;
-}
-
-/**
- * The invitation behind a link (no login: the token is the credential, as in the link an owner sends). Says
- * whether its email has an account, which only the token's holder, who knows the email, learns.
- */
-export async function previewInvitation(db: Db, token: string): Promise<InvitationPreview> {
-  const inv = await pendingByToken(db, token, false);
-  const account = await db.selectFrom('users').select('id').where('email', '=', inv.email).executeTakeFirst();
-  return { email: inv.email, tenantSlug: inv.slug, tenantName: inv.name, role: inv.role, expiresAt: inv.expiresAt, hasAccount: account !== undefined };
-}
-
-export interface InvitationSignUp {
-  readonly token: string;
-  readonly password: string;
-  readonly displayName?: string | null;
-}
-
-/**
- * Creates the invitee's account from an invitation link and accepts the invitation, in one transaction: the user
- * (with the invitation's email, which the link proves they received), the membership and the audit rows. An email
- * that already has an account is a conflict: its owner logs in and accepts (a link never sets the password of an
- * existing account). Returns the new user's id and the answer; the caller starts the session.
- */
-export async function signUpWithInvitation(db: Db, input: InvitationSignUp): Promise<{ userId: string; email: string; answer: InvitationAnswer }> {
-  if (input.password.length < 8) throw new ServiceError('invalid', 'password must be at least 8 characters', 'password');
-  if (input.password.length > 1024) throw new ServiceError('invalid', 'password must be at most 1024 characters', 'password');
-  const displayName = input.displayName?.trim() || null;
-  if (displayName !== null && displayName.length > 100) throw new ServiceError('invalid', 'displayName must be at most 100 characters', 'displayName');
-  // Hashed before the transaction: the invitation's row lock is not held through scrypt.
-  const passwordHash = await hashPassword(input.password);
-  return withTransaction(db, async (trx) => {
-    const inv = await pendingByToken(trx, input.token, true);
-    const taken = await trx.selectFrom('users').select('id').where('email', '=', inv.email).executeTakeFirst();
-    if (taken) throw new ServiceError('conflict', 'an account with this email exists: log in with it to accept the invitation', 'token');
-    const user = await trx
-      .insertInto('users')
-      .values({ email: inv.email, passwordHash, displayName, isPlatformAdmin: false })
-      .returning('id')
-      .executeTakeFirstOrThrow()
-      .catch((err: unknown) => {
-        // Another invitation's link made the account meanwhile.
-        if (isUniqueViolation(err)) throw new ServiceError('conflict', 'an account with this email exists: log in with it to accept the invitation', 'token');
-        throw err;
-      });
-    const actor: Actor = { userId: user.id };
-    await writeAudit(trx, {
-      actor,
-      tenantId: inv.tenantId,
-      action: 'user.signup',
-      targetType: 'user',
-      targetId: user.id,
-      detail: { email: inv.email, invitationId: inv.id },
-    });
-    await trx
-      .updateTable('invitations')
-      .set({ status: 'accepted', respondedAt: sql<Date>`now()` })
-      .where('id', '=', inv.id)
-      .execute();
-    await writeAudit(trx, {
-      actor,
-      tenantId: inv.tenantId,
-      action: 'invitation.accept',
-      targetType: 'invitation',
-      targetId: inv.id,
-      detail: { email: inv.email, role: inv.role },
-    });
-    await trx.insertInto('memberships').values({ tenantId: inv.tenantId, userId: user.id, role: inv.role }).execute();
-    await writeAudit(trx, {
-      actor,
-      tenantId: inv.tenantId,
-      action: 'membership.add',
-      targetType: 'user',
-      targetId: user.id,
-      detail: { email: inv.email, role: inv.role, invitationId: inv.id },
-    });
-    return { userId: user.id, email: inv.email, answer: { invitationId: inv.id, tenantId: inv.tenantId, status: 'accepted', role: inv.role } };
   });
 }
