@@ -119,7 +119,12 @@ describe('autoscaler decision (pure)', () => {
     }
     expect(seen.filter((r) => r.startsWith('0 -> '))).toEqual([]);
     expect(t.current).toBe(0);
-    // A request after that still wakes one replica at once.
+    // A request after that still wakes one replica at once, however busy the windows' older samples were.
+    const busy = { memory: newMemory(0), current: 8 };
+    run(busy, 0, 10, 8, { ...settings, targetConcurrency: 1 });
+    run(busy, 10_000, 15, 0, settings);
+    expect(busy.current).toBe(0);
+    expect(run(busy, 25_000, 1, 1, settings).desired).toBe(1);
     const wake = run(t, 90_000, 1, 1, settings);
     expect(wake.desired).toBe(1);
     expect(wake.reason).toMatch(/^0 -> 1: requests arrived with no replica/);

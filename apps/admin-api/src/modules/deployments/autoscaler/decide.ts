@@ -93,8 +93,9 @@ export function decide(input: DecisionInput): Decision {
   let why = panicking
     ? `panic: load ${fmt(panicLoad)} over ${secs(w.panicWindowMs)} needs ${panicWant} x target ${target}`
     : `load ${fmt(stableLoad)} over ${secs(w.stableWindowMs)} / target ${target}`;
-  if (current === 0 && active && raw <= 1) {
-    raw = 1;
+  if (current === 0 && active) {
+    // Sized by the load now: what the windows still hold from before the scale-down is no demand.
+    raw = Math.max(1, Math.ceil(load / target));
     why = input.held > 0 ? `${input.held} request(s) held with no replica` : 'requests arrived with no replica';
   } else if (current === 0 && !active) {
     // At zero only a request in flight or held wakes a replica. The windows still average the load of the requests
