@@ -17,7 +17,6 @@ import { createChatFastPath } from './routes/chat-fast-path.ts';
 import type { ChatFastPath, FastRoute } from './routes/chat-fast-path.ts';
 import { installFront } from './front/http1-front.ts';
 import type { Front } from './front/http1-front.ts';
-import { isLingering } from './front/lingering-close.ts';
 import { createChatHandler } from './routes/chat-handler.ts';
 import { inferenceRoutes } from './routes/inference-routes.ts';
 import { collectRoutes, methodNotAllowedRoutes } from './routes/method-not-allowed-routes.ts';
@@ -84,12 +83,6 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   const unused = new Set<Socket>();
   const serverFactory = (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
     const server = createServer((req, res) => {
-      // A request behind a body answered with 413 (Node's parser reads on while the connection lingers): the answer
-      // said the connection closes, so it is neither served nor billed.
-      if (isLingering(req.socket)) {
-        req.socket.destroy();
-        return;
-      }
       if (fastPath === null || !fastPath.onRequest(req, res)) handler(req, res);
     });
     if (opts.front !== false) {

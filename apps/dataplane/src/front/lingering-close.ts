@@ -7,9 +7,6 @@ export const LINGER_IDLE_MS = 5_000;
 
 const lingering = new WeakSet<Socket>();
 
-/** The connection is closing after an answer given before its body was read: nothing more on it is served. */
-export const isLingering = (socket: Socket): boolean => lingering.has(socket);
-
 /**
  * Makes Node's HTTP server close `socket` after the current answer the way nginx's lingering close does: our side is
  * ended (FIN), what the client still sends is read and dropped, and the socket goes when the client closes its side,
