@@ -8,6 +8,7 @@ import {
   registerReplica,
   setDeploymentState,
   setReplicaState,
+  updateDeploymentScale,
 } from '../src/modules/deployments/deployment-store.ts';
 import { buildSnapshot, readDeltasAfter } from '../src/modules/snapshots/snapshots.service.ts';
 import { createTenant } from '../src/modules/tenants/tenants.service.ts';
@@ -61,5 +62,25 @@ describe.each(testBackends())('deployments service (%s)', (kind) => {
     expect(deltas.map((x) => x.op)).toEqual(['upsert', 'upsert', 'upsert', 'upsert', 'upsert', 'delete']);
     const audit = await db.selectFrom('auditLog').select('action').where('targetId', '=', d.id).orderBy('id').execute();
     expect(audit.map((a) => a.action)).toEqual(['deployment.create', 'deployment.state', 'deployment.state', 'deployment.delete']);
+  });
+
+  it('new replica bounds: a decision on a serving deployment (a wake from zero audited as a state change), none on a stopped one', async () => {
+    const { db } = database;
+    const tenant = await createTenant(db, { slug: 'dep-scale', name: 'Scale' });
+    await createEntry(db, { name: 'Scale-8B', provider: 'acme', offeredDedicated: true });
+    const d = await createDeployment(db, { tenantId: tenant.id, entryName: 'Scale-8B', minReplicas: 0, maxReplicas: 2, provisioner: 'local' });
+    await setDeploymentState(db, { deploymentId: d.id, state: 'scaled_to_zero' });
+    const woken = await updateDeploymentScale(db, { deploymentId: d.id, minReplicas: 1, maxReplicas: 2 });
+    expect(woken).toMatchObject({ state: 'scaling', desiredReplicas: 1, lastScaleReason: '0 -> 1: replicas bounded to 1..2' });
+    const audit = await db.selectFrom('auditLog').select(['action', 'detail']).where('targetId', '=', d.id).orderBy('id').execute();
+    expect(audit.slice(-2)).toEqual([
+      { action: 'deployment.state', detail: { state: 'scaling', from: 'scaled_to_zero' } },
+      { action: 'deployment.scale', detail: { minReplicas: 1, maxReplicas: 2 } },
+    ]);
+
+    await setDeploymentState(db, { deploymentId: d.id, state: 'stopped' });
+    const stopped = await updateDeploymentScale(db, { deploymentId: d.id, minReplicas: 2, maxReplicas: 2 });
+    // The count is kept for the next start; no scaling decision was taken, and the state stays.
+    expect(stopped).toMatchObject({ state: 'stopped', desiredReplicas: 2, lastScaleReason: '0 -> 1: replicas bounded to 1..2' });
   });
 });

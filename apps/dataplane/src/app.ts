@@ -17,6 +17,7 @@ import { createChatFastPath } from './routes/chat-fast-path.ts';
 import type { ChatFastPath, FastRoute } from './routes/chat-fast-path.ts';
 import { installFront } from './front/http1-front.ts';
 import type { Front } from './front/http1-front.ts';
+import { servePipelined } from './front/pipelined.ts';
 import { createChatHandler } from './routes/chat-handler.ts';
 import { inferenceRoutes } from './routes/inference-routes.ts';
 import { collectRoutes, methodNotAllowedRoutes } from './routes/method-not-allowed-routes.ts';
@@ -83,7 +84,9 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   const unused = new Set<Socket>();
   const serverFactory = (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
     const server = createServer((req, res) => {
-      if (fastPath === null || !fastPath.onRequest(req, res)) handler(req, res);
+      servePipelined(req, res, () => {
+        if (fastPath === null || !fastPath.onRequest(req, res)) handler(req, res);
+      });
     });
     if (opts.front !== false) {
       front = installFront<FastRoute>({

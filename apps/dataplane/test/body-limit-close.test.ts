@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NAME, SECRET_A, makeSnapshot, memorySink, startDataplane, startSim } from './helpers.ts';
+import { NAME, SECRET_A, makeSnapshot, memorySink, startDataplane, startSim, waitFor } from './helpers.ts';
 import type { StartedApp, StartedSim } from './helpers.ts';
 
 let sim: StartedSim;
@@ -78,6 +78,74 @@ describe.each([true, false])('a body over the limit (front %s)', (front) => {
     });
     expect(ok.status).toBe(200);
     await ok.text();
+  });
+
+  /** Writes `bytes` on one new connection at once and reads until the node closes it. */
+  async function pipeline(bytes: string): Promise<string> {
+    const u = new URL(dp.url);
+    const s = connect(Number(u.port), u.hostname);
+    let text = '';
+    s.setEncoding('latin1');
+    s.on('error', () => {});
+    await once(s, 'connect');
+    const done = new Promise<void>((resolve) => {
+      s.on('data', (d: string) => (text += d));
+      s.on('close', () => resolve());
+    });
+    s.write(bytes);
+    await done;
+    s.destroy();
+    return text;
+  }
+  const chatHead = (len: number, key = SECRET_A, extra = ''): string =>
+    `POST /endpoints/v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\n${extra}content-length: ${len}\r\n\r\n`;
+  const chat = JSON.stringify({ model: NAME, messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
+
+  it.each([
+    ['a body over the limit (413)', chatHead(8000) + 'a'.repeat(8000), 413],
+    ['malformed JSON (400, which also closes the connection)', chatHead(9) + '{"model":', 400],
+  ])('requests pipelined behind %s on the same connection are neither forwarded nor billed', async (_, first, status) => {
+    const records = sink.records.length;
+    const forwarded = sim.sim.stats().totals.requests;
+    const text = await pipeline(first + (chatHead(Buffer.byteLength(chat)) + chat).repeat(3));
+    expect(text).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `));
+    expect(text.toLowerCase()).toContain('connection: close');
+    expect(text.match(/HTTP\/1\.1 /g)).toHaveLength(1);
+    // A request on a new connection after it: forwarded and billed once; had the pipelined ones been served, they
+    // were dispatched before it (the same path, earlier), so the runtime would have counted them by now.
+    const ok = await fetch(`${dp.url}/endpoints/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${SECRET_A}`, 'content-type': 'application/json' },
+      body: chat,
+    });
+    expect(ok.status).toBe(200);
+    await ok.text();
+    await waitFor(() => sink.records.length > records);
+    expect(sim.sim.stats().totals.requests - forwarded).toBe(1);
+    expect(sink.records.length - records).toBe(1);
+  });
+
+  it('requests pipelined behind answers that keep the connection open are all served, in order', async () => {
+    const records = sink.records.length;
+    const n = Buffer.byteLength(chat);
+    const bad = `{"model":"${NAME}"}`;
+    // An ordinary answer, an invalid request (no messages), an auth failure, then two more ordinary ones, the
+    // last asking the node to close the connection after it.
+    const bytes =
+      chatHead(n) +
+      chat +
+      chatHead(bad.length) +
+      bad +
+      chatHead(n, 'infk_no_such_key_000000000000000000') +
+      chat +
+      chatHead(n) +
+      chat +
+      chatHead(n, SECRET_A, 'connection: close\r\n') +
+      chat;
+    const text = await pipeline(bytes);
+    const statuses = [...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1]);
+    expect(statuses).toEqual(['200', '400', '401', '200', '200']);
+    await waitFor(() => sink.records.length >= records + 3);
   });
 
   it('Expect: 100-continue over the limit: a 413 and no 100 Continue', async () => {

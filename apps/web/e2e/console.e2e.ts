@@ -221,10 +221,23 @@ describe('web console', () => {
     await page.locator('#pg-key-paste').fill('infk_wrong_key_for_the_playground_test');
     await page.getByLabel('max_tokens').fill('12');
     await page.getByLabel('Message').fill('Say something short.');
+    // The request is held in the browser until a follow-up has been typed into the box meanwhile.
+    let release: () => void = () => {};
+    const held = new Promise<void>((r) => (release = r));
+    await page.route('**/chat/completions', async (route) => {
+      await held;
+      await route.continue();
+    });
     await page.getByRole('button', { name: 'Send' }).click();
+    await page.getByRole('button', { name: 'Stop' }).waitFor();
+    await page.getByLabel('Message').fill('And then?');
+    release();
     await expect.poll(() => page.getByTestId('reply-status').textContent()).toMatch(/401|key/i);
-    expect(await page.getByLabel('Message').inputValue()).toBe('Say something short.');
+    await page.unroute('**/chat/completions');
+    // The failed message comes back first, what was typed meanwhile stays after it.
+    expect(await page.getByLabel('Message').inputValue()).toBe('Say something short.\n\nAnd then?');
     expect(await page.locator('.message.user').count()).toBe(0);
+    await page.getByLabel('Message').fill('Say something short.');
     await page.locator('#pg-key-paste').fill(platform.env['INFERENCE_API_KEY'] ?? '');
     await page.getByRole('button', { name: 'Send' }).click();
     await page.getByTestId('reply-stats').waitFor({ timeout: 20_000 });

@@ -247,9 +247,10 @@ export function PlaygroundPage() {
       if (text) setTurns([...sent, { role: 'assistant', content: text }]);
       else {
         // Nothing came back (an error, or stopped before the first token): the message goes back into the box, not
-        // into the conversation, where the next send would repeat it as a second user turn in a row.
+        // into the conversation, where the next send would repeat it as a second user turn in a row. What was typed
+        // meanwhile stays, after it.
         setTurns(turns);
-        setDraft(pendingUser);
+        setDraft((typed) => (typed.trim() === '' ? pendingUser : `${pendingUser}\n\n${typed}`));
       }
       setReply('');
       setColdStart(false);

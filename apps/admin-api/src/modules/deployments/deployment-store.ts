@@ -399,10 +399,12 @@ export async function updateDeploymentScale(
   return withTransaction(db, async (trx) => {
     const before = await trx.selectFrom('deployments').select(['desiredReplicas', 'state']).where('id', '=', input.deploymentId).forUpdate().executeTakeFirst();
     if (!before) throw notFound('deployment');
-    // The desired count moves into the new bounds; a move is a scaling decision like the autoscaler's: its reason and
-    // time are recorded, and a deployment at zero given a replica is scaling from then on (as a wake makes it).
+    // The desired count moves into the new bounds; on a serving deployment a move is a scaling decision like the
+    // autoscaler's: its reason and time are recorded, and a deployment at zero given a replica is scaling from then on
+    // (as a wake makes it). A stopped or failed one only keeps the count for its next start: nothing was decided.
     const desired = Math.min(Math.max(before.desiredReplicas, input.minReplicas), input.maxReplicas);
-    const moved = desired !== before.desiredReplicas;
+    const moved = desired !== before.desiredReplicas && SERVING_STATES.includes(before.state);
+    const wakes = moved && before.state === 'scaled_to_zero' && desired > 0;
     const row = await trx
       .updateTable('deployments')
       .set({
@@ -413,7 +415,7 @@ export async function updateDeploymentScale(
           ? {
               lastScaleReason: `${before.desiredReplicas} -> ${desired}: replicas bounded to ${input.minReplicas}..${input.maxReplicas}`,
               lastScaleAt: sql<Date>`now()`,
-              ...(before.state === 'scaled_to_zero' && desired > 0 ? { state: 'scaling' as const } : {}),
+              ...(wakes ? { state: 'scaling' as const } : {}),
             }
           : {}),
         ...(a.targetConcurrency === undefined ? {} : { targetConcurrency: a.targetConcurrency }),
@@ -425,6 +427,16 @@ export async function updateDeploymentScale(
       .returning(['id', 'tenantId'])
       .executeTakeFirst();
     if (!row) throw notFound('deployment');
+    // The state moved too: audited as every other state change is.
+    if (wakes)
+      await writeAudit(trx, {
+        actor: input.actor,
+        tenantId: row.tenantId,
+        action: 'deployment.state',
+        targetType: 'deployment',
+        targetId: row.id,
+        detail: { state: 'scaling', from: 'scaled_to_zero' },
+      });
     const detail: JsonObject = { minReplicas: input.minReplicas, maxReplicas: input.maxReplicas };
     for (const [k, v] of Object.entries(a)) if (v !== undefined) detail[k] = v;
     return publishDeploymentChange(trx, row, { actor: input.actor, action: 'deployment.scale', detail });
