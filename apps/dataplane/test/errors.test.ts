@@ -101,14 +101,20 @@ describe('routing', () => {
       dp.store.replace(withState('stopped', before.version + 1));
       const stopped = await post(url, chatBody());
       expect(stopped.headers.get('retry-after')).toBeNull();
+      // The OpenAI SDKs retry a 503 unless told not to: a retry cannot help here.
+      expect(stopped.headers.get('x-should-retry')).toBe('false');
       expect(await expectError(stopped, 503, 'deployment_stopped')).toMatch(/is stopped: start it again/);
       dp.store.replace(withState('failed', before.version + 2));
-      expect(await expectError(await post(url, chatBody()), 503, 'deployment_failed')).toMatch(/failed to start/);
+      const failed = await post(url, chatBody());
+      expect(failed.headers.get('x-should-retry')).toBe('false');
+      expect(await expectError(failed, 503, 'deployment_failed')).toMatch(/failed to start/);
     } finally {
       dp.store.replace(before);
     }
-    // Still provisioning: the transient answer.
-    await expectError(await post(url, chatBody()), 503, 'no_healthy_upstream');
+    // Still provisioning: the transient answer, worth a retry.
+    const provisioning = await post(url, chatBody());
+    expect(provisioning.headers.get('x-should-retry')).toBeNull();
+    await expectError(provisioning, 503, 'no_healthy_upstream');
   });
   it('404 JSON for unknown routes', async () => {
     await expectError(await fetch(`${dp.url}/nope`), 404, 'not_found');

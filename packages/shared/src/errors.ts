@@ -46,7 +46,8 @@ export class ApiError extends Error {
     this.name = 'ApiError';
     this.code = code;
     this.param = param;
-    this.headers = headers;
+    // A retry cannot help until someone starts the deployment: OpenAI's SDKs read this header and do not retry.
+    this.headers = code === 'deployment_stopped' || code === 'deployment_failed' ? { 'x-should-retry': 'false', ...headers } : headers;
   }
   get status(): number {
     return ERRORS[this.code].status;
