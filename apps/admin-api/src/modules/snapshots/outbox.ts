@@ -21,11 +21,20 @@ export function markChanged(trx: Db): void {
  */
 export async function withTransaction<T>(db: Db, fn: (trx: Db) => Promise<T>): Promise<T> {
   if (db.isTransaction) return fn(db);
-  let used: Db | undefined;
-  const result = await db.transaction().execute(async (trx) => {
-    used = trx;
-    return fn(trx);
-  });
-  if (used && changedTransactions.has(used)) outboxSignal.emit('change');
-  return result;
+  for (let attempt = 1; ; attempt++) {
+    let used: Db | undefined;
+    try {
+      const result = await db.transaction().execute(async (trx) => {
+        used = trx;
+        return fn(trx);
+      });
+      if (used && changedTransactions.has(used)) outboxSignal.emit('change');
+      return result;
+    } catch (err) {
+      // PostgreSQL chose this transaction as a deadlock's victim (or a serialization failure): it was rolled back
+      // whole, so it runs again (a user's stop racing the reconciler's replica start, say).
+      const code = (err as { code?: unknown }).code;
+      if (attempt >= 3 || (code !== '40P01' && code !== '40001')) throw err;
+    }
+  }
 }
