@@ -5,6 +5,7 @@ import { createEntry } from '../src/modules/catalog/catalog.service.ts';
 import { createDeployment } from '../src/modules/deployments/deployment-store.ts';
 import { createDeploymentsContext, type DeploymentsContext } from '../src/modules/deployments/deployments-context.ts';
 import { createExternalProvisioner } from '../src/modules/deployments/provisioners/external/external-provisioner.ts';
+import { selectDeploymentForms } from '../src/modules/snapshots/snapshot-forms.ts';
 import { createContextInner } from '../src/trpc/context.ts';
 import { createCallerFactory } from '../src/trpc/init.ts';
 import { appRouter } from '../src/trpc/root.ts';
@@ -75,5 +76,47 @@ describe.each(testBackends())('deployments.coldStarts and catalog.observedColdSt
       expect(err).toBeInstanceOf(TRPCError);
       expect((err as TRPCError).code).toBe('NOT_FOUND');
     }
+  });
+
+  it("publishes the entry's measured cold start (p95 of its last 100 samples, from 3 on) in each deployment's form", async () => {
+    const { db } = database;
+    const entry = await createEntry(db, { name: `measured-${kind}`, provider: 'acme', offeredDedicated: true, published: true, coldStartSeconds: 30 });
+    const d = await createDeployment(db, {
+      tenantId: world.tenantA.id,
+      entryName: entry.name,
+      minReplicas: 0,
+      maxReplicas: 1,
+      provisioner: 'external',
+      externalUrl: 'http://127.0.0.1:9',
+    });
+    const form = async () => (await selectDeploymentForms(db, [d.id]))[0]!;
+    const sample = (ttftMs: number, at: number) => ({
+      deploymentId: d.id,
+      entryId: entry.id,
+      nodeId: 'n1',
+      waitMs: ttftMs - 50,
+      ttftMs,
+      recordedAt: new Date(at),
+    });
+    expect(await form()).toMatchObject({ coldStartSeconds: 30, measuredColdStartSeconds: null });
+    const t0 = Date.now() - 3_600_000;
+    // Two samples are not enough to plan with.
+    await db
+      .insertInto('coldStarts')
+      .values([sample(4000, t0), sample(5000, t0 + 1)])
+      .execute();
+    expect((await form()).measuredColdStartSeconds).toBeNull();
+    // 120 slow samples: the measured figure follows them.
+    await db
+      .insertInto('coldStarts')
+      .values(Array.from({ length: 120 }, (_, i) => sample(90_000, t0 + 10 + i)))
+      .execute();
+    expect((await form()).measuredColdStartSeconds).toBe(90);
+    await db
+      .insertInto('coldStarts')
+      .values(Array.from({ length: 100 }, (_, i) => sample(1000 + i * 10, t0 + 1000 + i)))
+      .execute();
+    // The newest 100 are 1.00-1.99 s: p95 is the 95th of them.
+    expect((await form()).measuredColdStartSeconds).toBe(1.94);
   });
 });

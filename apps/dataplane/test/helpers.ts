@@ -48,6 +48,7 @@ const endpoint = (id: string, name: string, upstreams: SnapshotUpstream[], extra
   contextLength: 8192,
   concurrency: 1,
   coldStartSeconds: 10,
+  measuredColdStartSeconds: null,
   offeredShared: extra.offeredShared ?? true,
   offeredDedicated: true,
   published: extra.published ?? true,
@@ -63,6 +64,7 @@ const scaling = (replicas: number) => ({
   targetConcurrency: 32,
   desiredReplicas: replicas,
   coldStartSeconds: 10,
+  measuredColdStartSeconds: null,
 });
 
 /** A snapshot with two tenants, three keys, shared endpoints and dedicated deployments. */

@@ -49,6 +49,7 @@ function snapshot(version: number, replicas: SnapshotUpstream[]): ConfigSnapshot
         targetConcurrency: CAP,
         desiredReplicas: replicas.length,
         coldStartSeconds: 1,
+        measuredColdStartSeconds: null,
       },
     ],
   };

@@ -85,6 +85,9 @@ beforeAll(async () => {
       zeroDeployment('d-ctx', 'zero-ctx', 1),
       zeroDeployment('d-grow', 'zero-grow', 1),
       zeroDeployment('d-halt', 'zero-halt', 60),
+      // Stated 60 s, measured 1 s: holds plan with the measured figure.
+      { ...zeroDeployment('d-measured', 'zero-measured', 60), measuredColdStartSeconds: 1 },
+      { ...zeroDeployment('d-over', 'zero-over', 1), maxReplicas: 1 },
     ]),
   );
   node = await startNode();
@@ -177,6 +180,27 @@ describe('scale from zero: the first request waits for the cold start', () => {
 });
 
 describe('scaling out under load', () => {
+  it('a cold burst larger than every slot at max replicas waits its hold deadline for a slot, not the gate queue timeout', async () => {
+    // One replica of 8 slots, at max, and a gate queue timeout of 0.2 s; each answer takes about 0.5 s. The 9th to
+    // 16th requests wait for slots beyond 0.2 s: within their hold deadline (20 s), so they are served.
+    const tight = await startNode({ holdMinMs: 20_000 }, cp.url, { queueTimeoutMs: 200 }, 'node-over');
+    try {
+      cp.autoWake = { replicas: 1, sim: { coldStartMs: 300, batchSlots: 8, itlMs: 25 } };
+      const burst = Array.from({ length: 16 }, () =>
+        fetch(chatUrl(tight.url, 'zero-over'), {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET}` },
+          body: body({ max_tokens: 20 }),
+        }).then(async (r) => ({ status: r.status, text: await r.text() })),
+      );
+      const results = await Promise.all(burst);
+      expect(results.map((r) => r.status)).toEqual(Array(16).fill(200));
+      expect(cp.sims.get('d-over')![0]!.stats().peakInFlight).toBeLessThanOrEqual(8);
+    } finally {
+      await tight.close();
+    }
+  });
+
   it('requests beyond every replica slot are held (not refused by the gate queue) while more replicas start', async () => {
     // One replica of 8 slots and a node gate queue of 2: without holding, 14 of a 24-request burst (what three
     // replicas take at once) would be 429s.
@@ -268,6 +292,21 @@ describe('hold deadline', () => {
     expect(((await tooLong.json()) as { error: { code: string } }).error.code).toBe('context_length_exceeded');
     expect(cp.wakes.some((w) => w.deploymentId === 'd-ctx')).toBe(false);
   });
+
+  it("plans with the entry's measured cold start when there is one, not its stated Cold Start TTFT", async () => {
+    cp.autoWake = { replicas: 1, sim: { coldStartMs: COLD_MS } };
+    // 5 s is shorter than the stated 60 s (zero-slow above refuses it) but longer than the measured 1 s: held, served.
+    const res = await post('zero-measured', {}, { 'x-scale-up-timeout': '5' });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-cold-start')).toBe('true');
+    await res.text();
+    await cp.toZero('d-measured');
+    // A deadline shorter than the measured figure is still refused at once, with retry-after from it (not 60 s).
+    const short = await post('zero-measured', {}, { 'x-scale-up-timeout': '0.2' });
+    expect(short.status).toBe(503);
+    expect(Number(short.headers.get('retry-after'))).toBeLessThanOrEqual(2);
+    expect(((await short.json()) as { error: { message: string } }).error.message).toMatch(/about 1 s more/);
+  });
 });
 
 describe('bounded hold queue and disconnects', () => {
@@ -334,6 +373,8 @@ describe('load reports', () => {
       'd-gone',
       'd-grow',
       'd-json',
+      'd-measured',
+      'd-over',
       'd-slow',
       'd-stream',
     ]);

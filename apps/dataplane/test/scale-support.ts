@@ -28,6 +28,7 @@ export function zeroDeployment(id: string, name: string, coldStartSeconds: numbe
     targetConcurrency: 8,
     desiredReplicas: 0,
     coldStartSeconds,
+    measuredColdStartSeconds: null,
   };
 }
 

@@ -99,6 +99,11 @@ export const snapshotDeploymentSchema = z.object({
   desiredReplicas: z.number().int().min(0).default(0),
   /** The entry's stated Cold Start TTFT in seconds, for the hold deadline. */
   coldStartSeconds: z.number().nullable().default(null),
+  /**
+   * The entry's measured cold start in seconds (p95 of its recent observed cold starts; null until there are a
+   * few): what a hold expects the boot to take, before the stated figure.
+   */
+  measuredColdStartSeconds: z.number().nullable().default(null),
   routing: routingSchema.optional(),
 });
 export type SnapshotDeployment = z.infer<typeof snapshotDeploymentSchema>;

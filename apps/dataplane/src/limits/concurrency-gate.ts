@@ -37,6 +37,8 @@ export interface ConcurrencyGate {
     gateId: string,
     capacity: number,
     abort: { once(ev: 'close', fn: () => void): unknown; off(ev: 'close', fn: () => void): unknown } | null,
+    /** Longest wait for this request (default: the queue's timeout). */
+    timeoutMs?: number,
   ): Promise<void> | null;
   /**
    * Gives a slot back: to the next waiter when the gate's current capacity allows (not the capacity of the
@@ -84,7 +86,7 @@ export function createConcurrencyGate(opts: ConcurrencyGateOptions): Concurrency
   };
 
   return {
-    acquire(gateId, capacity, abort) {
+    acquire(gateId, capacity, abort, timeoutMs = opts.queueTimeoutMs) {
       let g = gates.get(gateId);
       if (g === undefined) {
         g = { active: 0, capacity, waiters: [], head: 0, queued: 0 };
@@ -120,7 +122,7 @@ export function createConcurrencyGate(opts: ConcurrencyGateOptions): Concurrency
           timer: null,
           done: false,
         };
-        w.timer = setTimeout(() => giveUp('timeout'), opts.queueTimeoutMs);
+        w.timer = setTimeout(() => giveUp('timeout'), timeoutMs);
         abort?.once('close', onAbort);
         gate.waiters.push(w);
         gate.queued++;

@@ -60,8 +60,17 @@ export interface Limits {
   /**
    * Context-length pre-check, RPM/TPM check-and-reserve and a replica slot, in that order; throws the
    * caller's ApiError (400, 429, 503). Sets `x-ratelimit-*` on the response when a rate limit applies.
+   * `waitMs`: how long this request may wait for a slot when that is longer than the queue's own timeout (a
+   * request released from a cold-start hold keeps what is left of its hold deadline).
    */
-  admit(requestId: string, key: ResolvedKey, target: RouteTarget, body: Record<string, unknown>, res: ClientResponse): Admission | Promise<Admission>;
+  admit(
+    requestId: string,
+    key: ResolvedKey,
+    target: RouteTarget,
+    body: Record<string, unknown>,
+    res: ClientResponse,
+    waitMs?: number,
+  ): Admission | Promise<Admission>;
   /** A usage sink that settles each request's token reservation from its usage record, then passes it on. */
   wrapUsage(sink: UsageSink): UsageSink;
   /** In flight and queued on a target (tests, metrics). */
@@ -151,6 +160,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
     target: RouteTarget,
     multiplier: number | null,
     res: ClientResponse,
+    waitMs: number,
   ): Admission | Promise<Admission> => {
     if (d !== null) {
       if (!d.admitted) throw rateLimited(d);
@@ -170,13 +180,11 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
         limiter.settle(keyId, d, true, -reserved);
       }
       const outcome = err instanceof QueueRejection ? err.outcome : 'aborted';
-      throw (
-        queueError(outcome, capacity, queueMax, queueTimeoutMs) ?? new ApiError('service_unavailable', 'The client went away while the request was queued.')
-      );
+      throw queueError(outcome, capacity, queueMax, waitMs) ?? new ApiError('service_unavailable', 'The client went away while the request was queued.');
     };
-    const wait = gate.acquire(gateId, capacity, res);
+    const wait = gate.acquire(gateId, capacity, res, waitMs);
     if (slots === null) return wait === null ? admission : wait.then(() => admission, refused);
-    const deadline = Date.now() + queueTimeoutMs;
+    const deadline = Date.now() + waitMs;
     const shared = (): Promise<Admission> =>
       takeSharedSlot(gateId, capacity, requestId, res, deadline).then(
         () => admission,
@@ -212,13 +220,14 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
   };
 
   return {
-    admit(requestId, key, target, body, res) {
+    admit(requestId, key, target, body, res, waitMs) {
       const { contextLength, concurrency: multiplier } = target.limits;
+      const wait = waitMs === undefined || !(waitMs > queueTimeoutMs) ? queueTimeoutMs : waitMs;
       const prompt = estimatePromptTokens(body);
       const maxTokens = requestedCompletion(body);
       checkContextLength(contextLength, prompt, maxTokens);
       const kl = rateLimitsOf(key.limits);
-      if (kl.rpm === null && kl.tpm === null) return afterRate(requestId, key.id, null, 0, target, multiplier, res);
+      if (kl.rpm === null && kl.tpm === null) return afterRate(requestId, key.id, null, 0, target, multiplier, res, wait);
 
       let tokens = reservationTokens(body, prompt, maxTokens, contextLength, defaultCompletion);
       if (kl.tpm !== null && tokens > kl.tpm) {
@@ -233,8 +242,8 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
         tokens = kl.tpm; // no max_tokens: reserve the whole minute; real usage settles it
       }
       const d = limiter.reserve(key.id, kl.rpm, kl.tpm, tokens);
-      if (d instanceof Promise) return d.then((dd) => afterRate(requestId, key.id, dd, tokens, target, multiplier, res));
-      return afterRate(requestId, key.id, d, tokens, target, multiplier, res);
+      if (d instanceof Promise) return d.then((dd) => afterRate(requestId, key.id, dd, tokens, target, multiplier, res, wait));
+      return afterRate(requestId, key.id, d, tokens, target, multiplier, res, wait);
     },
     wrapUsage(sink) {
       return {

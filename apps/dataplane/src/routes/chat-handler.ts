@@ -166,8 +166,10 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
       held = deps.scale?.hold(x.res, target, usageId, input.value) ?? null;
       if (held !== null) target = await held.target;
       if (!target.ready) throw notReady(target);
-      // Context length, RPM/TPM reservation, replica slot (src/limits); the slot frees when the answer ends.
-      const admitted = limits.admit(usageId, key, target, input.value, x.res);
+      // Context length, RPM/TPM reservation, replica slot (src/limits); the slot frees when the answer ends. A
+      // request released from a hold may wait for its slot until its hold deadline (a cold burst beyond every
+      // replica's slots is served in turn, not cut at the queue's shorter timeout).
+      const admitted = limits.admit(usageId, key, target, input.value, x.res, held?.remainingMs());
       const waited = admitted instanceof Promise;
       const admission: Admission = waited ? await admitted : admitted;
       // A request that waited for its slot is routed among the deployment's replicas of now (src/scale).

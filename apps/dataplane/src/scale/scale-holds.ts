@@ -39,6 +39,8 @@ export interface HeldTicket {
    * not those of the moment it was released.
    */
   admitted(): RouteTarget | null;
+  /** What is left of the hold deadline, ms: a released request may wait that long for a replica slot. */
+  remainingMs(): number;
 }
 
 export interface ScaleHolds {
@@ -72,6 +74,8 @@ interface Held {
   readonly usageId: string;
   readonly stream: boolean;
   readonly since: number;
+  /** performance.now() at the hold deadline. */
+  readonly until: number;
   readonly resolve: (t: RouteTarget) => void;
   readonly reject: (e: unknown) => void;
   readonly onClose: () => void;
@@ -136,11 +140,15 @@ export function createScaleHolds(
     return t !== undefined && t.deploymentId === id ? t : null;
   };
 
-  /** Cold start still expected, ms: the stated Cold Start TTFT less what has passed since the boot began. */
+  /**
+   * Cold start still expected, ms: the entry's measured cold start (or, before there is one, its stated Cold Start
+   * TTFT) less what has passed since the boot began.
+   */
   const etaMs = (w: Waking, ready: boolean): number => {
     if (ready) return 0;
-    const stated = (infos.get(w.id)?.d.coldStartSeconds ?? 0) * 1000;
-    return Math.max(0, Math.round(stated - (Date.now() - (w.bootSince ?? Date.now()))));
+    const d = infos.get(w.id)?.d;
+    const expected = (d?.measuredColdStartSeconds ?? d?.coldStartSeconds ?? 0) * 1000;
+    return Math.max(0, Math.round(expected - (Date.now() - (w.bootSince ?? Date.now()))));
   };
   const phaseOf = (w: Waking, ready: boolean): ColdStartPhase => {
     if (ready) return 'loading';
@@ -342,6 +350,7 @@ export function createScaleHolds(
         usageId,
         stream,
         since: performance.now(),
+        until: performance.now() + deadlineMs,
         resolve,
         reject,
         deadline: null,
@@ -382,6 +391,7 @@ export function createScaleHolds(
           const now = currentTarget(id);
           return now?.ready === true ? now : null;
         },
+        remainingMs: () => Math.max(0, Math.round(h.until - performance.now())),
       };
     },
     wrapUsage(sink) {

@@ -90,6 +90,45 @@ export interface ObservedColdStart {
   readonly p95Seconds: number | null;
 }
 
+/** Samples behind a measured cold start the data plane plans holds with (fewer: the stated Cold Start TTFT). */
+export const MEASURED_COLD_START_MIN_SAMPLES = 3;
+/** Recent samples per entry that the measured cold start is taken from. */
+export const MEASURED_COLD_START_WINDOW = 100;
+
+/**
+ * The measured cold start of each entry, seconds: the p95 of its last `MEASURED_COLD_START_WINDOW` observed
+ * cold-start TTFTs, with at least `MEASURED_COLD_START_MIN_SAMPLES` of them. A request that arrived mid-boot
+ * waited less than a whole boot, so the p95 (not the p50) stands for a full one.
+ */
+export async function measuredColdStarts(db: Db, entryIds: readonly string[]): Promise<Map<string, number>> {
+  const ids = [...new Set(entryIds)].filter(isUuid);
+  const out = new Map<string, number>();
+  if (ids.length === 0) return out;
+  const rows = await db
+    .selectFrom((eb) =>
+      eb
+        .selectFrom('coldStarts')
+        .select(['entryId', 'ttftMs', sql<number>`row_number() over (partition by entry_id order by recorded_at desc)`.as('n')])
+        .where('entryId', 'in', ids)
+        .as('recent'),
+    )
+    .select(['entryId', 'ttftMs'])
+    .where('n', '<=', MEASURED_COLD_START_WINDOW)
+    .execute();
+  const byEntry = new Map<string, number[]>();
+  for (const r of rows) {
+    const xs = byEntry.get(r.entryId);
+    if (xs === undefined) byEntry.set(r.entryId, [r.ttftMs]);
+    else xs.push(r.ttftMs);
+  }
+  for (const [id, xs] of byEntry) {
+    if (xs.length < MEASURED_COLD_START_MIN_SAMPLES) continue;
+    xs.sort((a, b) => a - b);
+    out.set(id, Math.round(xs[Math.ceil(0.95 * xs.length) - 1]!) / 1000);
+  }
+  return out;
+}
+
 /** Observed time to first token of requests that waited for a cold start, for one catalog entry (last `limit` samples). */
 export async function observedColdStart(db: Db, entryId: string, limit = 1000): Promise<ObservedColdStart> {
   if (!isUuid(entryId)) return { samples: 0, p50Seconds: null, p95Seconds: null };

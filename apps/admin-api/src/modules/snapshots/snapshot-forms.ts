@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { RuntimeKind, SnapshotDeployment, SnapshotEndpoint, SnapshotKey, SnapshotTenant, SnapshotUpstream } from '@infer/shared';
 import type { Db } from '../../db.ts';
+import { measuredColdStarts } from '../deployments/node-load.ts';
 import { resolveTargetConcurrency } from '../deployments/target-concurrency.ts';
 
 // Loaders of the data-plane forms of each routing entity. `ids` narrows to some rows; without it,
@@ -112,8 +113,13 @@ export async function selectDeploymentForms(db: Db, ids?: readonly string[]): Pr
     .orderBy('id')
     .execute();
   const byDeployment = groupBy(replicas, (r) => r.deploymentId);
+  const measured = await measuredColdStarts(
+    db,
+    deployments.map((d) => d.endpointId),
+  );
   return deployments.map(({ provisioner, entryConcurrency, ...d }) => ({
     ...d,
+    measuredColdStartSeconds: measured.get(d.endpointId) ?? null,
     targetConcurrency: resolveTargetConcurrency({ targetConcurrency: d.targetConcurrency, entryConcurrency }),
     replicas: (byDeployment.get(d.id) ?? []).map(({ id, url, kind, servedModel }): SnapshotUpstream => ({
       id,
