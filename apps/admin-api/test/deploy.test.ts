@@ -175,16 +175,25 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
     const ref = { tenantId: tenantA, deploymentId };
     const [old] = await listReplicas(database.db, deploymentId);
     const stopped = await stopDeployment(ctx, alice, ref);
-    expect(stopped.state).toBe('stopped');
+    expect(stopped).toMatchObject({ state: 'stopped', desiredReplicas: 0, lastScaleReason: '1 -> 0: stopped' });
     expect(await snapshotOf(deploymentId)).toMatchObject({ state: 'stopped', replicas: [] });
     await ctx.reconciler.settled(deploymentId);
     expect(await listReplicas(database.db, deploymentId)).toEqual([]);
     expect(await answers(old!.url)).toBe(false);
     await expect(stopDeployment(ctx, alice, ref)).rejects.toMatchObject({ code: 'invalid' });
-    await expect(scaleDeployment(ctx, alice, { ...ref, minReplicas: 1, maxReplicas: 1 })).resolves.toMatchObject({ state: 'stopped', maxReplicas: 1 });
+    await expect(scaleDeployment(ctx, alice, { ...ref, minReplicas: 1, maxReplicas: 1 })).resolves.toMatchObject({
+      state: 'stopped',
+      maxReplicas: 1,
+      desiredReplicas: 0,
+    });
     expect(await listReplicas(database.db, deploymentId)).toEqual([]);
 
-    expect((await startDeployment(ctx, alice, ref)).state).toBe('provisioning');
+    // A start begins at minReplicas, as a new deployment does (not at the count of the load before the stop).
+    expect(await startDeployment(ctx, alice, ref)).toMatchObject({
+      state: 'provisioning',
+      desiredReplicas: 1,
+      lastScaleReason: '0 -> 1: started at minReplicas',
+    });
     await expect(startDeployment(ctx, alice, ref)).rejects.toMatchObject({ code: 'invalid' });
     await ctx.reconciler.settled(deploymentId);
     expect(await getDeployment(ctx, alice, ref)).toMatchObject({ state: 'running', readyReplicas: 1 });

@@ -80,7 +80,7 @@ describe.each(testBackends())('deployments service (%s)', (kind) => {
 
     await setDeploymentState(db, { deploymentId: d.id, state: 'stopped' });
     const stopped = await updateDeploymentScale(db, { deploymentId: d.id, minReplicas: 2, maxReplicas: 2 });
-    // The count is kept for the next start; no scaling decision was taken, and the state stays.
-    expect(stopped).toMatchObject({ state: 'stopped', desiredReplicas: 2, lastScaleReason: '0 -> 1: replicas bounded to 1..2' });
+    // Bounds only: no scaling decision was taken, the count and the state stay (a start begins at minReplicas).
+    expect(stopped).toMatchObject({ state: 'stopped', minReplicas: 2, desiredReplicas: 1, lastScaleReason: '0 -> 1: replicas bounded to 1..2' });
   });
 });

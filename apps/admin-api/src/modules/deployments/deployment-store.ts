@@ -175,6 +175,11 @@ export interface SetDeploymentStateInput {
   readonly state: DeploymentState;
   readonly lastError?: string | null;
   readonly actor?: Actor;
+  /**
+   * A user's stop or start also resets the desired count (stop: 0; start: `minReplicas`, as a new deployment)
+   * and records why in `lastScaleReason`, so a start does not bring back the replicas of an old load.
+   */
+  readonly desired?: { readonly to: 'zero' | 'min'; readonly reason: string };
 }
 
 /** After a deployment row changed: publish it to the data plane, audit it, and return its new form. */
@@ -374,6 +379,16 @@ export async function transitionDeployment(db: Db, input: TransitionInput): Prom
               : input.to === 'provisioning'
                 ? null
                 : sql<string | null>`last_error`,
+        // Column references in SET read the row as it was before this update.
+        ...(input.desired === undefined
+          ? {}
+          : input.desired.to === 'zero'
+            ? { desiredReplicas: 0, lastScaleReason: sql<string>`desired_replicas || ${` -> 0: ${input.desired.reason}`}`, lastScaleAt: sql<Date>`now()` }
+            : {
+                desiredReplicas: sql<number>`min_replicas`,
+                lastScaleReason: sql<string>`desired_replicas || ' -> ' || min_replicas || ${`: ${input.desired.reason}`}`,
+                lastScaleAt: sql<Date>`now()`,
+              }),
         updatedAt: sql<Date>`now()`,
       })
       .where('id', '=', input.deploymentId)
@@ -401,9 +416,11 @@ export async function updateDeploymentScale(
     if (!before) throw notFound('deployment');
     // The desired count moves into the new bounds; on a serving deployment a move is a scaling decision like the
     // autoscaler's: its reason and time are recorded, and a deployment at zero given a replica is scaling from then on
-    // (as a wake makes it). A stopped or failed one only keeps the count for its next start: nothing was decided.
-    const desired = Math.min(Math.max(before.desiredReplicas, input.minReplicas), input.maxReplicas);
-    const moved = desired !== before.desiredReplicas && SERVING_STATES.includes(before.state);
+    // (as a wake makes it). A stopped or failed one keeps its count: nothing was decided, and a start begins at the
+    // new minReplicas.
+    const serving = SERVING_STATES.includes(before.state);
+    const desired = serving ? Math.min(Math.max(before.desiredReplicas, input.minReplicas), input.maxReplicas) : before.desiredReplicas;
+    const moved = desired !== before.desiredReplicas;
     const wakes = moved && before.state === 'scaled_to_zero' && desired > 0;
     const row = await trx
       .updateTable('deployments')

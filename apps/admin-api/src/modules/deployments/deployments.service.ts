@@ -22,6 +22,7 @@ import {
   type AutoscalingSettings,
   type Deployment,
   type Replica,
+  type TransitionInput,
 } from './deployment-store.ts';
 import { closeReplicaInterval, gpuSecondsOf, hasGpuTime, type GpuSeconds } from './gpu-ledger.ts';
 import { resolveTargetConcurrency } from './target-concurrency.ts';
@@ -181,9 +182,10 @@ async function move(
   from: readonly DeploymentState[],
   to: DeploymentState,
   verb: string,
+  desired?: TransitionInput['desired'],
 ): Promise<Deployment> {
   if (!from.includes(d.state)) throw new ServiceError('invalid', `cannot ${verb} a deployment that is ${d.state}`, 'state');
-  const moved = await transitionDeployment(ctx.db, { deploymentId: d.id, from, to, actor: actorOf(principal) });
+  const moved = await transitionDeployment(ctx.db, { deploymentId: d.id, from, to, actor: actorOf(principal), ...(desired ? { desired } : {}) });
   if (!moved) throw new ServiceError('conflict', `the deployment changed meanwhile; reload and try again`, 'state');
   return moved;
 }
@@ -298,7 +300,10 @@ export async function stopDeployment(ctx: DeploymentsContext, principal: Princip
   requireTenantRole(principal, ref.tenantId, 'member');
   const current = await requireDeployment(ctx, ref);
   const d = await withTransaction(ctx.db, async (trx) => {
-    const moved = await move({ ...ctx, db: trx }, principal, current, ['pending', ...SERVING_STATES, 'failed'], 'stopped', 'stop');
+    const moved = await move({ ...ctx, db: trx }, principal, current, ['pending', ...SERVING_STATES, 'failed'], 'stopped', 'stop', {
+      to: 'zero',
+      reason: 'stopped',
+    });
     await setReplicasState(trx, moved.id, 'stopped');
     return moved;
   });
@@ -306,11 +311,14 @@ export async function stopDeployment(ctx: DeploymentsContext, principal: Princip
   return toView(ctx, d);
 }
 
-/** Starts a stopped or failed deployment again (-> provisioning). */
+/**
+ * Starts a stopped or failed deployment again (-> provisioning) at `minReplicas`, as a new deployment starts (none:
+ * it settles scaled to zero until its first request); the autoscaler takes it from there.
+ */
 export async function startDeployment(ctx: DeploymentsContext, principal: Principal, ref: DeploymentRef): Promise<DeploymentView> {
   requireTenantRole(principal, ref.tenantId, 'member');
   const current = await requireDeployment(ctx, ref);
-  const d = await move(ctx, principal, current, ['stopped', 'failed'], 'provisioning', 'start');
+  const d = await move(ctx, principal, current, ['stopped', 'failed'], 'provisioning', 'start', { to: 'min', reason: 'started at minReplicas' });
   ctx.reconciler.resetFailures(d.id);
   void ctx.reconciler.schedule(d.id);
   return toView(ctx, d);
