@@ -251,6 +251,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     ...(opts.maxRetries !== undefined ? { maxRetries: opts.maxRetries } : {}),
     logInfo,
     onStreamError: (err: unknown) => app.log.warn({ code: (err as { code?: string }).code }, 'upstream stream failed mid-response'),
+    halted: (target) => scale.halted(target),
   });
   app.register(inferenceRoutes, { store: opts.store, chat });
   app.register(methodNotAllowedRoutes, { table: routes }); // last: it answers for the paths registered above

@@ -110,6 +110,7 @@ describe('CORS for the browser playground', () => {
       expect(exposed).toContain('x-request-id');
       expect(exposed).toContain('x-ratelimit-remaining-requests');
       expect(exposed).toContain('x-cold-start-wait-ms');
+      expect(exposed).toContain('x-should-retry');
       expect(res.headers.get('x-request-id')).toBeTruthy();
     }
     const unauth = await post(chat(), chatBody({ model: NAME }), null, origin);

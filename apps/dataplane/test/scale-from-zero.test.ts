@@ -12,6 +12,7 @@ import type { StubControlPlane } from './scale-support.ts';
 
 interface Node {
   readonly url: string;
+  readonly metricsUrl: string;
   readonly app: FastifyInstance;
   readonly store: ConfigStore;
   readonly client: ConfigClient;
@@ -42,6 +43,7 @@ async function startNode(scale: Partial<ScaleOptions> = {}, channelUrl = cp.url,
     logger: false,
     limits: { replicaBaseConcurrency: 8, ...limits },
     scale: { channel, holdMinMs: 500, tickMs: 100, ...scale },
+    metricsListener: { port: 0 },
   });
   const client = createConfigClient({ url: cp.url, nodeToken: NODE_TOKEN, store });
   client.start();
@@ -50,6 +52,7 @@ async function startNode(scale: Partial<ScaleOptions> = {}, channelUrl = cp.url,
   const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
   return {
     url,
+    metricsUrl: app.metricsUrl()!,
     app,
     store,
     client,
@@ -70,6 +73,14 @@ const post = (name: string, extra: Record<string, unknown> = {}, headers: Record
     body: body(extra),
     ...(signal ? { signal } : {}),
   });
+/** The node's chat requests by status, from its /metrics. */
+async function requestsByStatus(): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const m of (await (await fetch(node.metricsUrl)).text()).matchAll(/^dataplane_requests_total\{[^}]*status="(\d+)"[^}]*\} (\d+)$/gm)) {
+    out[m[1]!] = (out[m[1]!] ?? 0) + Number(m[2]);
+  }
+  return out;
+}
 const heldIn = (id: string): number => cp.reports.at(-1)?.deployments.find((d) => d.deploymentId === id)?.held ?? -1;
 
 beforeAll(async () => {
@@ -88,6 +99,7 @@ beforeAll(async () => {
       // Stated 60 s, measured 1 s: holds plan with the measured figure.
       { ...zeroDeployment('d-measured', 'zero-measured', 60), measuredColdStartSeconds: 1 },
       { ...zeroDeployment('d-over', 'zero-over', 1), maxReplicas: 1 },
+      zeroDeployment('d-cut', 'zero-cut', 1),
     ]),
   );
   node = await startNode();
@@ -236,6 +248,26 @@ describe('scaling out under load', () => {
   });
 });
 
+describe('stopping a deployment mid-answer', () => {
+  it('a stream its stopped runtime cut ends with a deployment_stopped event, not upstream_error', async () => {
+    await cp.boot('d-cut', 1, { itlMs: 40 });
+    await waitFor(() => node.store.view?.deploymentByTenantAndName.get('scaly\nzero-cut')?.ready === true, 'the replica on the node');
+    const res = await post('zero-cut', { stream: true, max_tokens: 500 });
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    let text = new TextDecoder().decode((await reader.read()).value);
+    // The user's stop: the node learns it from the config stream, then the replica is stopped under the stream.
+    cp.publish({ ...cp.deployment('d-cut'), state: 'stopped', desiredReplicas: 0, replicas: [] });
+    await waitFor(() => node.store.snapshot()?.deployments.find((d) => d.id === 'd-cut')?.state === 'stopped', 'the stop on the node');
+    for (const sim of cp.sims.get('d-cut') ?? []) await sim.close();
+    for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
+    const events = text.split('\n').filter((l) => l.startsWith('data: {"error"'));
+    expect(events).toHaveLength(1);
+    expect(JSON.parse(events[0]!.slice(6))).toMatchObject({ error: { code: 'deployment_stopped' } });
+    expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+  });
+});
+
 describe('hold deadline', () => {
   it('expires with 503 deployment_scaling_up and retry-after (JSON), and an error event then [DONE] (stream)', async () => {
     // Nothing wakes the deployment; the deadline (x-scale-up-timeout: 1.5) outlasts the 0.5 s cold start expected.
@@ -345,9 +377,13 @@ describe('bounded hold queue and disconnects', () => {
     const abort = new AbortController();
     const gone = post('zero-gone', {}, {}, abort.signal, SECRET_LIMITED).catch(() => null);
     await waitFor(() => heldIn('d-gone') === 1, 'the request to be held');
+    const before = await requestsByStatus();
     abort.abort();
     await gone;
     await waitFor(() => heldIn('d-gone') === 0, 'the held request to leave');
+    // Counted as the client's leaving (499), not as a failure of ours (503).
+    const after = await requestsByStatus();
+    expect([after['499'] ?? 0, after['503'] ?? 0]).toEqual([(before['499'] ?? 0) + 1, before['503'] ?? 0]);
     await cp.boot('d-gone', 1, { coldStartMs: 0 });
     const res = await post('zero-gone', {}, {}, undefined, SECRET_LIMITED);
     expect(res.status).toBe(200);

@@ -2,6 +2,7 @@ import type { ClientResponse } from '../front/client-response.ts';
 import { ApiError } from '@infer/shared';
 import type { ConfigView, KeyRateLimits, ResolvedKey, RouteTarget } from '../config/config-view.ts';
 import { afterDurable, type UsageSink } from '../usage/usage-reporter.ts';
+import { ClientGoneError } from '../client-gone.ts';
 import { QueueRejection, createConcurrencyGate, queueError } from './concurrency-gate.ts';
 import { createMemoryRateLimiter } from './rate-limiter.ts';
 import type { RateDecision, RateLimiter } from './rate-limiter.ts';
@@ -180,7 +181,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
         limiter.settle(keyId, d, true, -reserved);
       }
       const outcome = err instanceof QueueRejection ? err.outcome : 'aborted';
-      throw queueError(outcome, capacity, queueMax, waitMs) ?? new ApiError('service_unavailable', 'The client went away while the request was queued.');
+      throw queueError(outcome, capacity, queueMax, waitMs) ?? new ClientGoneError('was queued for a replica slot');
     };
     const wait = gate.acquire(gateId, capacity, res, waitMs);
     if (slots === null) return wait === null ? admission : wait.then(() => admission, refused);

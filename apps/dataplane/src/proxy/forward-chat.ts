@@ -1,3 +1,4 @@
+import { CLIENT_CLOSED } from '../client-gone.ts';
 import { performance } from 'node:perf_hooks';
 import { ApiError } from '@infer/shared';
 import type { ChatUsage } from '@infer/shared';
@@ -18,7 +19,7 @@ import type { ChatBody } from './chat-body.ts';
 import { rawPayload } from './raw-payload.ts';
 import { createUpstreamAttempt } from './upstream-attempt.ts';
 import type { AttemptOutcome } from './upstream-attempt.ts';
-import { firstByteTimeout, isConnectError, isResetBeforeAnswer, runtimeError, transportError } from './upstream-errors.ts';
+import { cutError, firstByteTimeout, isConnectError, isResetBeforeAnswer, runtimeError, transportError } from './upstream-errors.ts';
 
 /** One authenticated, validated chat request on its way to a runtime. */
 export interface ChatCall {
@@ -54,12 +55,14 @@ export interface ForwardDeps {
   /** Retries on another replica (connect failures, 502/503 before the first byte); default 2. */
   readonly maxRetries?: number;
   readonly onStreamError?: (err: unknown) => void;
+  /**
+   * Why a dedicated target's runtime may have cut an answer: the deployment was stopped (or failed) meanwhile
+   * (src/scale); null when it was not.
+   */
+  readonly halted?: (target: RouteTarget) => ApiError | null;
   /** Write one info line per request (LOG_LEVEL=info). */
   readonly logInfo?: boolean;
 }
-
-/** Status recorded when the client went away before the answer was complete. */
-export const CLIENT_CLOSED = 499;
 
 /** Why an attempt counts against the replica's health, or null when the runtime did its job. */
 function failureOf(o: AttemptOutcome): RuntimeFailure | null {
@@ -252,6 +255,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
               closeOne();
             },
             onStreamError: deps.onStreamError,
+            cutError: target.deploymentId === null || deps.halted === undefined ? undefined : () => deps.halted!(target) ?? cutError(),
           },
           spliced ?? JSON.stringify(prepared()),
         );

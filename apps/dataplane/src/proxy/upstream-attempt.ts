@@ -1,3 +1,4 @@
+import { CLIENT_CLOSED } from '../client-gone.ts';
 import type { ClientResponse } from '../front/client-response.ts';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -64,6 +65,8 @@ export interface AttemptOptions {
    */
   readonly onEnd: () => void;
   readonly onStreamError?: ((err: unknown) => void) | undefined;
+  /** The error a cut stream ends with (default: the runtime closed it); a deployment stopped meanwhile says so. */
+  readonly cutError?: (() => ApiError) | undefined;
 }
 
 export interface UpstreamAttempt {
@@ -82,7 +85,6 @@ export interface UpstreamAttempt {
 
 const MAX_ERROR_BODY = 64 * 1024;
 const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' } as const;
-const CLIENT_CLOSED = 499;
 const noop = (): void => {};
 
 /**
@@ -303,12 +305,12 @@ class AttemptHandler implements H1Handler {
       // The runtime closed cleanly but never said [DONE]: say plainly that the answer is cut.
       const cutTail = this.takePending(tail);
       if (!this.sentToClient && cutTail === null) {
-        this.settle({ kind: 'error', err: null, answered: true, apiError: cutError() });
+        this.settle({ kind: 'error', err: null, answered: true, apiError: (this.o.cutError ?? cutError)() });
         return;
       }
       if (!this.sentToClient) this.startClientStream();
       if (cutTail !== null) res.write(cutTail, 'latin1');
-      this.settleStream(502, 'cut', this.ender(binaryOf(streamErrorEvent(cutError()))));
+      this.settleStream(502, 'cut', this.ender(binaryOf(streamErrorEvent((this.o.cutError ?? cutError)()))));
       return;
     }
     const buf = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size);
@@ -385,7 +387,7 @@ class AttemptHandler implements H1Handler {
     this.end();
     if (this.settled) return;
     if (this.mode === 'sse' && (this.sentToClient || this.pending !== null)) this.o.onStreamError?.(err);
-    this.failAfterStart(this.status === 0 ? transportError(err) : cutError(), 'cut', err);
+    this.failAfterStart(this.status === 0 ? transportError(err) : (this.o.cutError ?? cutError)(), 'cut', err);
   }
 }
 

@@ -1,3 +1,4 @@
+import { CLIENT_CLOSED, ClientGoneError } from '../client-gone.ts';
 import type { ClientResponse } from '../front/client-response.ts';
 import { ApiError, chatRequestSchema } from '@infer/shared';
 import type { FastifyBaseLogger } from 'fastify';
@@ -133,7 +134,10 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
   const { store, limits, metrics } = deps;
 
   const fail = (x: ChatExchange, err: unknown): void => {
-    const status = sendError(x.res, err, x.log, x.requestId);
+    // No one to answer: a client that left while held or queued is counted as 499, not as our failure.
+    const gone = err instanceof ClientGoneError;
+    if (gone && !x.res.writableEnded) x.res.end();
+    const status = gone ? CLIENT_CLOSED : sendError(x.res, err, x.log, x.requestId);
     metrics.countRequest('chat', x.mode, status, '');
     if (deps.logInfo === true) logRequest(x.log, x.requestId, 'chat', x.mode, '', status, performance.now() - x.startPerf);
   };

@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 const ALLOW_HEADERS = 'authorization, content-type, x-request-id, x-scale-up-timeout';
 const EXPOSE_HEADERS =
   'x-request-id, x-ratelimit-limit-requests, x-ratelimit-remaining-requests, x-ratelimit-reset-requests, ' +
-  'x-ratelimit-limit-tokens, x-ratelimit-remaining-tokens, x-ratelimit-reset-tokens, retry-after, x-cold-start, x-cold-start-wait-ms';
+  'x-ratelimit-limit-tokens, x-ratelimit-remaining-tokens, x-ratelimit-reset-tokens, retry-after, x-should-retry, x-cold-start, x-cold-start-wait-ms';
 /** A comma-separated list of header names (RFC 9110 tokens), as browsers send in Access-Control-Request-Headers. */
 const HEADER_NAME_LIST = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+(?:\s*,\s*[!#$%&'*+.^_`|~0-9A-Za-z-]+)*$/;
 

@@ -8,6 +8,7 @@ import type { RouteTarget } from '../config/config-view.ts';
 import { checkContextLength, estimatePromptTokens, requestedCompletion } from '../limits/token-budget.ts';
 import { streamErrorEvent } from '../proxy/upstream-errors.ts';
 import { afterDurable, type UsageSink } from '../usage/usage-reporter.ts';
+import { ClientGoneError } from '../client-gone.ts';
 import { coldStartComment, type ColdStartPhase } from './cold-start-progress.ts';
 import { SCALE_UP_TIMEOUT_HEADER, holdMs } from './hold-deadline.ts';
 import type { HoldBounds } from './hold-deadline.ts';
@@ -67,6 +68,11 @@ export interface ScaleHolds {
   /** Sends one load report now (tests; the timer sends them every tick). */
   report(): Promise<boolean>;
   close(): void;
+  /**
+   * The deployment of a target was stopped (or failed) by now, per the latest snapshot: the error an answer its
+   * runtime cut meanwhile ends with (null: it was not, or the target is shared).
+   */
+  halted(target: RouteTarget): ApiError | null;
 }
 
 interface Held {
@@ -358,7 +364,7 @@ export function createScaleHolds(
         onClose: () => {
           if (h.done) return;
           settle(ww, h);
-          reject(new ApiError('service_unavailable', 'The client went away while the request was held for a cold start.'));
+          reject(new ClientGoneError('was held for a cold start'));
           if (ww.queue.length === 0 && ww.admitting === null && currentTarget(id)?.ready === true) waking.delete(id);
         },
       };
@@ -414,6 +420,17 @@ export function createScaleHolds(
       if (target.deploymentId === null) return null;
       const now = currentTarget(target.deploymentId);
       return now?.ready === true ? now : null;
+    },
+    halted(target) {
+      const state = target.deploymentId === null ? undefined : infos.get(target.deploymentId)?.d.state;
+      if (state === 'stopped') {
+        return new ApiError(
+          'deployment_stopped',
+          `The deployment of ${target.name} was stopped while this answer was streaming: start it again to serve requests.`,
+        );
+      }
+      if (state === 'failed') return new ApiError('deployment_failed', `The deployment of ${target.name} failed while this answer was streaming.`);
+      return null;
     },
     held: (id) => waking.get(id)?.queue.length ?? 0,
     load,

@@ -175,11 +175,6 @@ export interface SetDeploymentStateInput {
   readonly state: DeploymentState;
   readonly lastError?: string | null;
   readonly actor?: Actor;
-  /**
-   * A user's stop or start also resets the desired count (stop: 0; start: `minReplicas`, as a new deployment)
-   * and records why in `lastScaleReason`, so a start does not bring back the replicas of an old load.
-   */
-  readonly desired?: { readonly to: 'zero' | 'min'; readonly reason: string };
 }
 
 /** After a deployment row changed: publish it to the data plane, audit it, and return its new form. */
@@ -357,6 +352,11 @@ export interface TransitionInput {
   readonly to: DeploymentState;
   readonly lastError?: string | null;
   readonly actor?: Actor;
+  /**
+   * A user's stop or start also resets the desired count (stop: 0; start: `minReplicas`, as a new deployment)
+   * and records why in `lastScaleReason`, so a start does not bring back the replicas of an old load.
+   */
+  readonly desired?: { readonly to: 'zero' | 'min'; readonly reason: string };
 }
 
 /**
