@@ -8,6 +8,8 @@ const schema = z.object({
   PUBLIC_HOST: z.string().default('localhost'),
   ADMIN_PORT: port.default(4000),
   PORT: port.default(8080),
+  /** The data plane's internal /metrics listener; 0: a free port, printed in the banner. */
+  METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(0),
   SIM_BASE_PORT: port.default(9100),
   SIM_TTFT_MS: z.coerce.number().min(0).default(120),
   SIM_ITL_MS: z.coerce.number().min(0).default(15),

@@ -1,5 +1,5 @@
 import { renameSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, type AddressInfo } from 'node:net';
 import type { ConfigSnapshot } from '@infer/shared';
 
 export interface SimPlan {
@@ -75,6 +75,18 @@ export function portProblem(host: string, port: number): Promise<string | null> 
     const server = createServer();
     server.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
     server.listen({ port, host, exclusive: true }, () => server.close(() => resolve(null)));
+  });
+}
+
+/** A port free on `host` now (the kernel's pick). */
+export function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen({ port: 0, host, exclusive: true }, () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
   });
 }
 

@@ -10,7 +10,7 @@ import { configSnapshotSchema, dedicatedModelName, type ConfigSnapshot } from '@
 import { buildDataplane } from '../apps/dataplane/build.ts';
 import { DATAPLANE_NODE_ENV, DATAPLANE_NODE_FLAGS } from '../apps/dataplane/src/node-flags.ts';
 import { loadStartEnv } from './start-env.ts';
-import { deploymentsSettled, parseEnvFile, planSims, portMessage, portProblem, waitForHttp, writeFileAtomic } from './start-lib.ts';
+import { deploymentsSettled, freePort, parseEnvFile, planSims, portMessage, portProblem, waitForHttp, writeFileAtomic } from './start-lib.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const env = loadStartEnv();
@@ -26,10 +26,13 @@ function refuse(line: string): never {
 for (const [port, variable] of [
   [env.ADMIN_PORT, 'ADMIN_PORT'],
   [env.PORT, 'PORT'],
+  ...(env.METRICS_PORT === 0 ? [] : ([[env.METRICS_PORT, 'METRICS_PORT']] as const)),
 ] as const) {
   const problem = await portProblem(env.HOST, port);
   if (problem !== null) refuse(portMessage(port, env.HOST, problem, variable));
 }
+// A free one by default (a fixed port would collide with a second instance's), chosen here so the banner can print it.
+const metricsPort = env.METRICS_PORT === 0 ? await freePort(env.HOST) : env.METRICS_PORT;
 // The data plane runs from its compiled bundle, as in production (apps/dataplane/build.ts; about 0.3 s).
 try {
   await buildDataplane();
@@ -267,8 +270,8 @@ try {
       SNAPSHOT_FILE: join(dataDir, 'dataplane-snapshot.json'),
       USAGE_SPOOL_DIR: join(dataDir, 'dataplane-usage'),
       LOG_LEVEL: env.LOG_LEVEL,
-      // Its internal /metrics listener takes any free port: a fixed one would collide with a second instance's.
-      METRICS_PORT: '0',
+      METRICS_HOST: env.HOST,
+      METRICS_PORT: String(metricsPort),
     },
     DATAPLANE_NODE_FLAGS,
   );
@@ -319,6 +322,7 @@ Inference platform (beta) is running. Without a GPU, every seeded endpoint answe
   Shared model       ${values['SHARED_MODEL']}
   Dedicated model    ${values['DEDICATED_MODEL']}
   API key            ${values['INFERENCE_API_KEY']}
+  Metrics (internal) http://${env.HOST}:${metricsPort}/metrics
   Login              ${values['ADMIN_EMAIL']} / ${values['ADMIN_PASSWORD']}
 
   These values are in ${demoFile} (mode 0600): \`set -a; . ${env.DATA_DIR}/demo.env; set +a\`

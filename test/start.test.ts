@@ -185,6 +185,10 @@ describe('pnpm start', () => {
       expect(demo['DEDICATED_BASE_URL']).toMatch(/\/funccall\/[^/]+\/endpoints\/[^/]+\/v1$/);
       expect(demo['DEDICATED_MODEL']).toBe('Meta/Llama-3.3-70B-Instruct'); // the console's form, which the data plane takes
       expect(first.output()).toContain(demo['INFERENCE_API_KEY']);
+      // The data plane's internal metrics, at the address the banner prints, count the call made above.
+      const metricsUrl = /Metrics \(internal\)\s+(\S+)/.exec(first.output())?.[1];
+      expect(metricsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/metrics$/);
+      expect(await (await fetch(metricsUrl!)).text()).toMatch(/dataplane_requests_total\{[^}]*status="200"[^}]*\} [1-9]/);
 
       const curls = readmeCurls();
       expect(curls.length).toBeGreaterThanOrEqual(5);
