@@ -183,6 +183,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   const limits = createLimits(opts.limits ?? {}, (message, err) => app.log.warn({ reason: err instanceof Error ? err.message : String(err) }, message));
   app.addHook('onReady', () => limits.ready());
   const scale = createScaleHolds(opts.scale ?? { channel: null }, opts.store, (target) => limits.concurrency(target));
+  metrics.section((lines) => scale.renderMetrics(lines));
   if (limits.redis !== null) {
     metrics.redisBreaker(false);
     limits.redis.breaker.onChange((state) => {

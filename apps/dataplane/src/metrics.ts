@@ -28,7 +28,8 @@ export interface DataplaneMetrics {
   render(): string;
 }
 
-const escapeLabel = (v: string): string => v.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`));
+/** A Prometheus label value, escaped. */
+export const escapeLabel = (v: string): string => v.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`));
 
 // Seconds. Proxy overhead sits in the low buckets; generation times in the high ones.
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];

@@ -378,12 +378,19 @@ describe('bounded hold queue and disconnects', () => {
     const gone = post('zero-gone', {}, {}, abort.signal, SECRET_LIMITED).catch(() => null);
     await waitFor(() => heldIn('d-gone') === 1, 'the request to be held');
     const before = await requestsByStatus();
+    const holding = await (await fetch(node.metricsUrl)).text();
+    expect(holding).toContain('dataplane_held_requests{deployment="d-gone",endpoint="zero-gone"} 1');
+    const gone0 = Number(/dataplane_holds_total\{outcome="client_gone"\} (\d+)/.exec(holding)?.[1]);
     abort.abort();
     await gone;
     await waitFor(() => heldIn('d-gone') === 0, 'the held request to leave');
     // Counted as the client's leaving (499), not as a failure of ours (503).
     const after = await requestsByStatus();
     expect([after['499'] ?? 0, after['503'] ?? 0]).toEqual([(before['499'] ?? 0) + 1, before['503'] ?? 0]);
+    const left = await (await fetch(node.metricsUrl)).text();
+    expect(left).not.toContain('dataplane_held_requests{deployment="d-gone"');
+    expect(left).toContain(`dataplane_holds_total{outcome="client_gone"} ${gone0 + 1}`);
+    expect(left).toMatch(/dataplane_requests_total\{route="chat",mode="dedicated",endpoint="zero-gone",status="499"\} 1/);
     await cp.boot('d-gone', 1, { coldStartMs: 0 });
     const res = await post('zero-gone', {}, {}, undefined, SECRET_LIMITED);
     expect(res.status).toBe(200);

@@ -133,18 +133,20 @@ function parseBody(raw: unknown, bytes: Buffer | undefined): ChatBody {
 export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
   const { store, limits, metrics } = deps;
 
-  const fail = (x: ChatExchange, err: unknown): void => {
+  /** `endpoint`: the resolved target's name (a name from the routing table, never the caller's input), when known. */
+  const fail = (x: ChatExchange, err: unknown, endpoint = ''): void => {
     // No one to answer: a client that left while held or queued is counted as 499, not as our failure.
     const gone = err instanceof ClientGoneError;
     if (gone && !x.res.writableEnded) x.res.end();
     const status = gone ? CLIENT_CLOSED : sendError(x.res, err, x.log, x.requestId);
-    metrics.countRequest('chat', x.mode, status, '');
-    if (deps.logInfo === true) logRequest(x.log, x.requestId, 'chat', x.mode, '', status, performance.now() - x.startPerf);
+    metrics.countRequest('chat', x.mode, status, endpoint);
+    if (deps.logInfo === true) logRequest(x.log, x.requestId, 'chat', x.mode, endpoint, status, performance.now() - x.startPerf);
   };
 
   const serve = async (x: ChatExchange, key: ResolvedKey, dedicated: DedicatedParams | null, rawBody: unknown, bytes?: Buffer): Promise<void> => {
     let forwarding = false;
     let held: HeldTicket | null = null;
+    let endpoint = '';
     try {
       const view = store.view!; // auth passed, so a snapshot is loaded (and never unloaded)
       let target: RouteTarget;
@@ -165,6 +167,7 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
         clientModel = dedicatedModel(input.value['model'] as string | undefined, target);
       }
       rawBody = null; // (a suspended async function keeps its parameters)
+      endpoint = target.name;
       const usageId = meterId(x.requestId, x.callerId);
       // Serverless (src/scale): no ready replica yet, or earlier requests still held: wait in arrival order.
       held = deps.scale?.hold(x.res, target, usageId, input.value) ?? null;
@@ -202,7 +205,7 @@ export function createChatHandler(deps: ChatHandlerDeps): ChatHandler {
       held?.admitted();
       // The forwarder counted (and logged) its own failures with their real outcome.
       if (forwarding) sendError(x.res, err, x.log, x.requestId);
-      else fail(x, err);
+      else fail(x, err, endpoint);
     }
   };
 

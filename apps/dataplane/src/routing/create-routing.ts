@@ -1,6 +1,6 @@
 import type { ConfigStore } from '../config/config-store.ts';
 import type { ConfigView, ResolvedUpstream } from '../config/config-view.ts';
-import type { DataplaneMetrics } from '../metrics.ts';
+import { escapeLabel, type DataplaneMetrics } from '../metrics.ts';
 import type { UpstreamPools } from '../upstream/upstream-pools.ts';
 import { createPrefixIndex } from './prefix-index.ts';
 import { createReplicaScraper } from './replica-scraper.ts';
@@ -62,7 +62,6 @@ export function createRouting(o: RoutingOptions, pools: UpstreamPools, store: Co
   if (store.view !== null) follow(store.view);
   const unsubscribe = store.onVersion((_v, view) => follow(view));
 
-  const esc = (v: string): string => v.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`));
   nodeMetrics.section((lines) => {
     metrics.render(lines);
     const now = performance.now();
@@ -74,14 +73,15 @@ export function createRouting(o: RoutingOptions, pools: UpstreamPools, store: Co
     for (const [, e] of scraper.entries()) {
       rows.push([e.replicaId, e.load === null ? '-1' : String((now - e.load.at) / 1000)]);
     }
-    for (const [id, age] of rows) lines.push(`dataplane_replica_metrics_age_seconds{replica="${esc(id)}"} ${age}`);
+    for (const [id, age] of rows) lines.push(`dataplane_replica_metrics_age_seconds{replica="${escapeLabel(id)}"} ${age}`);
     lines.push('# HELP dataplane_replica_queue_depth Requests waiting on a replica at its last scrape.', '# TYPE dataplane_replica_queue_depth gauge');
-    for (const [, e] of scraper.entries()) if (e.load !== null) lines.push(`dataplane_replica_queue_depth{replica="${esc(e.replicaId)}"} ${e.load.waiting}`);
+    for (const [, e] of scraper.entries())
+      if (e.load !== null) lines.push(`dataplane_replica_queue_depth{replica="${escapeLabel(e.replicaId)}"} ${e.load.waiting}`);
     lines.push('# HELP dataplane_replica_kv_cache_usage KV-cache use (0..1) of a replica at its last scrape.', '# TYPE dataplane_replica_kv_cache_usage gauge');
     for (const [, e] of scraper.entries())
-      if (e.load?.kvUsage != null) lines.push(`dataplane_replica_kv_cache_usage{replica="${esc(e.replicaId)}"} ${e.load.kvUsage}`);
+      if (e.load?.kvUsage != null) lines.push(`dataplane_replica_kv_cache_usage{replica="${escapeLabel(e.replicaId)}"} ${e.load.kvUsage}`);
     lines.push('# HELP dataplane_replica_scrape_failures Consecutive failed /metrics scrapes of a replica.', '# TYPE dataplane_replica_scrape_failures gauge');
-    for (const [, e] of scraper.entries()) lines.push(`dataplane_replica_scrape_failures{replica="${esc(e.replicaId)}"} ${e.failures}`);
+    for (const [, e] of scraper.entries()) lines.push(`dataplane_replica_scrape_failures{replica="${escapeLabel(e.replicaId)}"} ${e.failures}`);
     // Requests queued in a replica's pool for a socket: zero while the pool is sized from the admitted concurrency.
     lines.push(
       '# HELP dataplane_upstream_waiting_for_connection Requests waiting for a pooled connection to a replica now.',
@@ -91,7 +91,7 @@ export function createRouting(o: RoutingOptions, pools: UpstreamPools, store: Co
     if (store.view !== null) for (const u of upstreamsOf(store.view)) if (!ids.has(u.origin)) ids.set(u.origin, u.id);
     for (const s of pools.states()) {
       const id = ids.get(s.origin);
-      if (id !== undefined) lines.push(`dataplane_upstream_waiting_for_connection{replica="${esc(id)}"} ${s.chat.stats.pending}`);
+      if (id !== undefined) lines.push(`dataplane_upstream_waiting_for_connection{replica="${escapeLabel(id)}"} ${s.chat.stats.pending}`);
     }
   });
   return {

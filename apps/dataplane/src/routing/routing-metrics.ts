@@ -1,4 +1,4 @@
-import { labelKeyJoiner } from '../metrics.ts';
+import { escapeLabel, labelKeyJoiner } from '../metrics.ts';
 import type { RoutingPolicyName } from './routing-settings.ts';
 
 /** Why the router used the policy it used. */
@@ -21,7 +21,6 @@ export interface RoutingMetrics {
 }
 
 const SEP = '\u0000';
-const esc = (v: string): string => v.replace(/[\\"\n]/g, (c) => (c === '\n' ? '\\n' : `\\${c}`));
 
 export function createRoutingMetrics(): RoutingMetrics {
   const decisions = new Map<string, number>();
@@ -57,24 +56,24 @@ export function createRoutingMetrics(): RoutingMetrics {
       );
       for (const [k, n] of decisions) {
         const [t = '', r = '', p = '', why = ''] = k.split(SEP);
-        lines.push(`dataplane_routing_decisions_total{target="${esc(t)}",replica="${esc(r)}",policy="${p}",reason="${why}"} ${n}`);
+        lines.push(`dataplane_routing_decisions_total{target="${escapeLabel(t)}",replica="${escapeLabel(r)}",policy="${p}",reason="${why}"} ${n}`);
       }
       family('dataplane_routing_score', 'gauge', "The scorer's last score of a replica for a target (higher wins).");
       for (const [k, v] of scores) {
         const [t = '', r = ''] = k.split(SEP);
-        lines.push(`dataplane_routing_score{target="${esc(t)}",replica="${esc(r)}"} ${v.score}`);
+        lines.push(`dataplane_routing_score{target="${escapeLabel(t)}",replica="${escapeLabel(r)}"} ${v.score}`);
       }
       family('dataplane_routing_prefix_match_ratio', 'gauge', 'Share of the last scored prompt a replica was believed to hold cached.');
       for (const [k, v] of scores) {
         const [t = '', r = ''] = k.split(SEP);
-        lines.push(`dataplane_routing_prefix_match_ratio{target="${esc(t)}",replica="${esc(r)}"} ${v.prefix}`);
+        lines.push(`dataplane_routing_prefix_match_ratio{target="${escapeLabel(t)}",replica="${escapeLabel(r)}"} ${v.prefix}`);
       }
       family('dataplane_routing_held_total', 'counter', 'Requests held because every replica of the target was saturated.');
-      for (const [t, n] of held) lines.push(`dataplane_routing_held_total{target="${esc(t)}"} ${n}`);
+      for (const [t, n] of held) lines.push(`dataplane_routing_held_total{target="${escapeLabel(t)}"} ${n}`);
       family('dataplane_routing_shed_total', 'counter', 'Requests shed with 429 because every replica of the target stayed saturated.');
-      for (const [t, n] of shed) lines.push(`dataplane_routing_shed_total{target="${esc(t)}"} ${n}`);
+      for (const [t, n] of shed) lines.push(`dataplane_routing_shed_total{target="${escapeLabel(t)}"} ${n}`);
       family('dataplane_upstream_connection_waits_total', 'counter', 'Requests that had to wait for a pooled connection to their replica.');
-      for (const [r, n] of connectionWaits) lines.push(`dataplane_upstream_connection_waits_total{replica="${esc(r)}"} ${n}`);
+      for (const [r, n] of connectionWaits) lines.push(`dataplane_upstream_connection_waits_total{replica="${escapeLabel(r)}"} ${n}`);
     },
   };
 }

@@ -9,6 +9,7 @@ import { checkContextLength, estimatePromptTokens, requestedCompletion } from '.
 import { streamErrorEvent } from '../proxy/upstream-errors.ts';
 import { afterDurable, type UsageSink } from '../usage/usage-reporter.ts';
 import { ClientGoneError } from '../client-gone.ts';
+import { escapeLabel } from '../metrics.ts';
 import { coldStartComment, type ColdStartPhase } from './cold-start-progress.ts';
 import { SCALE_UP_TIMEOUT_HEADER, holdMs } from './hold-deadline.ts';
 import type { HoldBounds } from './hold-deadline.ts';
@@ -44,6 +45,8 @@ export interface HeldTicket {
   remainingMs(): number;
 }
 
+type HoldOutcome = 'released' | 'expired' | 'refused' | 'full' | 'client_gone' | 'halted';
+
 export interface ScaleHolds {
   /**
    * Holds a dedicated request when its deployment has no ready replica, when earlier requests are still held
@@ -73,6 +76,8 @@ export interface ScaleHolds {
    * runtime cut meanwhile ends with (null: it was not, or the target is shared).
    */
   halted(target: RouteTarget): ApiError | null;
+  /** Held requests now and how holds ended, as Prometheus lines (the node's /metrics). */
+  renderMetrics(lines: string[]): void;
 }
 
 interface Held {
@@ -132,6 +137,8 @@ export function createScaleHolds(
   /** Requests that waited, by usage id, until their usage record gives the time to first token. */
   const waited = new Map<string, { deploymentId: string; endpointId: string; waitMs: number }>();
   let samples: ColdStartSample[] = [];
+  /** How holds ended (metrics). */
+  const outcomes: Record<HoldOutcome, number> = { released: 0, expired: 0, refused: 0, full: 0, client_gone: 0, halted: 0 };
   let reporting = false;
 
   const index = (): void => {
@@ -193,6 +200,7 @@ export function createScaleHolds(
 
   const release = (w: Waking, h: Held, target: RouteTarget): void => {
     settle(w, h);
+    outcomes.released++;
     const waitMs = Math.round(performance.now() - h.since);
     if (h.stream) {
       if (!h.res.writableEnded) h.res.write(`: cold-start phase=ready wait_ms=${waitMs}\n\n`);
@@ -254,7 +262,10 @@ export function createScaleHolds(
       if (d === undefined || d.state === 'stopped' || d.state === 'failed') {
         const why = d === undefined ? 'was deleted' : d.state === 'failed' ? 'failed to start' : 'was stopped';
         const code = d === undefined ? 'no_healthy_upstream' : d.state === 'failed' ? 'deployment_failed' : 'deployment_stopped';
-        for (const h of [...w.queue]) fail(w, h, new ApiError(code, `The deployment ${why} while this request waited for it.`));
+        for (const h of [...w.queue]) {
+          outcomes.halted++;
+          fail(w, h, new ApiError(code, `The deployment ${why} while this request waited for it.`));
+        }
         waking.delete(w.id);
         continue;
       }
@@ -330,6 +341,7 @@ export function createScaleHolds(
       const eta = etaMs(ww, target.ready);
       if (deadlineMs === 0 || deadlineMs < eta) {
         if (ww.queue.length === 0 && ww.admitting === null && target.ready) waking.delete(id);
+        outcomes.refused++;
         throw scalingUp(
           ww,
           deadlineMs === 0
@@ -338,6 +350,7 @@ export function createScaleHolds(
         );
       }
       if (ww.queue.length >= queueMax) {
+        outcomes.full++;
         throw new ApiError(
           'concurrency_limit_exceeded',
           `Too many requests are waiting for this deployment to scale up: ${queueMax} are already held on this node. Retry in a few seconds.`,
@@ -364,12 +377,14 @@ export function createScaleHolds(
         onClose: () => {
           if (h.done) return;
           settle(ww, h);
+          outcomes.client_gone++;
           reject(new ClientGoneError('was held for a cold start'));
           if (ww.queue.length === 0 && ww.admitting === null && currentTarget(id)?.ready === true) waking.delete(id);
         },
       };
       h.deadline = setTimeout(() => {
         if (h.done) return;
+        outcomes.expired++;
         fail(
           ww,
           h,
@@ -433,13 +448,29 @@ export function createScaleHolds(
       return null;
     },
     held: (id) => waking.get(id)?.queue.length ?? 0,
+    renderMetrics(lines) {
+      lines.push('# HELP dataplane_held_requests Requests held now for a cold start or a scale-up, by deployment.', '# TYPE dataplane_held_requests gauge');
+      for (const w of waking.values()) {
+        const d = infos.get(w.id)?.d;
+        if (d !== undefined && w.queue.length > 0)
+          lines.push(`dataplane_held_requests{deployment="${escapeLabel(d.id)}",endpoint="${escapeLabel(d.endpointName)}"} ${w.queue.length}`);
+      }
+      lines.push(
+        '# HELP dataplane_holds_total Held requests by how their hold ended: released (to a replica), expired (hold deadline), refused (at once: the deadline was shorter than the cold start expected), full (hold queue), client_gone, halted (deployment stopped, failed or deleted; node shutting down).',
+        '# TYPE dataplane_holds_total counter',
+      );
+      for (const k in outcomes) lines.push(`dataplane_holds_total{outcome="${k}"} ${outcomes[k as HoldOutcome]}`);
+    },
     load,
     report,
     close() {
       if (timer !== null) clearInterval(timer);
       unsubscribe();
       for (const w of waking.values()) {
-        for (const h of [...w.queue]) fail(w, h, new ApiError('service_unavailable', 'The node is shutting down.'));
+        for (const h of [...w.queue]) {
+          outcomes.halted++;
+          fail(w, h, new ApiError('service_unavailable', 'The node is shutting down.'));
+        }
       }
       waking.clear();
     },
