@@ -134,6 +134,50 @@ describe.each(PATHS)('on the $label', ({ chunked }) => {
       }
     }
   });
+
+  it('tools, tool_choice, response_format, logprobs, penalties and user that OpenAI refuses are 400s naming the field', async () => {
+    const fn = { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: {} } } };
+    const refused: [Record<string, unknown>, string, RegExp][] = [
+      [{ tools: [] }, 'tools', /must not be empty/],
+      [{ tools: {} }, 'tools', /./],
+      [{ tools: [{ type: 'function', function: { name: 'has space' } }] }, 'tools[0].function.name', /letters, digits/],
+      [{ tools: [{ type: 'function' }] }, 'tools[0].function.name', /letters, digits/],
+      [{ tool_choice: 'required' }, 'tool_choice', /only allowed when 'tools' are specified/],
+      [{ tool_choice: { type: 'function', function: { name: 'get_weather' } } }, 'tool_choice', /only allowed when 'tools'/],
+      [{ tools: [fn], tool_choice: 'always' }, 'tool_choice', /'none', 'auto', 'required'/],
+      [{ response_format: { type: 'xml' } }, 'response_format.type', /text, json_object, json_schema/],
+      [{ response_format: { type: 'json_schema' } }, 'response_format.json_schema', /'name'/],
+      [{ logprobs: 'yes' }, 'logprobs', /boolean/],
+      [{ logprobs: true, top_logprobs: 21 }, 'top_logprobs', /./],
+      [{ top_logprobs: 2 }, 'top_logprobs', /'logprobs' must be set to true/],
+      [{ presence_penalty: 3 }, 'presence_penalty', /./],
+      [{ frequency_penalty: -2.5 }, 'frequency_penalty', /./],
+      [{ user: 5 }, 'user', /string/],
+    ];
+    for (const path of [SHARED, DEDICATED]) {
+      for (const [extra, param, message] of refused) {
+        const a = await send(path, { body: JSON.stringify(chatBody({ model: NAME, ...extra })), chunked });
+        expect(a.status, `${path} ${JSON.stringify(extra)}: ${a.text}`).toBe(400);
+        const e = errorOf(a);
+        expect(e, JSON.stringify(extra)).toMatchObject({ type: 'invalid_request_error', param });
+        expect(e.message, JSON.stringify(extra)).toMatch(message);
+      }
+      // The forms OpenAI takes are served, and null means unset.
+      for (const extra of [
+        { tools: [fn], tool_choice: 'required' },
+        { tools: [fn], tool_choice: { type: 'function', function: { name: 'get_weather' } } },
+        { tool_choice: 'auto' },
+        { tools: null, tool_choice: null, response_format: null, logprobs: null, top_logprobs: null, user: null },
+        { response_format: { type: 'json_object' } },
+        { response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: { type: 'object' } } } },
+        { logprobs: true, top_logprobs: 20 },
+        { presence_penalty: -2, frequency_penalty: 2, user: 'user-1234' },
+      ]) {
+        const a = await send(path, { body: JSON.stringify(chatBody({ model: NAME, ...extra })), chunked });
+        expect(a.status, `${path} ${JSON.stringify(extra)}: ${a.text}`).toBe(200);
+      }
+    }
+  });
 });
 
 describe('wrong methods on known paths', () => {

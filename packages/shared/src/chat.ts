@@ -41,6 +41,27 @@ export const chatMessageSchema = z
   });
 export type ChatMessage = z.infer<typeof chatMessageSchema>;
 
+/** A tool the model may call: an object with a `type`; a `function` tool names its function. */
+const toolSchema = z.looseObject({ type: z.string({ error: "must be a string ('function')" }) }).superRefine((t, ctx) => {
+  if (t.type !== 'function') return;
+  const f = t['function'];
+  const name = typeof f === 'object' && f !== null && !Array.isArray(f) ? (f as Record<string, unknown>)['name'] : undefined;
+  if (typeof name !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(name))
+    ctx.addIssue({ code: 'custom', path: ['function', 'name'], message: 'must be 1 to 64 letters, digits, underscores or dashes' });
+});
+
+/** The response format kinds OpenAI's API knows; `json_schema` carries a named schema. */
+export const RESPONSE_FORMAT_TYPES = ['text', 'json_object', 'json_schema'] as const;
+
+const responseFormatSchema = z
+  .looseObject({ type: z.enum(RESPONSE_FORMAT_TYPES, { error: `must be one of ${RESPONSE_FORMAT_TYPES.join(', ')}` }) })
+  .superRefine((r, ctx) => {
+    if (r.type !== 'json_schema') return;
+    const js = r['json_schema'];
+    if (typeof js !== 'object' || js === null || Array.isArray(js) || typeof (js as Record<string, unknown>)['name'] !== 'string')
+      ctx.addIssue({ code: 'custom', path: ['json_schema'], message: "must be an object with a 'name' (and its 'schema') when type is json_schema" });
+  });
+
 /** The chat-completions request as the data plane accepts it; unknown fields pass through. */
 export const chatRequestSchema = z.looseObject({
   model: z.string().min(1).optional(),
@@ -57,6 +78,25 @@ export const chatRequestSchema = z.looseObject({
     .nullable()
     .optional(),
   stream_options: z.looseObject({ include_usage: boolLike.optional() }).nullable().optional(),
+  presence_penalty: numberLike.pipe(z.number().min(-2).max(2)).optional(),
+  frequency_penalty: numberLike.pipe(z.number().min(-2).max(2)).optional(),
+  tools: z.array(toolSchema).min(1, 'must not be empty: leave tools out instead').max(128).optional(),
+  tool_choice: z
+    .unknown()
+    .refine(
+      (v) =>
+        v === undefined ||
+        v === 'none' ||
+        v === 'auto' ||
+        v === 'required' ||
+        (typeof v === 'object' && v !== null && !Array.isArray(v) && typeof (v as Record<string, unknown>)['type'] === 'string'),
+      { message: "must be 'none', 'auto', 'required' or an object naming a tool" },
+    )
+    .optional(),
+  response_format: responseFormatSchema.optional(),
+  logprobs: z.boolean({ error: 'must be a boolean (true or false)' }).optional(),
+  top_logprobs: intLike.pipe(z.number().int().min(0).max(20)).optional(),
+  user: z.string({ error: 'must be a string' }).optional(),
 });
 export type ChatRequest = z.infer<typeof chatRequestSchema>;
 

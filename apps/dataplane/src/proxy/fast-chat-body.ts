@@ -39,7 +39,38 @@ export function fastChatBody(raw: unknown): Record<string, unknown> | null {
     const iu = (so as Record<string, unknown>)['include_usage'];
     if (iu !== undefined && typeof iu !== 'boolean') return null;
   }
+  const tools = b['tools'];
+  if (tools !== undefined) {
+    if (!Array.isArray(tools) || tools.length === 0 || tools.length > 128) return null;
+    for (const t of tools) if (!plainTool(t)) return null;
+  }
+  const tc = b['tool_choice'];
+  if (tc !== undefined && tc !== 'auto' && tc !== 'none' && tc !== 'required' && !(isObject(tc) && typeof tc['type'] === 'string')) return null;
+  const rf = b['response_format'];
+  if (rf !== undefined && !plainResponseFormat(rf)) return null;
+  if (b['logprobs'] !== undefined && typeof b['logprobs'] !== 'boolean') return null;
+  if (b['user'] !== undefined && typeof b['user'] !== 'string') return null;
+  if (!intIn(b['top_logprobs'], 0, 20) || !numIn(b['presence_penalty'], -2, 2) || !numIn(b['frequency_penalty'], -2, 2)) return null;
   return b;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+function plainTool(t: unknown): boolean {
+  if (!isObject(t) || typeof t['type'] !== 'string') return false;
+  if (t['type'] !== 'function') return true;
+  const f = t['function'];
+  return isObject(f) && typeof f['name'] === 'string' && TOOL_NAME.test(f['name']);
+}
+
+function plainResponseFormat(r: unknown): boolean {
+  if (!isObject(r)) return false;
+  const type = r['type'];
+  if (type === 'text' || type === 'json_object') return true;
+  const js = r['json_schema'];
+  return type === 'json_schema' && isObject(js) && typeof js['name'] === 'string';
 }
 
 const intIn = (v: unknown, min: number, max: number): boolean => v === undefined || (typeof v === 'number' && Number.isSafeInteger(v) && v >= min && v <= max);

@@ -100,13 +100,40 @@ export function unknownSharedModel(view: ConfigView, model: string): ApiError {
 }
 
 /** Optional fields that OpenAI's API (and clients that serialise unset options) send as `null`, meaning "not set". */
-const NULLABLE_OPTIONALS = ['model', 'stream', 'max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'n', 'seed'] as const;
+const NULLABLE_OPTIONALS = [
+  'model',
+  'stream',
+  'max_tokens',
+  'max_completion_tokens',
+  'temperature',
+  'top_p',
+  'n',
+  'seed',
+  'presence_penalty',
+  'frequency_penalty',
+  'tools',
+  'tool_choice',
+  'response_format',
+  'logprobs',
+  'top_logprobs',
+  'user',
+] as const;
 
-/** As OpenAI: `stream_options` (unless null) goes with `stream: true` only. */
-function checkStreamOptions(body: Record<string, unknown>): void {
+/**
+ * Rules between fields, as OpenAI answers them: `stream_options` (unless null) goes with `stream: true` only; a
+ * `tool_choice` that demands a call (`required`, or a named tool) needs `tools`; `top_logprobs` needs `logprobs: true`.
+ */
+function checkOptionPairs(body: Record<string, unknown>): void {
   const so = body['stream_options'];
   if (so !== undefined && so !== null && body['stream'] !== true) {
     throw new ApiError('invalid_request', "The 'stream_options' parameter is only allowed when 'stream' is enabled.", 'stream_options');
+  }
+  const tc = body['tool_choice'];
+  if (tc !== undefined && tc !== 'auto' && tc !== 'none' && body['tools'] === undefined) {
+    throw new ApiError('invalid_request', "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.", 'tool_choice');
+  }
+  if (body['top_logprobs'] !== undefined && body['logprobs'] !== true) {
+    throw new ApiError('invalid_request', "Invalid value for 'top_logprobs': 'logprobs' must be set to true when 'top_logprobs' is used.", 'top_logprobs');
   }
 }
 
@@ -115,7 +142,7 @@ function parseBody(raw: unknown, bytes: Buffer | undefined): ChatBody {
   // Common, well-typed bodies skip zod; everything else gets the schema (and its error messages).
   const fast = fastChatBody(raw);
   if (fast !== null) {
-    checkStreamOptions(fast);
+    checkOptionPairs(fast);
     return new ChatBody(fast, bytes);
   }
   if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) {
@@ -125,7 +152,7 @@ function parseBody(raw: unknown, bytes: Buffer | undefined): ChatBody {
   }
   const parsed = chatRequestSchema.safeParse(raw);
   if (!parsed.success) throw validationError(parsed.error);
-  checkStreamOptions(parsed.data);
+  checkOptionPairs(parsed.data);
   return new ChatBody(parsed.data, undefined);
 }
 
