@@ -1,10 +1,15 @@
 import { describe, expect, it } from 'vitest';
+import { adapterFor } from '../runtimes/runtime-registry.ts';
 import { createSseRewriter } from './sse-rewriter.ts';
+import { errorEventFor } from './upstream-errors.ts';
 
 /** The bytes an output stands for (a string is binary: written as latin1). */
 const bytes = (o: Buffer | string): Buffer => (typeof o === 'string' ? Buffer.from(o, 'latin1') : o);
 
-const run = (chunks: string[], opts: { from: string; to: string; dropUsageChunk: boolean }) => {
+const run = (
+  chunks: string[],
+  opts: { from: string; to: string; dropUsageChunk: boolean; errorEvent?: (json: string, from: string, to: string) => string },
+) => {
   const rw = createSseRewriter(opts);
   let out = '';
   for (const c of chunks) {
@@ -96,5 +101,31 @@ describe('sse rewriter', () => {
     });
     expect(out).toBe('data: {"model":"x","choices":[{"delta":{"content":"a"}}]}\n\ndata: {"model": "x","choices":[]}\n\n');
     expect(rw.usage?.prompt_tokens).toBe(4);
+  });
+
+  it("rewrites a runtime's error event to the OpenAI error body, across splits, and nothing else", () => {
+    const errorEvent = errorEventFor(adapterFor('vllm'));
+    const head = 'data: {"model":"served","choices":[{"delta":{"content":"\\"error\\": no"}}]}\n\n';
+    const vllm =
+      'data: {"error": {"object": "error", "message": "served: max_tokens too large", "type": "BadRequestError", "param": "max_tokens", "code": 400}}\n\n';
+    const tgi = 'data:{"error":"CUDA out of memory","error_type":"generation"}\n\n';
+    const text = head + vllm + tgi + 'data: [DONE]\n\n';
+    for (const cut of [1, 40, head.length + 7, head.length + 30, head.length + vllm.length + 3]) {
+      const { out } = run([text.slice(0, cut), text.slice(cut)], { from: 'served', to: 'acme/M', dropUsageChunk: true, errorEvent });
+      const lines = out.split('\n').filter((l) => l !== '');
+      // Content that mentions "error" (escaped quotes) is content; the model is rewritten as before.
+      expect(lines[0]).toBe('data: {"model":"acme/M","choices":[{"delta":{"content":"\\"error\\": no"}}]}');
+      // A 400 from the runtime keeps its message (with the client's model name) and its field; codes are strings.
+      expect(JSON.parse(lines[1]!.slice(6))).toEqual({
+        error: { message: 'acme/M: max_tokens too large', type: 'invalid_request_error', param: 'max_tokens', code: 'invalid_request' },
+      });
+      // Anything else is the runtime's fault: the generic 502 body, its own text not passed on.
+      expect(JSON.parse(lines[2]!.slice(6))).toEqual({
+        error: { message: 'The model runtime failed to answer.', type: 'api_error', param: null, code: 'upstream_error' },
+      });
+      expect(lines[3]).toBe('data: [DONE]');
+    }
+    // Without the option, relayed as it came.
+    expect(run([vllm], { from: 'served', to: 'served', dropUsageChunk: true }).out).toBe(vllm);
   });
 });

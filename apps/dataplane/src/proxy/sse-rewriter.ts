@@ -27,6 +27,11 @@ export interface SseRewriterOptions {
   readonly to: string;
   /** Drop the usage-only chunk (empty `choices`) because the client did not ask for it. */
   readonly dropUsageChunk: boolean;
+  /**
+   * The client's form of a runtime's error event (the JSON after `data:`, an object with a top-level `error`): the
+   * OpenAI error body, with a string code and a param only when it names a field. Absent: relayed as it came.
+   */
+  readonly errorEvent?: ((json: string, from: string, to: string) => string) | undefined;
 }
 
 const NL = 0x0a;
@@ -47,13 +52,14 @@ const SPACE = 0x20;
 const BRACE = 0x7b;
 const LAST_L = 0x6c; // "model"
 const LAST_T = 0x74; // "content"
+const LAST_R = 0x72; // "error"
 
 /**
  * The keys the rewriter acts on, found in one pass (a regex scans as fast as one indexOf, where a
  * search per key would scan the text once per key). JSON escapes quotes inside strings, so a match
  * is always a real key.
  */
-const KEYS = /"(?:model|content|usage)":/g;
+const KEYS = /"(?:model|content|usage|error)":/g;
 
 function hasDone(text: string): boolean {
   // [DONE] ends a stream: search from the end.
@@ -108,16 +114,22 @@ function usageSlice(text: string, start: number, limit: number): ChatUsage | nul
   }
 }
 
-/** Edits of the current text: [start, end, kind] triples in order (kind 0/1: model compact/spaced, 2: drop). */
+/** Edits of the current text: [start, end, kind] triples in order (kind 0/1: model compact/spaced, 2: drop, 3: error). */
 const MODEL_COMPACT = 0;
 const MODEL_SPACED = 1;
 const DROP = 2;
+const ERROR = 3;
 
 /** One stream's rewriter (a class: per-stream state only, the methods are shared). */
 class Rewriter implements SseRewriter {
   private readonly rewrite: boolean;
   private readonly forms: ModelForms;
   private readonly dropUsageChunk: boolean;
+  private readonly errorEvent: ((json: string, from: string, to: string) => string) | undefined;
+  private readonly from: string;
+  private readonly to: string;
+  /** Replacement lines (UTF-8) of the current text's error edits, in order. */
+  private readonly errorLines: Buffer[] = [];
   private rest: Buffer | null = null;
   sawDone = false;
   usage: ChatUsage | null = null;
@@ -128,6 +140,33 @@ class Rewriter implements SseRewriter {
     this.rewrite = opts.from !== opts.to;
     this.forms = modelForms(opts.from, opts.to);
     this.dropUsageChunk = opts.dropUsageChunk;
+    this.errorEvent = opts.errorEvent;
+    this.from = opts.from;
+    this.to = opts.to;
+  }
+
+  /**
+   * A runtime's error event on the data line around `at`: its replacement edit, when it is one (a `data:` line whose
+   * JSON has a top-level `error`; rare, so the line is parsed whole).
+   */
+  private takeError(buf: Buffer, text: string, at: number, edits: number[]): number {
+    const lineStart = text.lastIndexOf('\n', at) + 1;
+    let lineEnd = text.indexOf('\n', at);
+    if (lineEnd < 0) lineEnd = text.length;
+    if (this.errorEvent === undefined || !text.startsWith(DATA, lineStart)) return lineEnd;
+    let end = lineEnd;
+    if (text.charCodeAt(end - 1) === 13) end--;
+    const json = buf.toString('utf8', lineStart + DATA.length, end).trim();
+    try {
+      const obj = JSON.parse(json) as unknown;
+      if (typeof obj !== 'object' || obj === null || !('error' in obj) || 'choices' in obj) return lineEnd;
+    } catch {
+      return lineEnd;
+    }
+    while (edits.length > 0 && edits[edits.length - 3]! >= lineStart) edits.length -= 3;
+    edits.push(lineStart, end, ERROR);
+    this.errorLines.push(Buffer.from(`data: ${this.errorEvent(json, this.from, this.to)}`));
+    return lineEnd;
   }
 
   push(chunk: Buffer): SseOutput | null {
@@ -194,7 +233,9 @@ class Rewriter implements SseRewriter {
     const { fromValue, toCompact, toSpaced } = this.forms;
     const edits = this.edits;
     edits.length = 0;
+    this.errorLines.length = 0;
     let usageLineEnd = 0;
+    let errorLineEnd = 0;
     let dropEnd = 0;
     KEYS.lastIndex = 0;
     // `test` gives the match's end without allocating a match; the key's last letter says which key it was.
@@ -202,14 +243,16 @@ class Rewriter implements SseRewriter {
       const value = KEYS.lastIndex;
       const key = text.charCodeAt(value - 3);
       const at = value - (key === LAST_T ? 10 : 8);
-      if (key === LAST_T) {
+      if (key === LAST_R) {
+        if (at >= errorLineEnd && at >= dropEnd) errorLineEnd = this.takeError(buf, text, at, edits);
+      } else if (key === LAST_T) {
         // "content": one token per chunk that carries non-empty content (when the runtime reports no usage).
         if (text.charCodeAt(value) === QUOTE && text.charCodeAt(value + 1) !== QUOTE) this.contentChunks++;
       } else if (key === LAST_L) {
-        if (!this.rewrite || at < dropEnd) continue;
+        if (!this.rewrite || at < dropEnd || at < errorLineEnd) continue;
         if (text.startsWith(fromValue, value)) edits.push(at, value + fromValue.length, MODEL_COMPACT);
         else if (text.charCodeAt(value) === SPACE && text.startsWith(fromValue, value + 1)) edits.push(at, value + 1 + fromValue.length, MODEL_SPACED);
-      } else if (at >= usageLineEnd) {
+      } else if (at >= usageLineEnd && at >= errorLineEnd) {
         const c = text.charCodeAt(value);
         if (c !== BRACE && (c !== SPACE || text.charCodeAt(value + 1) !== BRACE)) continue;
         // Once per stream (usually): the line that carries usage is read, and dropped if unwanted.
@@ -227,23 +270,26 @@ class Rewriter implements SseRewriter {
     if (edits.length === 0) return buf;
     // The output: the input's bytes with the edits spliced in, copied into one Buffer (small ones come from Node's
     // pool): no strings pieced together and flattened again on the young heap.
+    const errorLines = this.errorLines;
     let size = buf.length;
-    for (let i = 0; i < edits.length; i += 3) {
+    for (let i = 0, e = 0; i < edits.length; i += 3) {
       const kind = edits[i + 2];
       size -= edits[i + 1]! - edits[i]!;
       if (kind === MODEL_COMPACT) size += toCompact.length;
       else if (kind === MODEL_SPACED) size += toSpaced.length;
+      else if (kind === ERROR) size += errorLines[e++]!.length;
     }
     if (size === 0) return null;
     const out = Buffer.allocUnsafe(size);
     let pos = 0;
     let last = 0;
-    for (let i = 0; i < edits.length; i += 3) {
+    for (let i = 0, e = 0; i < edits.length; i += 3) {
       const start = edits[i]!;
       pos += buf.copy(out, pos, last, start);
       const kind = edits[i + 2];
       if (kind === MODEL_COMPACT) pos += out.write(toCompact, pos, 'latin1');
       else if (kind === MODEL_SPACED) pos += out.write(toSpaced, pos, 'latin1');
+      else if (kind === ERROR) pos += errorLines[e++]!.copy(out, pos);
       last = edits[i + 1]!;
     }
     buf.copy(out, pos, last);

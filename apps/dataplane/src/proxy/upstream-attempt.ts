@@ -13,7 +13,8 @@ import { readJsonAnswer } from './json-answer.ts';
 import { binaryOf } from './binary.ts';
 import { createSseRewriter } from './sse-rewriter.ts';
 import type { SseOutput, SseRewriter } from './sse-rewriter.ts';
-import { cutError, idleTimeout, streamErrorEvent, transportError } from './upstream-errors.ts';
+import { cutError, errorEventFor, idleTimeout, streamErrorEvent, transportError } from './upstream-errors.ts';
+import { adapterFor } from '../runtimes/runtime-registry.ts';
 
 /** How one try against one replica ended. */
 export type AttemptOutcome =
@@ -249,7 +250,12 @@ class AttemptHandler implements H1Handler {
     else if (this.o.stream && (head.get('content-type') ?? '').startsWith('text/event-stream')) {
       this.mode = 'sse';
       const { upstream, clientModel, wantsUsage } = this.o;
-      this.rw = createSseRewriter({ from: upstream.servedModel, to: clientModel, dropUsageChunk: !wantsUsage });
+      this.rw = createSseRewriter({
+        from: upstream.servedModel,
+        to: clientModel,
+        dropUsageChunk: !wantsUsage,
+        errorEvent: errorEventFor(adapterFor(upstream.kind)),
+      });
     } else this.mode = 'json';
   }
 

@@ -108,3 +108,29 @@ export function runtimeError(
   }
   return new ApiError('upstream_error', 'The model runtime failed to answer.');
 }
+
+const errorEvents = new Map<RuntimeAdapter, (json: string, served: string, clientModel: string) => string>();
+
+/**
+ * The client's form of an error event a runtime sent inside a stream (vLLM: `{"error": {..., "code": 400}}`, TGI:
+ * `{"error": "...", "error_type": ...}`): the OpenAI body `runtimeError` gives its answer of the same status (a
+ * numeric `code` is the status; none: 500), so a stream's error reads as a non-streamed one would.
+ */
+export function errorEventFor(adapter: RuntimeAdapter): (json: string, served: string, clientModel: string) => string {
+  let f = errorEvents.get(adapter);
+  if (f === undefined) {
+    f = (json, served, clientModel) => {
+      let status = 500;
+      try {
+        const inner = (JSON.parse(json) as Record<string, unknown>)['error'];
+        const code = typeof inner === 'object' && inner !== null ? (inner as Record<string, unknown>)['code'] : undefined;
+        if (typeof code === 'number' && Number.isInteger(code) && code >= 400 && code <= 599) status = code;
+      } catch {
+        // the caller parsed it already
+      }
+      return JSON.stringify(runtimeError(adapter, status, json, served, clientModel, undefined).toBody());
+    };
+    errorEvents.set(adapter, f);
+  }
+  return f;
+}
