@@ -152,6 +152,30 @@ describe('rate limits (in memory)', () => {
     expect(open.status).toBe(200);
     await open.text();
   });
+
+  it('a 429 on tokens says when the request counted a default completion because max_tokens was not set', async () => {
+    const slow = await startSim({ ttftMs: 50, itlMs: 50 });
+    try {
+      node = await startLimitedNode(slow.url, keyLimits(null, 6000), { defaultCompletionTokens: 4096 });
+      // The first counts as its messages plus 4,096 until it is answered; the second cannot fit beside it.
+      const first = await post(node.url + CHAT, smallBody({ max_tokens: undefined, stream: true }));
+      expect(first.status).toBe(200);
+      const second = await post(node.url + CHAT, smallBody({ max_tokens: undefined }));
+      expect(second.status).toBe(429);
+      expect((await errorOf(second)).message).toMatch(
+        /tokens per minute \(limit 6000\).*plus 4096 for the completion, since max_tokens is not set; set max_tokens/,
+      );
+      // With max_tokens the count is what it asks for, and it fits.
+      const bounded = await post(node.url + CHAT, smallBody({ max_tokens: 10 }));
+      expect(bounded.status).toBe(200);
+      await bounded.text();
+      await first.body?.cancel();
+    } finally {
+      await node?.app.close();
+      node = null;
+      await slow.sim.close();
+    }
+  });
 });
 
 describe('replica concurrency', () => {

@@ -142,12 +142,18 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
     return a;
   };
 
-  const rateLimited = (d: RateDecision): ApiError => {
+  /** `allowance`: completion tokens booked for a request without max_tokens (0 when it set one). */
+  const rateLimited = (d: RateDecision, reserved: number, allowance: number): ApiError => {
     const requestsFull = d.rpmLimit !== null && d.requestsUsed >= d.rpmLimit;
     const which = requestsFull ? `requests per minute (limit ${d.rpmLimit})` : `tokens per minute (limit ${d.tpmLimit})`;
+    // A request without max_tokens books a whole default completion until its usage settles: say so, and how to ask for less.
+    const why =
+      !requestsFull && allowance > 0
+        ? ` This request counts as about ${reserved} tokens until it is answered: its messages plus ${allowance} for the completion, since max_tokens is not set; set max_tokens to count less.`
+        : '';
     return new ApiError(
       'rate_limit_exceeded',
-      `Rate limit reached for this API key on ${which}. Please try again in ${retryAfterSeconds(d.retryAfterMs)}s.`,
+      `Rate limit reached for this API key on ${which}. Please try again in ${retryAfterSeconds(d.retryAfterMs)}s.${why}`,
       null,
       { ...rateLimitHeaders(d), 'retry-after': retryAfterSeconds(d.retryAfterMs) },
     );
@@ -158,13 +164,14 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
     keyId: string,
     d: RateDecision | null,
     reserved: number,
+    allowance: number,
     target: RouteTarget,
     multiplier: number | null,
     res: ClientResponse,
     waitMs: number,
   ): Admission | Promise<Admission> => {
     if (d !== null) {
-      if (!d.admitted) throw rateLimited(d);
+      if (!d.admitted) throw rateLimited(d, reserved, allowance);
       const headers = rateLimitHeaders(d);
       // A stream held through a cold start (src/scale) already sent its headers.
       if (!res.headersSent) for (const name in headers) res.setHeader(name, headers[name]!);
@@ -228,7 +235,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
       const maxTokens = requestedCompletion(body);
       checkContextLength(contextLength, prompt, maxTokens);
       const kl = rateLimitsOf(key.limits);
-      if (kl.rpm === null && kl.tpm === null) return afterRate(requestId, key.id, null, 0, target, multiplier, res, wait);
+      if (kl.rpm === null && kl.tpm === null) return afterRate(requestId, key.id, null, 0, 0, target, multiplier, res, wait);
 
       let tokens = reservationTokens(body, prompt, maxTokens, contextLength, defaultCompletion);
       if (kl.tpm !== null && tokens > kl.tpm) {
@@ -243,8 +250,9 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
         tokens = kl.tpm; // no max_tokens: reserve the whole minute; real usage settles it
       }
       const d = limiter.reserve(key.id, kl.rpm, kl.tpm, tokens);
-      if (d instanceof Promise) return d.then((dd) => afterRate(requestId, key.id, dd, tokens, target, multiplier, res, wait));
-      return afterRate(requestId, key.id, d, tokens, target, multiplier, res, wait);
+      const allowance = maxTokens === null ? Math.max(0, tokens - prompt) : 0;
+      if (d instanceof Promise) return d.then((dd) => afterRate(requestId, key.id, dd, tokens, allowance, target, multiplier, res, wait));
+      return afterRate(requestId, key.id, d, tokens, allowance, target, multiplier, res, wait);
     },
     wrapUsage(sink) {
       return {
