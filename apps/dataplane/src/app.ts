@@ -83,10 +83,11 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   // Connections that never sent a request (below): the front says when one has.
   const unused = new Set<Socket>();
   const serverFactory = (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
+    const serve = (req: IncomingMessage, res: ServerResponse): void => {
+      if (fastPath === null || !fastPath.onRequest(req, res)) handler(req, res);
+    };
     const server = createServer((req, res) => {
-      servePipelined(req, res, () => {
-        if (fastPath === null || !fastPath.onRequest(req, res)) handler(req, res);
-      });
+      if (servePipelined(req, res, serve)) serve(req, res);
     });
     if (opts.front !== false) {
       front = installFront<FastRoute>({

@@ -8,8 +8,10 @@ const closesConnection = (res: ServerResponse): boolean => (res as unknown as { 
 const ending = (socket: Socket): boolean => socket.destroyed || socket.writableEnded;
 
 /**
- * Runs `serve` for a request Node's HTTP server has read: at once, or, for a request pipelined behind an answer still
- * being written on the same connection, once that answer has finished; never when that answer closed the connection.
+ * Whether a request Node's HTTP server has read may be served now: true at once for the usual request; for a request
+ * pipelined behind an answer still being written on the same connection, false, and `serve` runs once that answer
+ * has finished, or never when that answer closed the connection (or the connection is ending). The usual request
+ * thus costs no closure: only a pipelined one is deferred.
  *
  * Node's parser reads on while an answer is written and emits `request` for every request it finds, even behind an
  * answer that ends the connection (a 413 or a malformed body: the connection lingers, reading and dropping what the
@@ -18,15 +20,13 @@ const ending = (socket: Socket): boolean => socket.destroyed || socket.writableE
  * them anyway. Node assigns a new request's answer to its connection at once when nothing else is being written
  * there, so `_httpMessage` is another answer only for a pipelined request.
  */
-export function servePipelined(req: IncomingMessage, res: ServerResponse, serve: () => void): void {
+export function servePipelined(req: IncomingMessage, res: ServerResponse, serve: (req: IncomingMessage, res: ServerResponse) => void): boolean {
   const socket = req.socket as NodeSocket;
   const prev = socket._httpMessage;
-  if (prev === res || prev == null) {
-    if (!ending(socket)) serve();
-    return;
-  }
+  if (prev === res || prev == null) return !ending(socket);
   // 'close' follows 'finish' (and comes alone when the connection went first).
   prev.once('close', () => {
-    if (prev.writableFinished && !closesConnection(prev) && !ending(socket)) serve();
+    if (prev.writableFinished && !closesConnection(prev) && !ending(socket)) serve(req, res);
   });
+  return false;
 }
