@@ -37,10 +37,10 @@ describe.each(testBackends())('deployments.coldStarts and catalog.observedColdSt
     await database?.close();
   });
 
-  it('lists the newest samples first for the owning tenant only, with the entry p50/p95', async () => {
-    const { db } = database;
-    const entry = await createEntry(db, { name: `cold-${kind}`, provider: 'acme', offeredDedicated: true, published: true, coldStartSeconds: 30 });
-    const d = await createDeployment(db, {
+  /** A catalog entry stating a 30 s cold start, deployed by tenant A on an external runtime (never started here). */
+  const deployEntry = async (name: string) => {
+    const entry = await createEntry(database.db, { name, provider: 'acme', offeredDedicated: true, published: true, coldStartSeconds: 30 });
+    const d = await createDeployment(database.db, {
       tenantId: world.tenantA.id,
       entryName: entry.name,
       minReplicas: 0,
@@ -48,6 +48,12 @@ describe.each(testBackends())('deployments.coldStarts and catalog.observedColdSt
       provisioner: 'external',
       externalUrl: 'http://127.0.0.1:9',
     });
+    return { entry, d };
+  };
+
+  it('lists the newest samples first for the owning tenant only, with the entry p50/p95', async () => {
+    const { db } = database;
+    const { entry, d } = await deployEntry(`cold-${kind}`);
     const t0 = Date.now() - 60_000;
     await db
       .insertInto('coldStarts')
@@ -80,15 +86,7 @@ describe.each(testBackends())('deployments.coldStarts and catalog.observedColdSt
 
   it("publishes the entry's measured cold start (p95 of its last 100 samples, from 3 on) in each deployment's form", async () => {
     const { db } = database;
-    const entry = await createEntry(db, { name: `measured-${kind}`, provider: 'acme', offeredDedicated: true, published: true, coldStartSeconds: 30 });
-    const d = await createDeployment(db, {
-      tenantId: world.tenantA.id,
-      entryName: entry.name,
-      minReplicas: 0,
-      maxReplicas: 1,
-      provisioner: 'external',
-      externalUrl: 'http://127.0.0.1:9',
-    });
+    const { entry, d } = await deployEntry(`measured-${kind}`);
     const form = async () => (await selectDeploymentForms(db, [d.id]))[0]!;
     const sample = (ttftMs: number, at: number) => ({
       deploymentId: d.id,
