@@ -9,7 +9,10 @@ export const START_ENV_DOC: Readonly<Record<string, { readonly meaning: string; 
   PUBLIC_HOST: { meaning: 'host name printed in URLs' },
   ADMIN_PORT: { meaning: 'control plane and console' },
   PORT: { meaning: 'data-plane node' },
-  METRICS_PORT: { meaning: 'the data plane’s internal Prometheus `/metrics` listener on HOST (0: a free port); printed in the banner' },
+  METRICS_PORT: {
+    meaning:
+      'the data plane’s internal Prometheus `/metrics` listener on HOST (0: a free port); printed in the banner. No token unless `METRICS_TOKEN` is set: set one with HOST=0.0.0.0',
+  },
   SIM_BASE_PORT: { meaning: 'first port of the simulated runtimes (seeded once into the catalog)' },
   SIM_TTFT_MS: { meaning: 'simulated time to first token' },
   SIM_ITL_MS: { meaning: 'simulated inter-token latency' },

@@ -49,7 +49,7 @@ export const DATAPLANE_ENV_DOC: Readonly<Record<string, EnvVarDoc>> = {
   METRICS_TOKEN: { meaning: 'bearer token the metrics listener asks for; unset: none' },
   NODE_ID: { meaning: 'the node’s name in wakes and load reports', default: '`<hostname>-<PORT>`' },
   SCALE_HOLD_QUEUE_MAX: { meaning: 'requests held per scaled-to-zero deployment on this node while it wakes; beyond: 429' },
-  SCALE_HOLD_MIN_MS: { meaning: 'lower bound of the hold deadline (2 × the entry’s Cold Start TTFT by default)' },
+  SCALE_HOLD_MIN_MS: { meaning: 'lower bound of the hold deadline (2 × the entry’s expected cold start, stated or measured, by default)' },
   SCALE_HOLD_MAX_MS: { meaning: 'upper bound of the hold deadline' },
   LOAD_REPORT_MS: { meaning: 'load reports and cold-start progress comments are sent this often' },
   WAKE_RESEND_MS: { meaning: 'a wake is re-sent this often while requests stay held' },

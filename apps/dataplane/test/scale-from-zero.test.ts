@@ -81,6 +81,11 @@ async function requestsByStatus(): Promise<Record<string, number>> {
   }
   return out;
 }
+/** Runtime requests the node counted as cut by the runtime, from its /metrics. */
+async function runtimeCuts(): Promise<number> {
+  const m = /^dataplane_runtime_errors_total\{reason="cut"\} (\d+)$/m.exec(await (await fetch(node.metricsUrl)).text());
+  return m === null ? 0 : Number(m[1]);
+}
 const heldIn = (id: string): number => cp.reports.at(-1)?.deployments.find((d) => d.deploymentId === id)?.held ?? -1;
 
 beforeAll(async () => {
@@ -98,6 +103,8 @@ beforeAll(async () => {
       zeroDeployment('d-halt', 'zero-halt', 60),
       // Stated 60 s, measured 1 s: holds plan with the measured figure.
       { ...zeroDeployment('d-measured', 'zero-measured', 60), measuredColdStartSeconds: 1 },
+      // Stated 0.5 s, measured 3 s: the default deadline follows the measured figure.
+      { ...zeroDeployment('d-measured-slow', 'zero-measured-slow', 0.5), measuredColdStartSeconds: 3 },
       { ...zeroDeployment('d-over', 'zero-over', 1), maxReplicas: 1 },
       zeroDeployment('d-cut', 'zero-cut', 1),
     ]),
@@ -252,6 +259,8 @@ describe('stopping a deployment mid-answer', () => {
   it('a stream its stopped runtime cut ends with a deployment_stopped event, not upstream_error', async () => {
     await cp.boot('d-cut', 1, { itlMs: 40 });
     await waitFor(() => node.store.view?.deploymentByTenantAndName.get('scaly\nzero-cut')?.ready === true, 'the replica on the node');
+    const cutsBefore = await runtimeCuts();
+    const statusBefore = await requestsByStatus();
     const res = await post('zero-cut', { stream: true, max_tokens: 500 });
     expect(res.status).toBe(200);
     const reader = res.body!.getReader();
@@ -265,6 +274,9 @@ describe('stopping a deployment mid-answer', () => {
     expect(events).toHaveLength(1);
     expect(JSON.parse(events[0]!.slice(6))).toMatchObject({ error: { code: 'deployment_stopped' } });
     expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    // Counted with the stop's status, and not as a runtime failure of the replica (the user stopped it).
+    expect((await requestsByStatus())['503'] ?? 0).toBe((statusBefore['503'] ?? 0) + 1);
+    expect(await runtimeCuts()).toBe(cutsBefore);
   });
 });
 
@@ -338,6 +350,15 @@ describe('hold deadline', () => {
     expect(short.status).toBe(503);
     expect(Number(short.headers.get('retry-after'))).toBeLessThanOrEqual(2);
     expect(((await short.json()) as { error: { message: string } }).error.message).toMatch(/about 1 s more/);
+  });
+
+  it('a request without x-scale-up-timeout is held when the measured cold start is longer than twice the stated one', async () => {
+    cp.autoWake = { replicas: 1, sim: { coldStartMs: COLD_MS } };
+    // The default deadline is twice the longer figure (6 s), not twice the stated 0.5 s (1 s, shorter than the 3 s expected).
+    const res = await post('zero-measured-slow');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-cold-start')).toBe('true');
+    await res.text();
   });
 });
 
@@ -417,6 +438,7 @@ describe('load reports', () => {
       'd-grow',
       'd-json',
       'd-measured',
+      'd-measured-slow',
       'd-over',
       'd-slow',
       'd-stream',

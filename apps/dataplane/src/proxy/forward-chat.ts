@@ -19,7 +19,7 @@ import type { ChatBody } from './chat-body.ts';
 import { rawPayload } from './raw-payload.ts';
 import { createUpstreamAttempt } from './upstream-attempt.ts';
 import type { AttemptOutcome } from './upstream-attempt.ts';
-import { cutError, firstByteTimeout, isConnectError, isResetBeforeAnswer, runtimeError, transportError } from './upstream-errors.ts';
+import { firstByteTimeout, isConnectError, isResetBeforeAnswer, runtimeError, transportError } from './upstream-errors.ts';
 
 /** One authenticated, validated chat request on its way to a runtime. */
 export interface ChatCall {
@@ -68,7 +68,7 @@ export interface ForwardDeps {
 function failureOf(o: AttemptOutcome): RuntimeFailure | null {
   switch (o.kind) {
     case 'error':
-      return isConnectError(o.err) ? 'connect' : 'cut';
+      return o.halted === true ? null : isConnectError(o.err) ? 'connect' : 'cut';
     case 'status':
       return o.status === 503 ? 'status_503' : o.status >= 500 ? 'status_5xx' : null;
     case 'timeout':
@@ -255,7 +255,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
               closeOne();
             },
             onStreamError: deps.onStreamError,
-            cutError: target.deploymentId === null || deps.halted === undefined ? undefined : () => deps.halted!(target) ?? cutError(),
+            halted: target.deploymentId === null || deps.halted === undefined ? undefined : () => deps.halted!(target),
           },
           spliced ?? JSON.stringify(prepared()),
         );

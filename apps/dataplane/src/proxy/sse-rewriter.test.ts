@@ -128,4 +128,22 @@ describe('sse rewriter', () => {
     // Without the option, relayed as it came.
     expect(run([vllm], { from: 'served', to: 'served', dropUsageChunk: true }).out).toBe(vllm);
   });
+
+  it('an "error" key inside an ordinary chunk does not stop its model and usage being rewritten', () => {
+    const errorEvent = errorEventFor(adapterFor('vllm'));
+    const chunk = 'data: {"error":null,"model":"served","choices":[{"delta":{"content":"a"}}]}\n\n';
+    const usage = 'data: {"error":null,"model":"served","choices":[],"usage":{"prompt_tokens":4,"completion_tokens":1,"total_tokens":5}}\n\n';
+    const { out, rw } = run([chunk + usage + 'data: [DONE]\n\n'], { from: 'served', to: 'acme/M', dropUsageChunk: true, errorEvent });
+    expect(out).toBe('data: {"error":null,"model":"acme/M","choices":[{"delta":{"content":"a"}}]}\n\ndata: [DONE]\n\n');
+    expect(rw.usage?.prompt_tokens).toBe(4);
+  });
+
+  it("TGI's in-stream error_type maps as TGI's HTTP answers do: validation is the caller's 400, overloaded a 429", () => {
+    const tgi = errorEventFor(adapterFor('tgi'));
+    expect(JSON.parse(tgi('{"error":"Input validation error: `top_p` must be > 0.0 and < 1.0","error_type":"validation"}', 'served', 'acme/M'))).toEqual({
+      error: { message: 'Input validation error: `top_p` must be > 0.0 and < 1.0', type: 'invalid_request_error', param: null, code: 'invalid_request' },
+    });
+    expect(JSON.parse(tgi('{"error":"Model is overloaded","error_type":"overloaded"}', 'served', 'acme/M')).error.code).toBe('rate_limit_exceeded');
+    expect(JSON.parse(tgi('{"error":"CUDA out of memory","error_type":"generation"}', 'served', 'acme/M')).error.code).toBe('upstream_error');
+  });
 });

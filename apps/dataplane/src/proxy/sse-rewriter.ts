@@ -147,21 +147,23 @@ class Rewriter implements SseRewriter {
 
   /**
    * A runtime's error event on the data line around `at`: its replacement edit, when it is one (a `data:` line whose
-   * JSON has a top-level `error`; rare, so the line is parsed whole).
+   * JSON has a top-level `error`; rare, so the line is parsed whole). Returns the line's end when the line was
+   * replaced, or its end as a negative number when it was not (an `"error"` key inside an ordinary chunk): the
+   * caller skips the line's other `"error"` keys either way, but still rewrites its model and usage when it stays.
    */
   private takeError(buf: Buffer, text: string, at: number, edits: number[]): number {
     const lineStart = text.lastIndexOf('\n', at) + 1;
     let lineEnd = text.indexOf('\n', at);
     if (lineEnd < 0) lineEnd = text.length;
-    if (this.errorEvent === undefined || !text.startsWith(DATA, lineStart)) return lineEnd;
+    if (this.errorEvent === undefined || !text.startsWith(DATA, lineStart)) return -lineEnd;
     let end = lineEnd;
     if (text.charCodeAt(end - 1) === 13) end--;
     const json = buf.toString('utf8', lineStart + DATA.length, end).trim();
     try {
       const obj = JSON.parse(json) as unknown;
-      if (typeof obj !== 'object' || obj === null || !('error' in obj) || 'choices' in obj) return lineEnd;
+      if (typeof obj !== 'object' || obj === null || !('error' in obj) || 'choices' in obj) return -lineEnd;
     } catch {
-      return lineEnd;
+      return -lineEnd;
     }
     while (edits.length > 0 && edits[edits.length - 3]! >= lineStart) edits.length -= 3;
     edits.push(lineStart, end, ERROR);
@@ -236,6 +238,7 @@ class Rewriter implements SseRewriter {
     this.errorLines.length = 0;
     let usageLineEnd = 0;
     let errorLineEnd = 0;
+    let errorScanEnd = 0;
     let dropEnd = 0;
     KEYS.lastIndex = 0;
     // `test` gives the match's end without allocating a match; the key's last letter says which key it was.
@@ -244,7 +247,11 @@ class Rewriter implements SseRewriter {
       const key = text.charCodeAt(value - 3);
       const at = value - (key === LAST_T ? 10 : 8);
       if (key === LAST_R) {
-        if (at >= errorLineEnd && at >= dropEnd) errorLineEnd = this.takeError(buf, text, at, edits);
+        if (at >= errorLineEnd && at >= errorScanEnd && at >= dropEnd) {
+          const end = this.takeError(buf, text, at, edits);
+          if (end >= 0) errorLineEnd = end;
+          else errorScanEnd = -end;
+        }
       } else if (key === LAST_T) {
         // "content": one token per chunk that carries non-empty content (when the runtime reports no usage).
         if (text.charCodeAt(value) === QUOTE && text.charCodeAt(value + 1) !== QUOTE) this.contentChunks++;

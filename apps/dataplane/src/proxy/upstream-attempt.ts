@@ -46,7 +46,14 @@ export type AttemptOutcome =
   /** No first byte within the first-byte timeout; nothing was sent to the client. */
   | { readonly kind: 'timeout' }
   /** Transport failure before anything reached the client; `answered` when response headers had come. */
-  | { readonly kind: 'error'; readonly err: unknown; readonly answered: boolean; readonly apiError: ApiError | null }
+  | {
+      readonly kind: 'error';
+      readonly err: unknown;
+      readonly answered: boolean;
+      readonly apiError: ApiError | null;
+      /** Cut because its deployment was stopped or failed meanwhile: not the replica's fault. */
+      readonly halted?: true;
+    }
   | { readonly kind: 'client_gone' };
 
 export interface AttemptOptions {
@@ -66,8 +73,11 @@ export interface AttemptOptions {
    */
   readonly onEnd: () => void;
   readonly onStreamError?: ((err: unknown) => void) | undefined;
-  /** The error a cut stream ends with (default: the runtime closed it); a deployment stopped meanwhile says so. */
-  readonly cutError?: (() => ApiError) | undefined;
+  /**
+   * The error of a deployment stopped or failed meanwhile (null: it was not). A cut stream ends with it instead of
+   * "the runtime closed the stream", and the cut does not count against the replica.
+   */
+  readonly halted?: (() => ApiError | null) | undefined;
 }
 
 export interface UpstreamAttempt {
@@ -222,8 +232,17 @@ class AttemptHandler implements H1Handler {
     };
   }
 
-  /** A failure after the response started: an error event when the client has bytes, else an error outcome. */
-  failAfterStart(e: ApiError, failure: RuntimeFailure, err: unknown): void {
+  /** Why the runtime's answer was cut: its deployment stopped (no replica failure), or the runtime's fault. */
+  cut(): { readonly e: ApiError; readonly failure: RuntimeFailure | null } {
+    const halted = this.o.halted?.() ?? null;
+    return halted === null ? { e: cutError(), failure: 'cut' } : { e: halted, failure: null };
+  }
+
+  /**
+   * A failure after the response started: an error event when the client has bytes, else an error outcome.
+   * `failure` null: not the replica's fault (its deployment was stopped).
+   */
+  failAfterStart(e: ApiError, failure: RuntimeFailure | null, err: unknown): void {
     if (this.settled) return;
     if (this.mode === 'sse' && (this.sentToClient || this.pending !== null)) {
       const res = this.o.res;
@@ -233,7 +252,7 @@ class AttemptHandler implements H1Handler {
       this.settleStream(this.rw!.sawDone ? 200 : e.status, this.rw!.sawDone ? null : failure, this.ender(binaryOf(streamErrorEvent(e))));
       return;
     }
-    this.settle({ kind: 'error', err, answered: this.status !== 0, apiError: e });
+    this.settle({ kind: 'error', err, answered: this.status !== 0, apiError: e, ...(failure === null ? { halted: true as const } : {}) });
   }
 
   onRequestStart(controller: H1Controller): void {
@@ -310,13 +329,14 @@ class AttemptHandler implements H1Handler {
       }
       // The runtime closed cleanly but never said [DONE]: say plainly that the answer is cut.
       const cutTail = this.takePending(tail);
+      const cut = this.cut();
       if (!this.sentToClient && cutTail === null) {
-        this.settle({ kind: 'error', err: null, answered: true, apiError: (this.o.cutError ?? cutError)() });
+        this.settle({ kind: 'error', err: null, answered: true, apiError: cut.e, ...(cut.failure === null ? { halted: true as const } : {}) });
         return;
       }
       if (!this.sentToClient) this.startClientStream();
       if (cutTail !== null) res.write(cutTail, 'latin1');
-      this.settleStream(502, 'cut', this.ender(binaryOf(streamErrorEvent((this.o.cutError ?? cutError)()))));
+      this.settleStream(cut.e.status, cut.failure, this.ender(binaryOf(streamErrorEvent(cut.e))));
       return;
     }
     const buf = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.size);
@@ -393,7 +413,11 @@ class AttemptHandler implements H1Handler {
     this.end();
     if (this.settled) return;
     if (this.mode === 'sse' && (this.sentToClient || this.pending !== null)) this.o.onStreamError?.(err);
-    this.failAfterStart(this.status === 0 ? transportError(err) : (this.o.cutError ?? cutError)(), 'cut', err);
+    if (this.status === 0) this.failAfterStart(transportError(err), 'cut', err);
+    else {
+      const cut = this.cut();
+      this.failAfterStart(cut.e, cut.failure, err);
+    }
   }
 }
 

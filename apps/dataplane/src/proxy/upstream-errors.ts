@@ -109,12 +109,15 @@ export function runtimeError(
   return new ApiError('upstream_error', 'The model runtime failed to answer.');
 }
 
+/** TGI's in-stream `error_type` to the HTTP status TGI answers the same error with before a stream starts. */
+const TGI_ERROR_STATUS: Readonly<Record<string, number>> = { validation: 422, template_error: 422, overloaded: 429 };
+
 const errorEvents = new Map<RuntimeAdapter, (json: string, served: string, clientModel: string) => string>();
 
 /**
  * The client's form of an error event a runtime sent inside a stream (vLLM: `{"error": {..., "code": 400}}`, TGI:
  * `{"error": "...", "error_type": ...}`): the OpenAI body `runtimeError` gives its answer of the same status (a
- * numeric `code` is the status; none: 500), so a stream's error reads as a non-streamed one would.
+ * numeric `code` is the status; TGI's `error_type` maps as TGI's own HTTP answers do; none: 500), so a stream's error reads as a non-streamed one would.
  */
 export function errorEventFor(adapter: RuntimeAdapter): (json: string, served: string, clientModel: string) => string {
   let f = errorEvents.get(adapter);
@@ -122,9 +125,11 @@ export function errorEventFor(adapter: RuntimeAdapter): (json: string, served: s
     f = (json, served, clientModel) => {
       let status = 500;
       try {
-        const inner = (JSON.parse(json) as Record<string, unknown>)['error'];
+        const obj = JSON.parse(json) as Record<string, unknown>;
+        const inner = obj['error'];
         const code = typeof inner === 'object' && inner !== null ? (inner as Record<string, unknown>)['code'] : undefined;
         if (typeof code === 'number' && Number.isInteger(code) && code >= 400 && code <= 599) status = code;
+        else if (typeof inner === 'string') status = TGI_ERROR_STATUS[String(obj['error_type'])] ?? 500;
       } catch {
         // the caller parsed it already
       }

@@ -8,7 +8,7 @@ export interface HoldBounds {
 
 export const SCALE_UP_TIMEOUT_HEADER = 'x-scale-up-timeout';
 
-/** Default hold: twice the entry's stated Cold Start TTFT, within the bounds (unknown cold start: the lower bound). */
+/** Default hold: twice the expected cold start (the longer of the stated Cold Start TTFT and the measured one), within the bounds (unknown: the lower bound). */
 export function defaultHoldMs(coldStartSeconds: number | null, bounds: HoldBounds): number {
   const twice = coldStartSeconds === null || !(coldStartSeconds > 0) ? 0 : coldStartSeconds * 2000;
   return Math.min(bounds.maxMs, Math.max(bounds.minMs, twice));

@@ -334,7 +334,10 @@ export function createScaleHolds(
       if (!target.ready && (info === undefined || info.d.state === 'stopped' || info.d.state === 'failed')) return null;
       checkContextLength(target.limits.contextLength, estimatePromptTokens(body), requestedCompletion(body));
       const stream = body['stream'] === true;
-      const deadlineMs = holdMs(res.req?.headers[SCALE_UP_TIMEOUT_HEADER], info?.d.coldStartSeconds ?? null, bounds);
+      // The default deadline follows the longer of the stated and the measured cold start, so a runtime slower than
+      // its stated figure does not refuse every request that did not set its own deadline.
+      const expectedColdSeconds = Math.max(info?.d.coldStartSeconds ?? 0, info?.d.measuredColdStartSeconds ?? 0);
+      const deadlineMs = holdMs(res.req?.headers[SCALE_UP_TIMEOUT_HEADER], expectedColdSeconds > 0 ? expectedColdSeconds : null, bounds);
       if (target.ready && deadlineMs === 0) return null; // no cold start to wait for; the gate's own queue applies
       const ww = w ?? newWaking(id);
       if (!target.ready) wake(ww);

@@ -414,12 +414,12 @@ export async function updateDeploymentScale(
   return withTransaction(db, async (trx) => {
     const before = await trx.selectFrom('deployments').select(['desiredReplicas', 'state']).where('id', '=', input.deploymentId).forUpdate().executeTakeFirst();
     if (!before) throw notFound('deployment');
-    // The desired count moves into the new bounds; on a serving deployment a move is a scaling decision like the
+    // The desired count moves into the new bounds; on a deployment that is not halted a move is a scaling decision like the
     // autoscaler's: its reason and time are recorded, and a deployment at zero given a replica is scaling from then on
     // (as a wake makes it). A stopped or failed one keeps its count: nothing was decided, and a start begins at the
     // new minReplicas.
-    const serving = SERVING_STATES.includes(before.state);
-    const desired = serving ? Math.min(Math.max(before.desiredReplicas, input.minReplicas), input.maxReplicas) : before.desiredReplicas;
+    const halted = before.state === 'stopped' || before.state === 'failed';
+    const desired = !halted ? Math.min(Math.max(before.desiredReplicas, input.minReplicas), input.maxReplicas) : before.desiredReplicas;
     const moved = desired !== before.desiredReplicas;
     const wakes = moved && before.state === 'scaled_to_zero' && desired > 0;
     const row = await trx
