@@ -4,6 +4,7 @@ import { testBackends } from '@infer/db/testing';
 import type { UsageRecord } from '@infer/shared';
 import { issueAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
 import { createEntry } from '../src/modules/catalog/catalog.service.ts';
+import { createDeployment, deleteDeploymentRow } from '../src/modules/deployments/deployment-store.ts';
 import { createApiKey } from '../src/modules/keys/keys.service.ts';
 import { createTenant } from '../src/modules/tenants/tenants.service.ts';
 import { NODE_TOKEN, sseReader, startTestApp, type TestApp } from './helpers.ts';
@@ -79,7 +80,7 @@ describe.each(testBackends())('node credentials and usage ingest (%s)', (kind) =
     const honest = record();
     const r = await postUsage([...forged, honest]);
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ accepted: 1, duplicates: 0, rejected: 4 });
+    expect(r.body).toEqual({ accepted: 1, duplicates: 0, rejected: 4, rejectedRequestIds: forged.map((x) => x.requestId) });
     const rows = await billedTo([...forged, honest].map((x) => x.requestId));
     expect(rows).toEqual([{ requestId: honest.requestId, tenantId: tenantA }]);
   });
@@ -91,10 +92,25 @@ describe.each(testBackends())('node credentials and usage ingest (%s)', (kind) =
       record({ completionTokens: 2_000_000_000 }),
     ];
     const r = await postUsage(bogus);
-    expect(r.body).toMatchObject({ accepted: 0, rejected: 3 });
+    expect(r.body).toMatchObject({ accepted: 0, rejected: 3, rejectedRequestIds: bogus.map((x) => x.requestId) });
     expect(await billedTo(bogus.map((x) => x.requestId))).toEqual([]);
     const negative = await postUsage([record({ promptTokens: -5 })]);
     expect(negative.status).toBe(400);
+  });
+
+  it("bills a record of a deployment deleted since (its delete's audit row names the tenant), never another tenant's", async () => {
+    const db = t.database.db;
+    await createEntry(db, { name: 'Model-D', offeredShared: false, offeredDedicated: true, published: true });
+    const mine = await createDeployment(db, { tenantId: tenantA, entryName: 'Model-D', minReplicas: 0, maxReplicas: 1, provisioner: 'local' });
+    const theirs = await createDeployment(db, { tenantId: tenantB, entryName: 'Model-D', minReplicas: 0, maxReplicas: 1, provisioner: 'local' });
+    // Deleted while their last requests' records were still on their way (a stream cut by the delete, a spool).
+    await deleteDeploymentRow(db, { tenantId: tenantA, deploymentId: mine.id });
+    await deleteDeploymentRow(db, { tenantId: tenantB, deploymentId: theirs.id });
+    const cut = record({ deploymentId: mine.id, mode: 'dedicated', completionTokens: 20 });
+    const forged = record({ deploymentId: theirs.id, mode: 'dedicated' }); // A's key, B's deleted deployment
+    const r = await postUsage([cut, forged]);
+    expect(r.body).toEqual({ accepted: 1, duplicates: 0, rejected: 1, rejectedRequestIds: [forged.requestId] });
+    expect(await billedTo([cut.requestId, forged.requestId])).toEqual([{ requestId: cut.requestId, tenantId: tenantA }]);
   });
 
   it('issues per-node credentials to platform admins only, shown once, listed, audited', async () => {

@@ -418,6 +418,10 @@ describe.each(testBackends())('serverless lifecycle with control-plane processes
     const t = usage.data.tenant;
     expect(t.deployment.gpuSeconds).toBeCloseTo(billed.total, 3);
     expect(t.usage.totals.gpuSeconds).toBeCloseTo(billed.total, 3);
+    // Answered to the millisecond, without float noise (415.59999999999997).
+    const ms = (x: number): number => Math.round(x * 1000) / 1000;
+    for (const x of [t.deployment.gpuSeconds, t.usage.totals.gpuSeconds, ...t.usage.byDay.map((d: { gpuSeconds: number }) => d.gpuSeconds)])
+      expect(x).toBe(ms(x));
     expect(t.usage.totals.costUsd).toBeCloseTo((billed.total / 3600) * PRICE_PER_GPU_HOUR, 6);
     expect(t.usage.byEndpoint).toEqual([expect.objectContaining({ name: 'Srv-8B', mode: 'DEDICATED' })]);
     expect(t.usage.byEndpoint[0].costUsd).toBeCloseTo(t.usage.totals.costUsd, 6);

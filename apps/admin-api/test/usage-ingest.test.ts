@@ -49,9 +49,9 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
     ];
     const first = await post({ records });
     expect(first.status).toBe(200);
-    expect(await first.json()).toEqual({ accepted: 2, duplicates: 0, rejected: 0 });
+    expect(await first.json()).toEqual({ accepted: 2, duplicates: 0, rejected: 0, rejectedRequestIds: [] });
     const again = await post({ records });
-    expect(await again.json()).toEqual({ accepted: 0, duplicates: 2, rejected: 0 });
+    expect(await again.json()).toEqual({ accepted: 0, duplicates: 2, rejected: 0, rejectedRequestIds: [] });
 
     const rows = await t.database.db
       .selectFrom('usageRecords')
@@ -126,7 +126,7 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
 
   it('dedupes within one batch too', async () => {
     const r = { ...base, requestId: `req-${randomUUID()}` };
-    expect(await (await post({ records: [r, r] })).json()).toEqual({ accepted: 1, duplicates: 1, rejected: 0 });
+    expect(await (await post({ records: [r, r] })).json()).toEqual({ accepted: 1, duplicates: 1, rejected: 0, rejectedRequestIds: [] });
   });
 
   it('rejects a bad body with an OpenAI-shaped 400', async () => {

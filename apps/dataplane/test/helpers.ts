@@ -169,6 +169,8 @@ export interface UsageServer {
   readonly authHeaders: string[];
   /** Answer the next `n` POSTs with 500. */
   failNext(n: number): void;
+  /** Refuse the records with these request ids from now on, naming them in the answer as the real ingest does. */
+  refuse(requestIds: readonly string[]): void;
   readonly posts: { status: number; count: number }[];
   close(): Promise<void>;
 }
@@ -179,6 +181,7 @@ export async function startUsageServer(): Promise<UsageServer> {
   const authHeaders: string[] = [];
   const posts: { status: number; count: number }[] = [];
   let failing = 0;
+  const refused = new Set<string>();
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -197,10 +200,18 @@ export async function startUsageServer(): Promise<UsageServer> {
         res.writeHead(500).end();
         return;
       }
-      // Idempotent on requestId, like the real ingest.
-      for (const r of body.records) if (!records.some((x) => x.requestId === r.requestId)) records.push(r);
+      // Idempotent on requestId, like the real ingest; refused records are named.
+      const rejectedRequestIds: string[] = [];
+      for (const r of body.records) {
+        if (refused.has(r.requestId)) rejectedRequestIds.push(r.requestId);
+        else if (!records.some((x) => x.requestId === r.requestId)) records.push(r);
+      }
       posts.push({ status: 200, count: body.records.length });
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"accepted":true}');
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(
+          JSON.stringify({ accepted: body.records.length - rejectedRequestIds.length, duplicates: 0, rejected: rejectedRequestIds.length, rejectedRequestIds }),
+        );
     });
   });
   server.listen(0, '127.0.0.1');
@@ -212,6 +223,9 @@ export async function startUsageServer(): Promise<UsageServer> {
     authHeaders,
     posts,
     failNext: (n) => void (failing = n),
+    refuse: (ids) => {
+      for (const id of ids) refused.add(id);
+    },
     close: () =>
       new Promise<void>((r) => {
         server.close(() => r());

@@ -107,6 +107,26 @@ describe('usage spool', () => {
     }
   });
 
+  it('keeps the records a control plane names as rejected in rejected.ndjson, and acknowledges the rest', async () => {
+    const dir = spoolDir();
+    const s = await startUsageServer();
+    s.refuse(['named-2']);
+    const errors: string[] = [];
+    const rep = createUsageReporter({ url: s.url, nodeToken: 't', flushMs: 20, spoolDir: dir, onError: (e) => void errors.push(String(e)) });
+    try {
+      for (let i = 1; i <= 3; i++) rep.record(fakeRecord(`named-${i}`));
+      await waitFor(() => rep.pending() === 0);
+      expect(s.records.map((r) => r.requestId).sort()).toEqual(['named-1', 'named-3']);
+      const kept = readFileSync(join(dir, 'rejected.ndjson'), 'utf8').trim().split('\n');
+      expect(kept.map((l) => (JSON.parse(l) as UsageRecord).requestId)).toEqual(['named-2']);
+      expect(segmentBytes(dir)).toBe(0);
+      expect(errors.some((e) => e.includes('rejected 1 usage record') && e.includes('rejected.ndjson'))).toBe(true);
+    } finally {
+      await rep.close();
+      await s.close();
+    }
+  });
+
   it('rotates segments while records are unacknowledged and deletes them once acknowledged', async () => {
     const dir = spoolDir();
     const spool = openUsageSpool(dir, { maxSegmentBytes: 1024 });

@@ -82,6 +82,11 @@ function failureOf(o: AttemptOutcome): RuntimeFailure | null {
   }
 }
 
+/** True when the attempt failed with nothing sent to the client: no answer, a 5xx, a timeout. */
+function failedBeforeAnswer(o: AttemptOutcome): boolean {
+  return o.kind === 'error' || o.kind === 'timeout' || (o.kind === 'status' && o.status >= 500);
+}
+
 /** True when the runtime may have taken the prompt (it was not refused, nor left unreached). */
 function reachedRuntime(o: AttemptOutcome): boolean {
   if (o.kind === 'error') return !isConnectError(o.err);
@@ -269,6 +274,14 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
         prefilled();
       }
 
+      // A failure (no answer, a 5xx, a timeout) of a deployment stopped or failed meanwhile is the stop's, not the
+      // replica's: the caller gets deployment_stopped (x-should-retry: false), not a retryable 502, and no other
+      // replica is tried.
+      const halted = target.deploymentId !== null && deps.halted !== undefined && !clientGone && failedBeforeAnswer(outcome) ? deps.halted(target) : null;
+      if (halted !== null) {
+        record(halted.status, null, 0, reachedRuntime(outcome));
+        throw halted;
+      }
       const failure = failureOf(outcome);
       if (failure === null) deps.pools.succeeded(state);
       else {

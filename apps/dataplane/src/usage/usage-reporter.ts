@@ -77,7 +77,10 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
   let retryAt = 0;
 
   type Sent = 'ok' | 'retry' | 'refused';
+  /** Request ids of the last accepted batch that the control plane stored none of (named in its answer). */
+  let refusedIds: ReadonlySet<string> = new Set();
   const send = async (batch: readonly SpoolEntry[]): Promise<Sent> => {
+    refusedIds = new Set();
     try {
       const res = await request(endpoint, {
         method: 'POST',
@@ -89,14 +92,21 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
       });
       const text = await res.body.text();
       if (res.statusCode >= 200 && res.statusCode < 300) {
-        const rejected = (() => {
-          try {
-            return Number((JSON.parse(text) as { rejected?: unknown }).rejected ?? 0);
-          } catch {
-            return 0;
-          }
-        })();
-        if (rejected > 0) opts.onError?.(new Error(`control plane rejected ${rejected} usage record(s) (unknown key, tenant mismatch or implausible counts)`));
+        let rejected = 0;
+        try {
+          const answer = JSON.parse(text) as { rejected?: unknown; rejectedRequestIds?: unknown };
+          rejected = Number(answer.rejected ?? 0);
+          if (Array.isArray(answer.rejectedRequestIds)) refusedIds = new Set(answer.rejectedRequestIds.filter((id): id is string => typeof id === 'string'));
+        } catch {
+          // an answer without the counts: the batch is stored
+        }
+        if (rejected > 0) {
+          opts.onError?.(
+            new Error(
+              `control plane rejected ${rejected} usage record(s) (unknown key, tenant mismatch or implausible counts); kept in ${opts.spoolDir ?? 'nowhere (memory-only reporter)'}/rejected.ndjson`,
+            ),
+          );
+        }
         return 'ok';
       }
       opts.onError?.(new Error(`usage ingest answered HTTP ${res.statusCode}`));
@@ -159,7 +169,16 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
       if (outcome === 'refused') {
         spool?.quarantine(batch[0]!);
         opts.onError?.(new Error(`a usage record the control plane refuses was moved to ${opts.spoolDir ?? 'nowhere (memory-only reporter)'}/rejected.ndjson`));
-      } else spool?.ack(batch);
+      } else if (refusedIds.size === 0) spool?.ack(batch);
+      else {
+        // The records it named are kept for an operator, as a batch refused outright is; the rest are stored.
+        const stored: SpoolEntry[] = [];
+        for (const e of batch) {
+          if (refusedIds.has(requestIdOf(e))) spool?.quarantine(e);
+          else stored.push(e);
+        }
+        spool?.ack(stored);
+      }
       backoffMs = 0;
       retryAt = 0;
       if (outcome === 'ok') batchSize = maxBatch;
@@ -232,4 +251,14 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
       return { remaining: queue.length + spilled };
     },
   };
+}
+
+/** The request id of a spooled record (read only for the rare record the control plane rejected). */
+function requestIdOf(e: SpoolEntry): string {
+  try {
+    const id = (JSON.parse(e.json) as { requestId?: unknown }).requestId;
+    return typeof id === 'string' ? id : '';
+  } catch {
+    return '';
+  }
 }

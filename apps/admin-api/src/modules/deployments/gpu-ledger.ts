@@ -150,7 +150,13 @@ export async function hasGpuTime(db: Db, ref: { readonly tenantId: string; reado
 export async function gpuSecondsOf(db: Db, scope: GpuScope): Promise<GpuSeconds> {
   const sums = { boot: 0, serving: 0, idle: 0 };
   for (const p of await gpuPieces(db, scope)) sums[p.phase] += p.gpuSeconds;
-  return { ...sums, total: sums.boot + sums.serving + sums.idle };
+  const r = roundGpuSeconds;
+  return { boot: r(sums.boot), serving: r(sums.serving), idle: r(sums.idle), total: r(sums.boot + sums.serving + sums.idle) };
+}
+
+/** GPU-seconds to the millisecond, as answered (sums of float intervals carry noise: 415.59999999999997). */
+export function roundGpuSeconds(seconds: number): number {
+  return Math.round(seconds * 1000) / 1000;
 }
 
 export interface GpuCostRow {

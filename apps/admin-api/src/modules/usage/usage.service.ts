@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { UsageRecord } from '@infer/shared';
 import { isUuid, type Db } from '../../db.ts';
 import { ServiceError } from '../../errors.ts';
-import { gpuCosts } from '../deployments/gpu-ledger.ts';
+import { gpuCosts, roundGpuSeconds } from '../deployments/gpu-ledger.ts';
 import { requireTenantRole } from '../access/access.ts';
 import type { Principal } from '../access/principal.ts';
 
@@ -16,6 +16,8 @@ export interface IngestResult {
    * beyond MAX_TOKENS_PER_RECORD, an unknown key, or a tenant or deployment that is not the key's.
    */
   rejected: number;
+  /** The request ids of the rejected records, so that the node keeps them for an operator (`rejected.ndjson`). */
+  rejectedRequestIds: string[];
 }
 
 /** More tokens than any context window holds: a record claiming it is forged or corrupt. */
@@ -42,7 +44,9 @@ function storable(r: UsageRecord): boolean {
 
 /**
  * Keeps the records whose key exists and whose tenant (and deployment, when set) is the key's: the
- * tenant billed is always derived from the key here, never taken from the node.
+ * tenant billed is always derived from the key here, never taken from the node. A deployment deleted since
+ * the request ran is known by its delete's audit row (tenant included), so a stream cut by the delete, or a
+ * record still spooled when it happened, is billed like any other.
  */
 async function ownedByKey(db: Db, records: readonly UsageRecord[]): Promise<UsageRecord[]> {
   if (records.length === 0) return [];
@@ -53,6 +57,17 @@ async function ownedByKey(db: Db, records: readonly UsageRecord[]): Promise<Usag
   const deployments =
     deploymentIds.length === 0 ? [] : await db.selectFrom('deployments').select(['id', 'tenantId']).where('id', 'in', deploymentIds).execute();
   const deploymentTenant = new Map(deployments.map((d) => [d.id, d.tenantId]));
+  const gone = deploymentIds.filter((id) => !deploymentTenant.has(id));
+  if (gone.length > 0) {
+    const deleted = await db
+      .selectFrom('auditLog')
+      .select(['targetId', 'tenantId'])
+      .where('action', '=', 'deployment.delete')
+      .where('targetType', '=', 'deployment')
+      .where('targetId', 'in', gone)
+      .execute();
+    for (const d of deleted) if (d.targetId !== null && d.tenantId !== null) deploymentTenant.set(d.targetId, d.tenantId);
+  }
   return records.filter((r) => {
     const tenant = keyTenant.get(r.keyId);
     if (tenant === undefined || tenant !== r.tenantId) return false;
@@ -66,7 +81,8 @@ async function ownedByKey(db: Db, records: readonly UsageRecord[]): Promise<Usag
  */
 export async function ingestUsage(db: Db, records: readonly UsageRecord[]): Promise<IngestResult> {
   const orNull = (id: string | null): string | null => (id !== null && isUuid(id) ? id : null);
-  const rows = (await ownedByKey(db, records.filter(storable))).map((r) => ({
+  const owned = await ownedByKey(db, records.filter(storable));
+  const rows = owned.map((r) => ({
     request_id: r.requestId,
     tenant_id: r.tenantId,
     key_id: r.keyId,
@@ -83,7 +99,9 @@ export async function ingestUsage(db: Db, records: readonly UsageRecord[]): Prom
     started_at: new Date(r.startedAt).toISOString(),
   }));
   const rejected = records.length - rows.length;
-  if (rows.length === 0) return { accepted: 0, duplicates: 0, rejected };
+  const kept = new Set(owned);
+  const rejectedRequestIds = rejected === 0 ? [] : records.filter((r) => !kept.has(r)).map((r) => r.requestId);
+  if (rows.length === 0) return { accepted: 0, duplicates: 0, rejected, rejectedRequestIds };
 
   const inserted = await sql<{ requestId: string }>`
     insert into usage_records (
@@ -115,7 +133,7 @@ export async function ingestUsage(db: Db, records: readonly UsageRecord[]): Prom
       .where('id', 'in', keyIds)
       .execute();
   }
-  return { accepted, duplicates: rows.length - accepted, rejected };
+  return { accepted, duplicates: rows.length - accepted, rejected, rejectedRequestIds };
 }
 
 export interface UsageTotals {
@@ -226,8 +244,8 @@ async function tenantUsage(db: Db, input: { tenantId: string; from: Date; to: Da
     }),
     empty,
   );
-  // Money is rounded once, here, as it is answered: sums stay exact until then.
-  const answered = <T extends UsageTotals>(t: T): T => ({ ...t, costUsd: roundUsd(t.costUsd) });
+  // Money and GPU time are rounded once, here, as they are answered: sums stay exact until then.
+  const answered = <T extends UsageTotals>(t: T): T => ({ ...t, costUsd: roundUsd(t.costUsd), gpuSeconds: roundGpuSeconds(t.gpuSeconds) });
   return { ...range, totals: answered(sum), byDay: rowsByDay.map(answered), byEndpoint: rowsByEndpoint.map(answered) };
 }
 
