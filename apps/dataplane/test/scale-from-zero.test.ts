@@ -108,6 +108,7 @@ beforeAll(async () => {
       { ...zeroDeployment('d-over', 'zero-over', 1), maxReplicas: 1 },
       zeroDeployment('d-cut', 'zero-cut', 1),
       zeroDeployment('d-cut-json', 'zero-cut-json', 1),
+      zeroDeployment('d-cut-del', 'zero-cut-del', 1),
     ]),
   );
   node = await startNode();
@@ -146,6 +147,13 @@ describe('scale from zero: the first request waits for the cold start', () => {
     expect(warm.status).toBe(200);
     expect(warm.headers.get('x-cold-start')).toBeNull();
     await warm.text();
+    // A malformed x-scale-up-timeout is a 400 on a warm deployment too, not only when the request would be held.
+    const bad = await post('zero-json', {}, { 'x-scale-up-timeout': '-1' });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { param: string } }).error.param).toBe('x-scale-up-timeout');
+    const fine = await post('zero-json', {}, { 'x-scale-up-timeout': '5' });
+    expect(fine.status).toBe(200);
+    await fine.text();
   });
 
   it('a held stream gets its headers at once, progress comments while it waits, and the openai client parses it', async () => {
@@ -279,6 +287,26 @@ describe('stopping a deployment mid-answer', () => {
     // Counted with the stop's status, and not as a runtime failure of the replica (the user stopped it).
     expect((await requestsByStatus())['503'] ?? 0).toBe((statusBefore['503'] ?? 0) + 1);
     expect(await runtimeCuts()).toBe(cutsBefore);
+  });
+});
+
+describe('deleting a deployment mid-answer', () => {
+  it('a stream its deleted runtime cut ends with a deployment_stopped event that says so, and is billed', async () => {
+    await cp.boot('d-cut-del', 1, { itlMs: 40 });
+    await waitFor(() => node.store.view?.deploymentByTenantAndName.get('scaly\nzero-cut-del')?.ready === true, 'the replica on the node');
+    const res = await post('zero-cut-del', { stream: true, max_tokens: 500 });
+    const reader = res.body!.getReader();
+    let text = new TextDecoder().decode((await reader.read()).value);
+    cp.remove('d-cut-del');
+    await waitFor(() => node.store.snapshot()?.deployments.some((d) => d.id === 'd-cut-del') === false, 'the delete on the node');
+    for (const sim of cp.sims.get('d-cut-del') ?? []) await sim.close();
+    for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
+    const events = text.split('\n').filter((l) => l.startsWith('data: {"error"'));
+    expect(events).toHaveLength(1);
+    expect(JSON.parse(events[0]!.slice(6))).toMatchObject({ error: { code: 'deployment_stopped', message: expect.stringContaining('deleted') } });
+    // The tokens streamed before the delete are billed to the deployment (the control plane accepts it since).
+    await waitFor(() => node.records.some((r) => r.deploymentId === 'd-cut-del' && r.status === 503), 'the usage record');
+    expect(node.records.find((r) => r.deploymentId === 'd-cut-del')!.completionTokens).toBeGreaterThan(0);
   });
 });
 

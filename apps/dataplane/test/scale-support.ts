@@ -69,6 +69,8 @@ export interface StubControlPlane {
   autoWake: { replicas: number; sim: RuntimeSimOptions } | null;
   /** Publishes a deployment's new row as a delta on the config stream. */
   publish(d: SnapshotDeployment): void;
+  /** Publishes a deployment's delete as a delta on the config stream. */
+  remove(id: string): void;
   deployment(id: string): SnapshotDeployment;
   /** Boots `n` runtime-sims for a deployment (state `scaling` meanwhile), publishing them once warm. */
   boot(id: string, n: number, sim: RuntimeSimOptions): Promise<void>;
@@ -94,6 +96,12 @@ export async function startStubControlPlane(initial: ConfigSnapshot): Promise<St
     const version = snapshot.version + 1;
     snapshot = { ...snapshot, version, deployments: snapshot.deployments.map((x) => (x.id === d.id ? d : x)) };
     const delta = { version, kind: 'deployment', id: d.id, op: 'upsert', value: d };
+    for (const s of streams) s.write(`id: ${version}\nevent: delta\ndata: ${JSON.stringify(delta)}\n\n`);
+  };
+  const remove = (id: string): void => {
+    const version = snapshot.version + 1;
+    snapshot = { ...snapshot, version, deployments: snapshot.deployments.filter((x) => x.id !== id) };
+    const delta = { version, kind: 'deployment', id, op: 'delete', value: null };
     for (const s of streams) s.write(`id: ${version}\nevent: delta\ndata: ${JSON.stringify(delta)}\n\n`);
   };
   const deployment = (id: string): SnapshotDeployment => snapshot.deployments.find((d) => d.id === id)!;
@@ -127,6 +135,7 @@ export async function startStubControlPlane(initial: ConfigSnapshot): Promise<St
     sims,
     autoWake: null,
     publish,
+    remove,
     deployment,
     boot,
     async toZero(id) {

@@ -72,8 +72,8 @@ export interface ScaleHolds {
   report(): Promise<boolean>;
   close(): void;
   /**
-   * The deployment of a target was stopped (or failed) by now, per the latest snapshot: the error an answer its
-   * runtime cut meanwhile ends with (null: it was not, or the target is shared).
+   * The deployment of a target was stopped, failed or deleted by now, per the latest snapshot: the error an answer
+   * its runtime cut meanwhile ends with (null: it was not, or the target is shared).
    */
   halted(target: RouteTarget): ApiError | null;
   /** Held requests now and how holds ended, as Prometheus lines (the node's /metrics). */
@@ -329,7 +329,12 @@ export function createScaleHolds(
       const id = target.deploymentId;
       if (id === null || channel === null) return null;
       const w = waking.get(id);
-      if (target.ready && (w === undefined || (w.queue.length === 0 && w.admitting === null)) && !backedUpWhileScaling(id, target)) return null;
+      const header = res.req?.headers[SCALE_UP_TIMEOUT_HEADER];
+      if (target.ready && (w === undefined || (w.queue.length === 0 && w.admitting === null)) && !backedUpWhileScaling(id, target)) {
+        // Checked on a warm deployment too: a malformed value is a client's bug that must not wait for a cold start to show.
+        if (header !== undefined) holdMs(header, null, bounds);
+        return null;
+      }
       const info = infos.get(id);
       if (!target.ready && (info === undefined || info.d.state === 'stopped' || info.d.state === 'failed')) return null;
       checkContextLength(target.limits.contextLength, estimatePromptTokens(body), requestedCompletion(body));
@@ -337,7 +342,7 @@ export function createScaleHolds(
       // The default deadline follows the longer of the stated and the measured cold start, so a runtime slower than
       // its stated figure does not refuse every request that did not set its own deadline.
       const expectedColdSeconds = Math.max(info?.d.coldStartSeconds ?? 0, info?.d.measuredColdStartSeconds ?? 0);
-      const deadlineMs = holdMs(res.req?.headers[SCALE_UP_TIMEOUT_HEADER], expectedColdSeconds > 0 ? expectedColdSeconds : null, bounds);
+      const deadlineMs = holdMs(header, expectedColdSeconds > 0 ? expectedColdSeconds : null, bounds);
       if (target.ready && deadlineMs === 0) return null; // no cold start to wait for; the gate's own queue applies
       const ww = w ?? newWaking(id);
       if (!target.ready) wake(ww);
@@ -444,14 +449,21 @@ export function createScaleHolds(
       return now?.ready === true ? now : null;
     },
     halted(target) {
-      const state = target.deploymentId === null ? undefined : infos.get(target.deploymentId)?.d.state;
-      if (state === 'stopped') {
+      if (target.deploymentId === null) return null;
+      const info = infos.get(target.deploymentId);
+      // Gone from a config the node holds: deleted (the answer's record is still billed to its tenant).
+      if (info === undefined) {
+        return store.snapshot() === null
+          ? null
+          : new ApiError('deployment_stopped', `The deployment of ${target.name} was deleted while this request was being answered.`);
+      }
+      if (info.d.state === 'stopped') {
         return new ApiError(
           'deployment_stopped',
-          `The deployment of ${target.name} was stopped while this answer was streaming: start it again to serve requests.`,
+          `The deployment of ${target.name} was stopped while this request was being answered: start it again to serve requests.`,
         );
       }
-      if (state === 'failed') return new ApiError('deployment_failed', `The deployment of ${target.name} failed while this answer was streaming.`);
+      if (info.d.state === 'failed') return new ApiError('deployment_failed', `The deployment of ${target.name} failed while this request was being answered.`);
       return null;
     },
     held: (id) => waking.get(id)?.queue.length ?? 0,
