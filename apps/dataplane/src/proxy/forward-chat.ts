@@ -68,7 +68,7 @@ export interface ForwardDeps {
 function failureOf(o: AttemptOutcome): RuntimeFailure | null {
   switch (o.kind) {
     case 'error':
-      return o.halted === true ? null : isConnectError(o.err) ? 'connect' : 'cut';
+      return isConnectError(o.err) ? 'connect' : 'cut';
     case 'status':
       return o.status === 503 ? 'status_503' : o.status >= 500 ? 'status_5xx' : null;
     case 'timeout':
@@ -211,6 +211,8 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
         throw e;
       }
     }
+    // The error of the target's deployment stopped, failed or deleted by now (dedicated targets only).
+    const haltedNow = target.deploymentId === null || deps.halted === undefined ? undefined : () => deps.halted!(target);
     for (let attempt = 0; attempt < maxAttempts; attempt++) {
       const picked = deps.router !== undefined ? deps.router.pick(target, tried, input.value, log, cap) : null;
       const upstream: ResolvedUpstream | null = deps.router !== undefined ? (picked?.upstream ?? null) : deps.pools.pick(target.upstreams, tried, cap);
@@ -260,7 +262,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
               closeOne();
             },
             onStreamError: deps.onStreamError,
-            halted: target.deploymentId === null || deps.halted === undefined ? undefined : () => deps.halted!(target),
+            halted: haltedNow,
           },
           spliced ?? JSON.stringify(prepared()),
         );
@@ -277,7 +279,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
       // A failure (no answer, a 5xx, a timeout) of a deployment stopped or failed meanwhile is the stop's, not the
       // replica's: the caller gets deployment_stopped (x-should-retry: false), not a retryable 502, and no other
       // replica is tried.
-      const halted = target.deploymentId !== null && deps.halted !== undefined && !clientGone && failedBeforeAnswer(outcome) ? deps.halted(target) : null;
+      const halted = haltedNow !== undefined && !clientGone && failedBeforeAnswer(outcome) ? haltedNow() : null;
       if (halted !== null) {
         record(halted.status, null, 0, reachedRuntime(outcome));
         throw halted;

@@ -46,14 +46,7 @@ export type AttemptOutcome =
   /** No first byte within the first-byte timeout; nothing was sent to the client. */
   | { readonly kind: 'timeout' }
   /** Transport failure before anything reached the client; `answered` when response headers had come. */
-  | {
-      readonly kind: 'error';
-      readonly err: unknown;
-      readonly answered: boolean;
-      readonly apiError: ApiError | null;
-      /** Cut because its deployment was stopped or failed meanwhile: not the replica's fault. */
-      readonly halted?: true;
-    }
+  | { readonly kind: 'error'; readonly err: unknown; readonly answered: boolean; readonly apiError: ApiError | null }
   | { readonly kind: 'client_gone' };
 
 export interface AttemptOptions {
@@ -74,8 +67,9 @@ export interface AttemptOptions {
   readonly onEnd: () => void;
   readonly onStreamError?: ((err: unknown) => void) | undefined;
   /**
-   * The error of a deployment stopped or failed meanwhile (null: it was not). A cut stream ends with it instead of
-   * "the runtime closed the stream", and the cut does not count against the replica.
+   * The error of a deployment stopped, failed or deleted meanwhile (null: it was not). A stream cut after bytes
+   * reached the client ends with it instead of "the runtime closed the stream", and the cut does not count against
+   * the replica (a failure before that is the caller's to judge: forward-chat asks the same question).
    */
   readonly halted?: (() => ApiError | null) | undefined;
 }
@@ -252,7 +246,7 @@ class AttemptHandler implements H1Handler {
       this.settleStream(this.rw!.sawDone ? 200 : e.status, this.rw!.sawDone ? null : failure, this.ender(binaryOf(streamErrorEvent(e))));
       return;
     }
-    this.settle({ kind: 'error', err, answered: this.status !== 0, apiError: e, ...(failure === null ? { halted: true as const } : {}) });
+    this.settle({ kind: 'error', err, answered: this.status !== 0, apiError: e });
   }
 
   onRequestStart(controller: H1Controller): void {
@@ -329,11 +323,11 @@ class AttemptHandler implements H1Handler {
       }
       // The runtime closed cleanly but never said [DONE]: say plainly that the answer is cut.
       const cutTail = this.takePending(tail);
-      const cut = this.cut();
       if (!this.sentToClient && cutTail === null) {
-        this.settle({ kind: 'error', err: null, answered: true, apiError: cut.e, ...(cut.failure === null ? { halted: true as const } : {}) });
+        this.settle({ kind: 'error', err: null, answered: true, apiError: cutError() });
         return;
       }
+      const cut = this.cut();
       if (!this.sentToClient) this.startClientStream();
       if (cutTail !== null) res.write(cutTail, 'latin1');
       this.settleStream(cut.e.status, cut.failure, this.ender(binaryOf(streamErrorEvent(cut.e))));

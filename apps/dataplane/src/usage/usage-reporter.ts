@@ -76,11 +76,9 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
   let backoffMs = 0;
   let retryAt = 0;
 
-  type Sent = 'ok' | 'retry' | 'refused';
-  /** Request ids of the last accepted batch that the control plane stored none of (named in its answer). */
-  let refusedIds: ReadonlySet<string> = new Set();
+  /** `ok` names the batch's records the control plane rejected (its answer's `rejectedRequestIds`). */
+  type Sent = { readonly kind: 'ok'; readonly refusedIds: ReadonlySet<string> } | { readonly kind: 'retry' } | { readonly kind: 'refused' };
   const send = async (batch: readonly SpoolEntry[]): Promise<Sent> => {
-    refusedIds = new Set();
     try {
       const res = await request(endpoint, {
         method: 'POST',
@@ -93,6 +91,7 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
       const text = await res.body.text();
       if (res.statusCode >= 200 && res.statusCode < 300) {
         let rejected = 0;
+        let refusedIds: ReadonlySet<string> = new Set();
         try {
           const answer = JSON.parse(text) as { rejected?: unknown; rejectedRequestIds?: unknown };
           rejected = Number(answer.rejected ?? 0);
@@ -107,13 +106,13 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
             ),
           );
         }
-        return 'ok';
+        return { kind: 'ok', refusedIds };
       }
       opts.onError?.(new Error(`usage ingest answered HTTP ${res.statusCode}`));
-      return res.statusCode === 400 ? 'refused' : 'retry';
+      return res.statusCode === 400 ? { kind: 'refused' } : { kind: 'retry' };
     } catch (err) {
       opts.onError?.(err);
-      return 'retry';
+      return { kind: 'retry' };
     }
   };
 
@@ -161,27 +160,27 @@ export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
       const batch = queue.slice(0, batchSize);
       const droppedBefore = dropped;
       const outcome = await send(batch);
-      if (outcome === 'retry') return failed(); // keep them; ingest is idempotent
-      if (outcome === 'refused' && batch.length > 1) {
+      if (outcome.kind === 'retry') return failed(); // keep them; ingest is idempotent
+      if (outcome.kind === 'refused' && batch.length > 1) {
         batchSize = Math.max(1, Math.floor(batch.length / 2));
         continue;
       }
-      if (outcome === 'refused') {
+      if (outcome.kind === 'refused') {
         spool?.quarantine(batch[0]!);
         opts.onError?.(new Error(`a usage record the control plane refuses was moved to ${opts.spoolDir ?? 'nowhere (memory-only reporter)'}/rejected.ndjson`));
-      } else if (refusedIds.size === 0) spool?.ack(batch);
+      } else if (outcome.refusedIds.size === 0) spool?.ack(batch);
       else {
         // The records it named are kept for an operator, as a batch refused outright is; the rest are stored.
         const stored: SpoolEntry[] = [];
         for (const e of batch) {
-          if (refusedIds.has(requestIdOf(e))) spool?.quarantine(e);
+          if (outcome.refusedIds.has(requestIdOf(e))) spool?.quarantine(e);
           else stored.push(e);
         }
         spool?.ack(stored);
       }
       backoffMs = 0;
       retryAt = 0;
-      if (outcome === 'ok') batchSize = maxBatch;
+      if (outcome.kind === 'ok') batchSize = maxBatch;
       // Memory-only overflow may have dropped some of the batch's head meanwhile.
       queue = queue.slice(Math.max(0, batch.length - (dropped - droppedBefore)));
     }
