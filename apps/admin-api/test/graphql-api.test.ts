@@ -354,6 +354,25 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
       expect(r.errors?.[0]?.message).toMatch(/^Query is too deep: fields are nested more than 15 levels/);
     });
 
+    it('refuses a document nested past the parser, or of too many tokens, with a 400 and no internal error', async () => {
+      const nested = await gql({}, `{ ${'viewer {'.repeat(3000)} kind ${'}'.repeat(3000)} }`);
+      expect(nested.status).toBe(400);
+      expect(outcome(nested)).not.toBe('internal_error');
+      expect(nested.errors?.[0]?.message).toMatch(/nested too deeply|more th[ae]t 5000 tokens/);
+      const fragments = Array.from({ length: 3000 }, (_, i) => `fragment F${i} on Query { __typename }`).join(' ');
+      const many = await gql({}, `{ __typename } ${fragments}`);
+      expect(many.status).toBe(400);
+      expect(many.errors?.[0]?.message).toMatch(/more th[ae]t 5000 tokens/);
+      // The parse cache is off: the same refused document is refused again, not answered from a cache.
+      expect((await gql({}, `{ __typename } ${fragments}`)).status).toBe(400);
+    });
+
+    it('has no GraphiQL page: a browser asking for HTML gets no HTML', async () => {
+      const res = await fetch(`${baseUrl}/graphql`, { headers: { accept: 'text/html' } });
+      expect(res.headers.get('content-type') ?? '').not.toContain('text/html');
+      expect(await res.text()).not.toContain('GraphiQL');
+    });
+
     it('allows the standard introspection query', async () => {
       const { getIntrospectionQuery } = (await import('node:module')).createRequire(import.meta.url)('graphql') as typeof import('graphql');
       const r = await gql({}, getIntrospectionQuery());

@@ -101,6 +101,7 @@ beforeAll(async () => {
       zeroDeployment('d-ctx', 'zero-ctx', 1),
       zeroDeployment('d-grow', 'zero-grow', 1),
       zeroDeployment('d-halt', 'zero-halt', 60),
+      zeroDeployment('d-held-del', 'zero-held-del', 60),
       // Stated 60 s, measured 1 s: holds plan with the measured figure.
       { ...zeroDeployment('d-measured', 'zero-measured', 60), measuredColdStartSeconds: 1 },
       // Stated 0.5 s, measured 3 s: the default deadline follows the measured figure.
@@ -362,6 +363,22 @@ describe('hold deadline', () => {
     const next = await post('zero-halt');
     expect(next.status).toBe(503);
     expect(((await next.json()) as { error: { code: string } }).error.code).toBe('deployment_stopped');
+  });
+
+  it('a held request whose deployment is deleted while it waits gets 503 deployment_stopped, not to be retried', async () => {
+    const [json, stream] = [post('zero-held-del'), post('zero-held-del', { stream: true })];
+    await waitFor(() => heldIn('d-held-del') === 2, 'both requests to be held');
+    cp.remove('d-held-del');
+    const res = await json;
+    expect(res.status).toBe(503);
+    expect(res.headers.get('x-should-retry')).toBe('false');
+    expect(((await res.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: 'deployment_stopped',
+      message: 'The deployment was deleted while this request waited for it.',
+    });
+    const text = await (await stream).text();
+    expect(text).toContain('"code":"deployment_stopped"');
+    expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
   });
 
   it('answers at once when x-scale-up-timeout is shorter than the cold start still expected, and 0 means do not wait', async () => {

@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { parse } from 'graphql';
 import { createGraphQLError, createYoga, type Plugin } from 'graphql-yoga';
 import type { PublicUrls } from '@infer/shared';
 import type { Db } from '../db.ts';
@@ -96,6 +97,30 @@ function useErrorParams(): Plugin<Context> {
 }
 
 /** The Yoga instance behind `/graphql`: resolves the caller per request, masks unexpected errors. */
+/** Most tokens a document may have: the parser stops there, before a huge or deeply nested document costs time or stack. */
+export const MAX_DOCUMENT_TOKENS = 5000;
+
+/**
+ * Parses with a token cap (graphql-js `maxTokens`), and answers a document nested past the parser's stack with a 400
+ * `query_too_deep` rather than an internal error: the depth limit runs after parsing, too late for that.
+ */
+function useParseLimit(): Plugin {
+  return {
+    onParse({ setParseFn }) {
+      setParseFn((source, options) => {
+        try {
+          return parse(source, { ...options, maxTokens: MAX_DOCUMENT_TOKENS });
+        } catch (err) {
+          if (err instanceof RangeError) {
+            throw createGraphQLError('The query is nested too deeply to parse.', { extensions: { code: 'query_too_deep', http: { status: 400 } } });
+          }
+          throw err;
+        }
+      });
+    },
+  };
+}
+
 export function createGraphQLServer(opts: GraphQLServerOptions) {
   const limits: GraphQLLimits = Object.freeze({ ...DEFAULT_GRAPHQL_LIMITS, ...opts.limits });
   const allowed = opts.allowedOrigins ?? [];
@@ -105,13 +130,18 @@ export function createGraphQLServer(opts: GraphQLServerOptions) {
     graphqlEndpoint: '/graphql',
     logging: false,
     landingPage: false,
+    // No GraphiQL page: every answer on /graphql is GraphQL-shaped JSON (an HTML page is no answer to a caller).
+    graphiql: false,
+    // Yoga's parse cache keeps up to 1,024 documents by their full text, refused ones included: unique 1 MiB
+    // documents of many fragments filled the heap in about 110 anonymous requests. Documents are parsed per request.
+    parserAndValidationCache: false,
     // Yoga's default reflects any Origin with credentials; only the configured consoles get CORS.
     cors: (request) => {
       const origin = request.headers.get('origin');
       if (origin === null || !allowed.includes(origin.toLowerCase())) return false;
       return { origin: [origin], credentials: true, methods: ['GET', 'POST'], allowedHeaders: ['content-type', 'authorization'] };
     },
-    plugins: [useDepthLimit(limits), useOperationSizeLimit(limits), requestGuard(limits, rateLimit), useErrorParams()],
+    plugins: [useParseLimit(), useDepthLimit(limits), useOperationSizeLimit(limits), requestGuard(limits, rateLimit), useErrorParams()],
     context: async ({ req, reply }) => {
       let caller: RequestCaller;
       try {

@@ -261,7 +261,8 @@ export function createScaleHolds(
       }
       if (d === undefined || d.state === 'stopped' || d.state === 'failed') {
         const why = d === undefined ? 'was deleted' : d.state === 'failed' ? 'failed to start' : 'was stopped';
-        const code = d === undefined ? 'no_healthy_upstream' : d.state === 'failed' ? 'deployment_failed' : 'deployment_stopped';
+        // Deleted is final, as stopped is (deployment_stopped: x-should-retry false); a retry would only meet a 404.
+        const code = d?.state === 'failed' ? 'deployment_failed' : 'deployment_stopped';
         for (const h of [...w.queue]) {
           outcomes.halted++;
           fail(w, h, new ApiError(code, `The deployment ${why} while this request waited for it.`));
