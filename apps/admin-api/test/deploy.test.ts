@@ -4,7 +4,7 @@ import { createRuntimeSim, type RuntimeSim } from '@infer/runtime-sim';
 import { createAddressGuard } from '@infer/shared/address-guard';
 import type { Principal } from '../src/modules/access/principal.ts';
 import { createUser } from '../src/modules/auth/auth.service.ts';
-import { addUpstream, createEntry } from '../src/modules/catalog/catalog.service.ts';
+import { addUpstream, createEntry, setPublished } from '../src/modules/catalog/catalog.service.ts';
 import { createDefaultProvisioners, createDeploymentsContext, type DeploymentsContext } from '../src/modules/deployments/deployments-context.ts';
 import {
   deleteDeployment,
@@ -87,6 +87,13 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
   it('refuses bad requests', async () => {
     const base = { tenantId: tenantA, minReplicas: 1, maxReplicas: 1, provisioner: 'local' as const };
     await expect(deployEndpoint(ctx, alice, { ...base, entryName: 'Shared-7B' })).rejects.toMatchObject({ code: 'invalid', param: 'entryName' });
+    // An entry the platform has not published cannot be deployed by a tenant, and is refused as if it did not exist.
+    const hidden = await createEntry(database.db, { name: 'Hidden-8B', provider: 'acme', offeredDedicated: true });
+    await setPublished(database.db, hidden.id, false);
+    const missing = await deployEndpoint(ctx, alice, { ...base, entryName: 'No-Such-8B' }).catch((e: unknown) => e);
+    const refusedHidden = await deployEndpoint(ctx, alice, { ...base, entryName: 'Hidden-8B' }).catch((e: unknown) => e);
+    expect(refusedHidden).toMatchObject({ code: 'not_found', param: 'entryName', message: 'catalog entry Hidden-8B not found' });
+    expect(missing).toMatchObject({ code: 'not_found', message: 'catalog entry No-Such-8B not found' });
     await expect(deployEndpoint(ctx, alice, { ...base, entryName: 'Ded-8B', minReplicas: 3, maxReplicas: 2 })).rejects.toMatchObject({ code: 'invalid' });
     await expect(deployEndpoint(ctx, alice, { ...base, entryName: 'Ded-8B', maxReplicas: 9 })).rejects.toMatchObject({ code: 'invalid', param: 'maxReplicas' });
     await expect(deployEndpoint(ctx, alice, { ...base, entryName: 'Ext-8B', provisioner: 'external' })).rejects.toMatchObject({

@@ -117,6 +117,8 @@ export interface CreateDeploymentInput {
   readonly provisioner: ProvisionerKind;
   readonly externalUrl?: string | null;
   readonly autoscaling?: Partial<AutoscalingSettings>;
+  /** Refuse entries not published (a tenant's deploy; platform admins may deploy an entry before publishing it). */
+  readonly onlyPublished?: boolean;
   readonly actor?: Actor;
 }
 
@@ -129,8 +131,14 @@ export async function createDeployment(db: Db, input: CreateDeploymentInput): Pr
   if (!isUuid(input.tenantId)) throw notFound('tenant');
   try {
     return await withTransaction(db, async (trx) => {
-      const entry = await trx.selectFrom('catalogEntries').select(['id', 'offeredDedicated']).where('name', '=', input.entryName).executeTakeFirst();
-      if (!entry) throw new ServiceError('not_found', `catalog entry ${input.entryName} not found`, 'entryName');
+      const entry = await trx
+        .selectFrom('catalogEntries')
+        .select(['id', 'offeredDedicated', 'published'])
+        .where('name', '=', input.entryName)
+        .executeTakeFirst();
+      // An entry not yet published is hidden as if it did not exist (no probing its name), except where allowed.
+      if (!entry || (input.onlyPublished === true && !entry.published))
+        throw new ServiceError('not_found', `catalog entry ${input.entryName} not found`, 'entryName');
       if (!entry.offeredDedicated) {
         throw new ServiceError('invalid', `${input.entryName} is offered on the shared surface only`, 'entryName');
       }

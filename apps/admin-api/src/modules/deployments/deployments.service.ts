@@ -3,7 +3,7 @@
 import type { DeploymentState, RuntimeKind } from '@infer/shared';
 import type { ReplicaState } from '@infer/db';
 import { notFound, ServiceError } from '../../errors.ts';
-import { requireTenantRole } from '../access/access.ts';
+import { isPlatformAdmin, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import type { DeploymentsContext } from './deployments-context.ts';
@@ -210,7 +210,7 @@ export async function deployEndpoint(ctx: DeploymentsContext, principal: Princip
   const externalUrl = input.provisioner === 'external' ? await validateExternalUrl(ctx, input.externalUrl) : null;
   const actor = actorOf(principal);
   const d = await withTransaction(ctx.db, async (trx) => {
-    const created = await createDeployment(trx, { ...input, externalUrl, autoscaling, actor });
+    const created = await createDeployment(trx, { ...input, externalUrl, autoscaling, actor, onlyPublished: !isPlatformAdmin(principal) });
     return (await transitionDeployment(trx, { deploymentId: created.id, from: ['pending'], to: 'provisioning', actor })) ?? created;
   });
   void ctx.reconciler.schedule(d.id);
