@@ -82,12 +82,16 @@ describe('runtime 503', () => {
 
   it('with a single replica answers 503 (not retried on the same replica)', async () => {
     a.sim.setFaults({ errorStatus: 503 });
-    const { chat } = await start([a.url]);
+    const { chat, dp } = await start([a.url]);
     const before = requestsTo(a);
     const res = await post(chat, chatBody({ model: NAME }));
     expect(res.status).toBe(503);
     expect((await errorOf(res)).code).toBe('no_healthy_upstream');
     expect(requestsTo(a) - before).toBe(1);
+    // One attempt, one runtime error, and no retry counted: there was no other replica to retry on.
+    const metrics = await (await fetch(dp.metricsUrl)).text();
+    expect(metrics).toMatch(/dataplane_runtime_errors_total\{reason="status_503"\} 1\n/);
+    expect(metrics).not.toMatch(/dataplane_retries_total\{reason="status_503"\}/);
   });
 });
 

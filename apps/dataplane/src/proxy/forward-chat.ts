@@ -303,7 +303,8 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
       if (retryable(outcome) && attempt + 1 < maxAttempts) {
         (tried ??= new Set()).add(upstream.origin);
         lastError = finalError(outcome, upstream, call.clientModel);
-        metrics.retry(failure ?? 'connect');
+        // Counted only when there is another replica to retry on (the next pass ends the loop otherwise).
+        if (hasUntried(target, tried)) metrics.retry(failure ?? 'connect');
         continue;
       }
       switch (outcome.kind) {
