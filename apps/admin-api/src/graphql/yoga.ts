@@ -98,7 +98,7 @@ function useErrorParams(): Plugin<Context> {
 
 /** The Yoga instance behind `/graphql`: resolves the caller per request, masks unexpected errors. */
 /** Most tokens a document may have: the parser stops there, before a huge or deeply nested document costs time or stack. */
-export const MAX_DOCUMENT_TOKENS = 5000;
+export const MAX_DOCUMENT_TOKENS = 20_000;
 
 /**
  * Parses with a token cap (graphql-js `maxTokens`), and answers a document nested past the parser's stack with a 400
