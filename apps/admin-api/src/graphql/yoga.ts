@@ -96,7 +96,6 @@ function useErrorParams(): Plugin<Context> {
   };
 }
 
-/** The Yoga instance behind `/graphql`: resolves the caller per request, masks unexpected errors. */
 /** Most tokens a document may have: the parser stops there, before a huge or deeply nested document costs time or stack. */
 export const MAX_DOCUMENT_TOKENS = 20_000;
 
@@ -121,6 +120,7 @@ function useParseLimit(): Plugin {
   };
 }
 
+/** The Yoga instance behind `/graphql`: resolves the caller per request, masks unexpected errors. */
 export function createGraphQLServer(opts: GraphQLServerOptions) {
   const limits: GraphQLLimits = Object.freeze({ ...DEFAULT_GRAPHQL_LIMITS, ...opts.limits });
   const allowed = opts.allowedOrigins ?? [];
