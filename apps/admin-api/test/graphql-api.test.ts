@@ -358,7 +358,9 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
       const nested = await gql({}, `{ ${'viewer {'.repeat(3000)} kind ${'}'.repeat(3000)} }`);
       expect(nested.status).toBe(400);
       expect(outcome(nested)).not.toBe('internal_error');
-      expect(nested.errors?.[0]?.message).toMatch(/nested too deeply|more th[ae]t 20000 tokens/);
+      // Whether the parser's stack runs out before the depth rule sees the document depends on the machine's stack;
+      // either way it is a clear 400.
+      expect(nested.errors?.[0]?.message).toMatch(/nested too deeply|^Query is too deep|more th[ae]t 20000 tokens/);
       const fragments = Array.from({ length: 5000 }, (_, i) => `fragment F${i} on Query { __typename }`).join(' ');
       const many = await gql({}, `{ __typename } ${fragments}`);
       expect(many.status).toBe(400);
