@@ -2,7 +2,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { formatDuration } from '../src/limits/ratelimit-headers.ts';
 import { createConcurrencyGate, QueueRejection } from '../src/limits/concurrency-gate.ts';
 import { createMemoryRateLimiter } from '../src/limits/rate-limiter.ts';
-import { errorOf, post, SECRET_A, startSim } from './helpers.ts';
+import { hashSecret } from '@infer/shared';
+import { errorOf, post, SECRET_A, SECRET_B, startSim } from './helpers.ts';
 import type { StartedSim } from './helpers.ts';
 import { CHAT, DURATION, RATE_HEADERS, keyLimits, smallBody, startLimitedNode } from './limits-fixtures.ts';
 import type { LimitedNode } from './limits-fixtures.ts';
@@ -82,6 +83,69 @@ describe('rate limits (in memory)', () => {
     expect(c.headers.get('x-ratelimit-limit-requests')).toBe('5');
     expect(c.headers.get('x-ratelimit-limit-tokens')).toBeNull();
     await c.text();
+  });
+
+  it("counts a tenant's limit over all its keys together: more keys, or a key's own higher limit, get no more", async () => {
+    const SECOND = 'infk_test_tenant_a_second_key_000000';
+    node = await startLimitedNode(
+      sim.url,
+      (s) => {
+        s.tenants.find((t) => t.id === 't-a')!.rpmLimit = 3;
+        const a = s.keys.find((k) => k.id === 'k-a')!;
+        a.rpmLimit = 1000; // a member's own key limit cannot lift the tenant's
+        s.keys.push({ ...a, id: 'k-a2', hash: hashSecret(SECOND), prefix: SECOND.slice(0, 12), rpmLimit: null });
+      },
+      {},
+    );
+    const statuses: number[] = [];
+    for (const key of [SECRET_A, SECOND, SECRET_A, SECOND]) {
+      const res = await post(node.url + CHAT, smallBody(), key);
+      statuses.push(res.status);
+      if (res.status === 200) {
+        expect(res.headers.get('x-ratelimit-limit-requests')).toBe('3');
+        await res.text();
+      } else {
+        const err = await errorOf(res);
+        expect(err).toMatchObject({ code: 'rate_limit_exceeded' });
+        expect(err.message).toMatch(/tenant \(all its keys together\) on requests per minute \(limit 3\)/);
+        expect(res.headers.get('x-ratelimit-remaining-requests')).toBe('0');
+      }
+    }
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    // Another tenant's key is not charged for them.
+    const other = await post(node.url + CHAT, smallBody(), SECRET_B);
+    expect(other.status).toBe(200);
+    await other.text();
+  });
+
+  it("a key refused by its own limit gives its tenant's charge back", async () => {
+    const SECOND = 'infk_test_tenant_a_second_key_000000';
+    node = await startLimitedNode(
+      sim.url,
+      (s) => {
+        s.tenants.find((t) => t.id === 't-a')!.rpmLimit = 3;
+        const a = s.keys.find((k) => k.id === 'k-a')!;
+        a.rpmLimit = 1;
+        s.keys.push({ ...a, id: 'k-a2', hash: hashSecret(SECOND), prefix: SECOND.slice(0, 12), rpmLimit: null });
+      },
+      {},
+    );
+    const first = await post(node.url + CHAT, smallBody());
+    expect(first.status).toBe(200);
+    expect(first.headers.get('x-ratelimit-limit-requests')).toBe('1');
+    await first.text();
+    for (let i = 0; i < 3; i++) {
+      const refused = await post(node.url + CHAT, smallBody());
+      expect(refused.status).toBe(429);
+      expect((await errorOf(refused)).message).toMatch(/for this API key on requests per minute \(limit 1\)/);
+    }
+    // The three refusals took nothing of the tenant's 3: the second key still gets two.
+    for (let i = 0; i < 2; i++) {
+      const ok = await post(node.url + CHAT, smallBody(), SECOND);
+      expect(ok.status).toBe(200);
+      await ok.text();
+    }
+    expect((await post(node.url + CHAT, smallBody(), SECOND)).status).toBe(429);
   });
 
   it('sends no x-ratelimit-* headers when no limit applies', async () => {

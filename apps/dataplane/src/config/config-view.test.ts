@@ -52,11 +52,14 @@ const snapshot = (): ConfigSnapshot =>
   }) as unknown as ConfigSnapshot;
 
 describe('ConfigView: the effective limits of keys and targets', () => {
-  it("a key's own limit, else its tenant's, else none (0 and null mean unset)", () => {
+  it("a key carries its own limits and its tenant's apart (0 and null mean unset)", () => {
     const v = buildConfigView(snapshot());
     expect(v.keyByHash.get(hashSecret('own'))!.limits).toEqual({ rpm: 5, tpm: 900 });
-    expect(v.keyByHash.get(hashSecret('tenant'))!.limits).toEqual({ rpm: 50, tpm: null });
+    expect(v.keyByHash.get(hashSecret('own'))!.tenantLimits).toEqual({ rpm: 50, tpm: null });
+    expect(v.keyByHash.get(hashSecret('tenant'))!.limits).toEqual({ rpm: null, tpm: null });
+    expect(v.keyByHash.get(hashSecret('tenant'))!.tenantLimits).toEqual({ rpm: 50, tpm: null });
     expect(v.keyByHash.get(hashSecret('none'))!.limits).toEqual({ rpm: null, tpm: null });
+    expect(v.keyByHash.get(hashSecret('none'))!.tenantLimits).toEqual({ rpm: null, tpm: null });
   });
 
   it("targets carry their entry's context length and Concurrency; a deployment takes its endpoint's, published or not", () => {

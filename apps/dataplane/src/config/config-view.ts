@@ -17,7 +17,7 @@ export interface ResolvedUpstream {
   readonly authorization: string | null;
 }
 
-/** A key's RPM/TPM from the snapshot: its own limit, else its tenant's; null: none set (the node's default applies). */
+/** RPM/TPM from the snapshot (a key's own, or its tenant's); null: none set. */
 export interface KeyRateLimits {
   readonly rpm: number | null;
   readonly tpm: number | null;
@@ -61,7 +61,13 @@ export interface ResolvedKey {
   readonly tenantSlug: string;
   /** Epoch ms, or Infinity for no expiry. */
   readonly expiresAtMs: number;
+  /** The key's own limits, counted per key. */
   readonly limits: KeyRateLimits;
+  /**
+   * Its tenant's limits, counted over all the tenant's keys together (a member cannot multiply them by making
+   * keys, nor lift them with a key's own limit). Where neither sets a limit, the node's default applies per key.
+   */
+  readonly tenantLimits: KeyRateLimits;
 }
 
 /** The immutable, indexed form of one snapshot; swapped as a whole. */
@@ -173,6 +179,7 @@ export const modelObject = (name: string, provider: string | null, created = 0):
  */
 export function buildConfigView(s: ConfigSnapshot): ConfigView {
   const tenants = new Map(s.tenants.map((t) => [t.id, t] as const));
+  const tenantLimits = new Map(s.tenants.map((t) => [t.id, Object.freeze({ rpm: positive(t.rpmLimit), tpm: positive(t.tpmLimit) })] as const));
   const keyByHash = new Map<string, ResolvedKey>();
   for (const k of s.keys) {
     // A key whose tenant is missing (deleted, or a snapshot out of step) fails closed: it is not indexed,
@@ -188,10 +195,8 @@ export function buildConfigView(s: ConfigSnapshot): ConfigView {
         tenantSlug: tenant.slug,
         // An unparsable expiry fails closed.
         expiresAtMs: Number.isNaN(expires) ? 0 : expires,
-        limits: Object.freeze({
-          rpm: positive(k.rpmLimit) ?? positive(tenant.rpmLimit),
-          tpm: positive(k.tpmLimit) ?? positive(tenant.tpmLimit),
-        }),
+        limits: Object.freeze({ rpm: positive(k.rpmLimit), tpm: positive(k.tpmLimit) }),
+        tenantLimits: tenantLimits.get(tenant.id)!,
       }),
     );
   }

@@ -49,6 +49,8 @@ export const targetCapacity = (base: number, multiplier: number | null, replicas
 export const replicaConcurrency = (base: number, target: RouteTarget): number =>
   target.replicaConcurrency ?? Math.max(1, Math.floor(base * (target.limits.concurrency ?? 1)));
 
+const NO_CHARGES: readonly Charge[] = Object.freeze([]);
+
 /** With Redis, how often a request waiting for a fleet-wide replica slot asks again, ms. */
 const SHARED_SLOT_POLL_MS = 20;
 
@@ -93,16 +95,49 @@ interface ReservedAdmission extends Admission {
   settle(actualTokens: number): void;
 }
 
+/** One window a request was charged to: its key's, or its tenant's (all the tenant's keys together). */
+interface Charge {
+  readonly id: string;
+  readonly d: RateDecision;
+}
+
+/** The window id of a tenant's limits (key ids are UUIDs, so the two never meet). */
+const tenantWindow = (tenantId: string): string => `tenant:${tenantId}`;
+
+const remaining = (limit: number | null, used: number): number => (limit === null ? Number.POSITIVE_INFINITY : limit - used);
+
 /**
- * Per-key RPM/TPM (in memory, or shared through Redis), per-target replica concurrency, context-length pre-check.
- * The limits themselves come from the config view (`ResolvedKey.limits`, `RouteTarget.limits`); the node's
- * defaults apply where the snapshot sets none.
+ * What a caller is told of two windows: for requests and for tokens apart, the window with less room left (a refusal
+ * is told by the window that refused).
+ */
+function tighter(a: RateDecision, b: RateDecision): RateDecision {
+  const r = remaining(b.rpmLimit, b.requestsUsed) < remaining(a.rpmLimit, a.requestsUsed) ? b : a;
+  const t = remaining(b.tpmLimit, b.tokensUsed) < remaining(a.tpmLimit, a.tokensUsed) ? b : a;
+  if (r === t) return r;
+  return {
+    ...r,
+    tpmLimit: t.tpmLimit,
+    tokensUsed: t.tokensUsed,
+    resetTokensMs: t.resetTokensMs,
+    retryAfterMs: Math.max(r.retryAfterMs, t.retryAfterMs),
+  };
+}
+
+/**
+ * Per-key and per-tenant RPM/TPM (in memory, or shared through Redis), per-target replica concurrency, context-length
+ * pre-check. The limits themselves come from the config view (`ResolvedKey.limits`, `.tenantLimits`,
+ * `RouteTarget.limits`); the node's defaults apply, per key, where neither the key nor its tenant sets one.
  */
 export function createLimits(opts: LimitsOptions, warn: (message: string, err: unknown) => void): Limits {
   const defaultRpm = opts.defaultRpm ?? null;
   const defaultTpm = opts.defaultTpm ?? null;
-  const rateLimitsOf = (k: KeyRateLimits): KeyRateLimits =>
-    (k.rpm !== null || defaultRpm === null) && (k.tpm !== null || defaultTpm === null) ? k : { rpm: k.rpm ?? defaultRpm, tpm: k.tpm ?? defaultTpm };
+  /** The key's own window: its limits, else the node's default where its tenant sets none either. */
+  const keyLimitsOf = (k: ResolvedKey): KeyRateLimits => {
+    const own = k.limits;
+    const rpm = own.rpm ?? (k.tenantLimits.rpm === null ? defaultRpm : null);
+    const tpm = own.tpm ?? (k.tenantLimits.tpm === null ? defaultTpm : null);
+    return rpm === own.rpm && tpm === own.tpm ? own : { rpm, tpm };
+  };
   const defaultCompletion = opts.defaultCompletionTokens ?? 4096;
   const base = opts.replicaBaseConcurrency ?? DEFAULT_REPLICA_BASE_CONCURRENCY;
   const queueMax = opts.queueMax ?? 64;
@@ -124,28 +159,35 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
   /** Reservations waiting for their usage record, by request id. */
   const pending = new Map<string, ReservedAdmission>();
 
-  const createAdmission = (requestId: string, keyId: string, decision: RateDecision | null, reserved: number, gateId: string): ReservedAdmission => {
+  /** Gives a request that was never served back to every window it was charged to. */
+  const refundAll = (charges: readonly Charge[], reserved: number): void => {
+    for (const c of charges) limiter.settle(c.id, c.d, true, -reserved);
+  };
+
+  const createAdmission = (requestId: string, charges: readonly Charge[], reserved: number, gateId: string): ReservedAdmission => {
     const a: ReservedAdmission = {
       settled: false,
       settle(actualTokens) {
-        if (a.settled || decision === null) return;
+        if (a.settled || charges.length === 0) return;
         a.settled = true;
-        limiter.settle(keyId, decision, false, Math.ceil(actualTokens) - reserved);
+        const delta = Math.ceil(actualTokens) - reserved;
+        for (const c of charges) limiter.settle(c.id, c.d, false, delta);
       },
       end() {
         gate.release(gateId);
         slots?.give(gateId, requestId);
         // No usage record came: the reservation stands as charged.
-        if (decision !== null && pending.get(requestId) === a) pending.delete(requestId);
+        if (charges.length > 0 && pending.get(requestId) === a) pending.delete(requestId);
       },
     };
     return a;
   };
 
   /** `allowance`: completion tokens booked for a request without max_tokens (0 when it set one). */
-  const rateLimited = (d: RateDecision, reserved: number, allowance: number): ApiError => {
+  const rateLimited = (d: RateDecision, tenant: boolean, reserved: number, allowance: number): ApiError => {
     const requestsFull = d.rpmLimit !== null && d.requestsUsed >= d.rpmLimit;
     const which = requestsFull ? `requests per minute (limit ${d.rpmLimit})` : `tokens per minute (limit ${d.tpmLimit})`;
+    const whose = tenant ? "this API key's tenant (all its keys together)" : 'this API key';
     // A request without max_tokens books a whole default completion until its usage settles: say so, and how to ask for less.
     const why =
       !requestsFull && allowance > 0
@@ -153,7 +195,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
         : '';
     return new ApiError(
       'rate_limit_exceeded',
-      `Rate limit reached for this API key on ${which}. Please try again in ${retryAfterSeconds(d.retryAfterMs)}s.${why}`,
+      `Rate limit reached for ${whose} on ${which}. Please try again in ${retryAfterSeconds(d.retryAfterMs)}s.${why}`,
       null,
       { ...rateLimitHeaders(d), 'retry-after': retryAfterSeconds(d.retryAfterMs) },
     );
@@ -161,31 +203,29 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
 
   const afterRate = (
     requestId: string,
-    keyId: string,
-    d: RateDecision | null,
+    charges: readonly Charge[],
+    told: RateDecision | null,
     reserved: number,
-    allowance: number,
     target: RouteTarget,
     multiplier: number | null,
     res: ClientResponse,
     waitMs: number,
   ): Admission | Promise<Admission> => {
-    if (d !== null) {
-      if (!d.admitted) throw rateLimited(d, reserved, allowance);
-      const headers = rateLimitHeaders(d);
+    if (told !== null) {
+      const headers = rateLimitHeaders(told);
       // A stream held through a cold start (src/scale) already sent its headers.
       if (!res.headersSent) for (const name in headers) res.setHeader(name, headers[name]!);
     }
     const gateId = target.deploymentId ?? target.endpointId;
     const capacity = targetCapacity(base, multiplier, target.upstreams.length, target.replicaConcurrency ?? null);
-    const admission = createAdmission(requestId, keyId, d, reserved, gateId);
-    if (d !== null && !pending.has(requestId)) pending.set(requestId, admission);
+    const admission = createAdmission(requestId, charges, reserved, gateId);
+    if (charges.length > 0 && !pending.has(requestId)) pending.set(requestId, admission);
     const refused = (err: unknown): never => {
       // Never served: give the request and its tokens back.
-      if (d !== null) {
+      if (charges.length > 0) {
         admission.settled = true;
         if (pending.get(requestId) === admission) pending.delete(requestId);
-        limiter.settle(keyId, d, true, -reserved);
+        refundAll(charges, reserved);
       }
       const outcome = err instanceof QueueRejection ? err.outcome : 'aborted';
       throw queueError(outcome, capacity, queueMax, waitMs) ?? new ClientGoneError('was queued for a replica slot');
@@ -234,25 +274,57 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
       const prompt = estimatePromptTokens(body);
       const maxTokens = requestedCompletion(body);
       checkContextLength(contextLength, prompt, maxTokens);
-      const kl = rateLimitsOf(key.limits);
-      if (kl.rpm === null && kl.tpm === null) return afterRate(requestId, key.id, null, 0, 0, target, multiplier, res, wait);
+      const kl = keyLimitsOf(key);
+      const tl = key.tenantLimits;
+      const byKey = kl.rpm !== null || kl.tpm !== null;
+      const byTenant = tl.rpm !== null || tl.tpm !== null;
+      if (!byKey && !byTenant) return afterRate(requestId, NO_CHARGES, null, 0, target, multiplier, res, wait);
 
+      const tpmKey = byKey ? kl.tpm : null;
+      const tpmTenant = byTenant ? tl.tpm : null;
+      const tpm = tpmKey === null ? tpmTenant : tpmTenant === null ? tpmKey : Math.min(tpmKey, tpmTenant);
       let tokens = reservationTokens(body, prompt, maxTokens, contextLength, defaultCompletion);
-      if (kl.tpm !== null && tokens > kl.tpm) {
+      if (tpm !== null && tokens > tpm) {
         if (maxTokens !== null) {
+          const whose = tpm === tpmKey ? "this API key's" : "this API key's tenant's";
           throw new ApiError(
             'rate_limit_exceeded',
-            `Request too large for this API key's tokens per minute: limit ${kl.tpm}, requested about ${tokens} (messages plus max_tokens). Lower max_tokens or shorten the messages.`,
+            `Request too large for ${whose} tokens per minute: limit ${tpm}, requested about ${tokens} (messages plus max_tokens). Lower max_tokens or shorten the messages.`,
             null,
-            { 'x-ratelimit-limit-tokens': String(kl.tpm), 'retry-after': '60' },
+            { 'x-ratelimit-limit-tokens': String(tpm), 'retry-after': '60' },
           );
         }
-        tokens = kl.tpm; // no max_tokens: reserve the whole minute; real usage settles it
+        tokens = tpm; // no max_tokens: reserve the whole minute; real usage settles it
       }
-      const d = limiter.reserve(key.id, kl.rpm, kl.tpm, tokens);
       const allowance = maxTokens === null ? Math.max(0, tokens - prompt) : 0;
-      if (d instanceof Promise) return d.then((dd) => afterRate(requestId, key.id, dd, tokens, allowance, target, multiplier, res, wait));
-      return afterRate(requestId, key.id, d, tokens, allowance, target, multiplier, res, wait);
+      const admitted = (charges: readonly Charge[], told: RateDecision): Admission | Promise<Admission> =>
+        afterRate(requestId, charges, told, tokens, target, multiplier, res, wait);
+      // The key's own window, once the tenant's (if any) admitted; a refusal by the key gives the tenant's charge back.
+      const onKey = (tenantCharge: Charge | null): Admission | Promise<Admission> => {
+        if (!byKey) return admitted([tenantCharge!], tenantCharge!.d);
+        const then = (d: RateDecision): Admission | Promise<Admission> => {
+          if (!d.admitted) {
+            if (tenantCharge !== null) refundAll([tenantCharge], tokens);
+            throw rateLimited(d, false, tokens, allowance);
+          }
+          const own: Charge = { id: key.id, d };
+          return tenantCharge === null ? admitted([own], d) : admitted([tenantCharge, own], tighter(tenantCharge.d, d));
+        };
+        const d = limiter.reserve(key.id, kl.rpm, kl.tpm, tokens);
+        if (!(d instanceof Promise)) return then(d);
+        return d.then(then, (err: unknown) => {
+          if (tenantCharge !== null) refundAll([tenantCharge], tokens);
+          throw err;
+        });
+      };
+      if (!byTenant) return onKey(null);
+      const tenantId = tenantWindow(key.tenantId);
+      const onTenant = (d: RateDecision): Admission | Promise<Admission> => {
+        if (!d.admitted) throw rateLimited(d, true, tokens, allowance);
+        return onKey({ id: tenantId, d });
+      };
+      const d = limiter.reserve(tenantId, tl.rpm, tl.tpm, tokens);
+      return d instanceof Promise ? d.then(onTenant) : onTenant(d);
     },
     wrapUsage(sink) {
       return {
