@@ -186,6 +186,14 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   const scale = createScaleHolds(opts.scale ?? { channel: null }, opts.store, (target) => limits.concurrency(target));
   metrics.section((lines) => scale.renderMetrics(lines));
   if (limits.redis !== null) {
+    const redis = limits.redis;
+    metrics.section((lines) => {
+      lines.push(
+        "# HELP dataplane_redis_fail_open 1 while rate limits are kept in this node's memory (Redis not connected, or its breaker open), else 0.",
+        '# TYPE dataplane_redis_fail_open gauge',
+        `dataplane_redis_fail_open ${redis.failingOpen() ? 1 : 0}`,
+      );
+    });
     metrics.redisBreaker(false);
     limits.redis.breaker.onChange((state) => {
       metrics.redisBreaker(state === 'open');

@@ -47,12 +47,14 @@ async function node(): Promise<LimitedNode> {
   return n;
 }
 
-const breakerOpen = async (n: LimitedNode): Promise<number> => {
+const gauge = async (n: LimitedNode, name: string): Promise<number> => {
   const m = await (await fetch(n.metricsUrl)).text();
-  const line = m.split('\n').find((l) => l.startsWith('dataplane_redis_breaker_open '));
-  if (line === undefined) throw new Error('no breaker gauge');
+  const line = m.split('\n').find((l) => l.startsWith(`${name} `));
+  if (line === undefined) throw new Error(`no gauge ${name}`);
   return Number(line.split(' ')[1]);
 };
+const breakerOpen = (n: LimitedNode): Promise<number> => gauge(n, 'dataplane_redis_breaker_open');
+const failOpen = (n: LimitedNode): Promise<number> => gauge(n, 'dataplane_redis_fail_open');
 
 /** One chat request; its status and wall time. */
 async function timed(n: LimitedNode, key: string): Promise<{ status: number; ms: number }> {
@@ -120,6 +122,22 @@ describe('a frozen Redis (SIGSTOP, then SIGCONT)', () => {
       `[redis-fault] median latency: healthy ${median(healthy).toFixed(1)} ms; first requests after SIGSTOP ${first.map((r) => r.ms.toFixed(0)).join('/')} ms; ` +
         `breaker open ${median(frozen).toFixed(1)} ms (max ${Math.max(...frozen).toFixed(1)} ms); after SIGCONT ${median(after.map((r) => r.ms)).toFixed(1)} ms`,
     );
+  }, 60_000);
+});
+
+describe('a killed Redis (SIGKILL, then a new redis-server on its port)', () => {
+  it('reports failing open while the connection is down, though the breaker never opened, and not once it is back', async () => {
+    const n = await node();
+    await untilTrue(async () => (await failOpen(n)) === 0);
+    redis.kill('SIGKILL');
+    await waitFor(() => redis.exitCode !== null || redis.signalCode !== null);
+    await untilTrue(async () => (await failOpen(n)) === 1);
+    expect(await breakerOpen(n)).toBe(0);
+    // Requests are still served, limited by this node's memory.
+    expect((await timed(n, SECRET_A)).status).toBe(200);
+    redis = spawn('redis-server', ['--port', new URL(redisUrl).port, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    await untilTrue(async () => (await failOpen(n)) === 0, 20_000);
+    expect((await timed(n, SECRET_A)).status).toBe(200);
   }, 60_000);
 });
 

@@ -83,7 +83,7 @@ export interface Limits {
   /** A new snapshot: gates take their targets' new capacity (waiters get the slots of added replicas at once). */
   follow(view: ConfigView): void;
   /** With Redis: its circuit breaker and the fleet-wide replica slots (metrics, tests); null without. */
-  readonly redis: { readonly breaker: RedisBreaker; readonly slots: SharedReplicaSlots } | null;
+  readonly redis: { readonly breaker: RedisBreaker; readonly slots: SharedReplicaSlots; failingOpen(): boolean } | null;
   /** Waits (bounded) for the Redis connection, when there is one. */
   ready(): Promise<void>;
   close(): Promise<void>;
@@ -339,7 +339,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
         whenDurable: (fn) => afterDurable(sink, fn),
       };
     },
-    redis: redis && slots ? { breaker: redis.breaker, slots } : null,
+    redis: redis && slots ? { breaker: redis.breaker, slots, failingOpen: redis.failingOpen } : null,
     concurrency(target) {
       return gate.stats(target.deploymentId ?? target.endpointId);
     },

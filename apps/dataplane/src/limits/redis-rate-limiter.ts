@@ -154,6 +154,8 @@ export interface RedisRateLimiter extends RateLimiter {
   readonly breaker: RedisBreaker;
   /** Resolves once connected, on the first connection error, or after `ms` (the fallback serves meanwhile). */
   ready(ms: number): Promise<void>;
+  /** True while requests are limited by this node's memory: not connected, or the breaker is open. */
+  failingOpen(): boolean;
 }
 
 /** Passes on at most one warning per 30 s (a Redis outage would otherwise log once per request). */
@@ -193,12 +195,15 @@ export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RedisRate
 
   const keysOf = (keyId: string): [string, string] => [`${opts.prefix}:{${keyId}}:r`, `${opts.prefix}:{${keyId}}:t`];
 
+  const failingOpen = (): boolean => redis.status !== 'ready' || breaker.state === 'open';
+
   return {
     client: redis,
     breaker,
+    failingOpen,
     reserve(keyId, rpm, tpm, tokens) {
       // Unreachable, or known to be slow (breaker open): this node's own counts, with no wait at all.
-      if (redis.status !== 'ready' || breaker.state === 'open') return opts.fallback.reserve(keyId, rpm, tpm, tokens);
+      if (failingOpen()) return opts.fallback.reserve(keyId, rpm, tpm, tokens);
       const [kr, kt] = keysOf(keyId);
       return breaker
         .run(() => cmd.inferRateReserve(kr, kt, rpm ?? -1, tpm ?? -1, tokens))
@@ -228,7 +233,7 @@ export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RedisRate
       }
       if (!refundRequest && tokenDelta === 0) return;
       // The reservation simply stands until its window passes.
-      if (redis.status !== 'ready' || breaker.state === 'open') return;
+      if (failingOpen()) return;
       const [kr, kt] = keysOf(keyId);
       breaker
         .run(() => cmd.inferRateSettle(kr, kt, d.slot, refundRequest && d.rpmLimit !== null ? 1 : 0, d.tpmLimit === null ? 0 : tokenDelta))
