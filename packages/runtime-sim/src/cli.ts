@@ -16,7 +16,16 @@ if (config.help) {
 }
 
 const sim = createRuntimeSim(config.options);
-const { url } = await sim.listen(config.port, config.host);
+let url: string;
+try {
+  ({ url } = await sim.listen(config.port, config.host));
+} catch (err) {
+  // A port taken between a supervisor's check and this listen (pnpm start checks first): one line, no stack.
+  const code = (err as NodeJS.ErrnoException).code;
+  const why = code === 'EADDRINUSE' ? 'is already in use' : `cannot be used (${code ?? (err instanceof Error ? err.message : String(err))})`;
+  process.stderr.write(`runtime-sim: port ${config.port} on ${config.host} ${why}: choose another with --port\n`);
+  process.exit(1);
+}
 process.stdout.write(`runtime-sim listening on ${url} models=${config.options.models.join(',')}\n`);
 // A second line marks readiness for supervisors that read stdout rather than poll /health.
 void sim.whenWarm().then(() => process.stdout.write(`runtime-sim ready on ${url}\n`));

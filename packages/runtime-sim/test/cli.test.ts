@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { postChat, userMessages } from './sim-helpers.ts';
@@ -52,5 +53,21 @@ describe('runtime-sim CLI', () => {
     const [code] = await once(child, 'exit');
     expect(code).toBe(2);
     expect(err).toMatch(/--itl-ms must be a number/);
+  });
+
+  it('a port already in use is one line and exit code 1, not a stack trace', async () => {
+    const taken = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      child = spawn(process.execPath, [CLI, '--port', String(port), '--host', '127.0.0.1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let err = '';
+      child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+      const [code] = await once(child, 'exit');
+      expect(code).toBe(1);
+      expect(err).toBe(`runtime-sim: port ${port} on 127.0.0.1 is already in use: choose another with --port\n`);
+    } finally {
+      taken.close();
+    }
   });
 });
