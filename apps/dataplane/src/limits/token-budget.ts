@@ -6,7 +6,21 @@ const REPLY_PRIMING = 3;
 /** The chars/4 estimate is rough; the pre-check only refuses what is over even at 3/4 of it. */
 const PROMPT_LOWER_BOUND = 0.75;
 
-/** Estimated prompt tokens: content characters / 4, plus the template's per-message overhead. */
+/** CJK, kana, Hangul and the rest from U+2E80 (UTF-16 units, so an emoji's two count two): about a token each, not a quarter. */
+const WIDE = /[\u2e80-\uffff]/g;
+const HAS_WIDE = /[\u2e80-\uffff]/;
+
+/** Characters of `text` as the estimate weighs them: 1 each, 4 (a whole token) for a wide one. */
+export function weightedLength(text: string): number {
+  if (!HAS_WIDE.test(text)) return text.length;
+  return text.length + 3 * (text.match(WIDE)?.length ?? 0);
+}
+
+/**
+ * Estimated prompt tokens: content characters / 4 (a CJK character and the like a token each), plus the template's
+ * per-message overhead. Cheap on purpose: it runs on every request; billing without the runtime's usage counts with
+ * a real tokenizer (usage/prompt-tokens.ts).
+ */
 export function estimatePromptTokens(body: Record<string, unknown>): number {
   let chars = 0;
   let count = 0;
@@ -15,7 +29,7 @@ export function estimatePromptTokens(body: Record<string, unknown>): number {
     count = messages.length;
     for (const m of messages) {
       const c = (m as { content?: unknown } | null)?.content;
-      chars += typeof c === 'string' ? c.length : c == null ? 0 : JSON.stringify(c).length;
+      chars += typeof c === 'string' ? weightedLength(c) : c == null ? 0 : weightedLength(JSON.stringify(c));
     }
   }
   return Math.ceil(chars / 4) + count * MESSAGE_OVERHEAD + REPLY_PRIMING;
