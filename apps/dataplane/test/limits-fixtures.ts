@@ -1,3 +1,4 @@
+import { hashSecret } from '@infer/shared';
 import type { ConfigSnapshot } from '@infer/shared';
 import type { DataplaneAppOptions } from '../src/index.ts';
 import type { LimitsOptions } from '../src/limits/limits.ts';
@@ -39,6 +40,22 @@ export const keyLimits =
     const k = s.keys.find((x) => x.id === 'k-a')!;
     k.rpmLimit = rpm;
     k.tpmLimit = tpm;
+  };
+
+/** A second key of tenant t-a (k-a's tenant), with no limits of its own. */
+export const SECOND_A = 'infk_test_tenant_a_second_key_000000';
+
+/** Tenant t-a's limits and k-a's own, and a second key of t-a (`SECOND_A`) with none. */
+export const tenantLimits =
+  (tenant: { rpm?: number; tpm?: number }, keyA: { rpm?: number; tpm?: number }) =>
+  (s: ConfigSnapshot): void => {
+    const t = s.tenants.find((x) => x.id === 't-a')!;
+    t.rpmLimit = tenant.rpm ?? null;
+    t.tpmLimit = tenant.tpm ?? null;
+    const a = s.keys.find((k) => k.id === 'k-a')!;
+    a.rpmLimit = keyA.rpm ?? null;
+    a.tpmLimit = keyA.tpm ?? null;
+    s.keys.push({ ...a, id: 'k-a2', hash: hashSecret(SECOND_A), prefix: SECOND_A.slice(0, 12), rpmLimit: null, tpmLimit: null });
   };
 
 export const RATE_HEADERS = [

@@ -1,10 +1,9 @@
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashSecret } from '@infer/shared';
 import { deadUrl, errorOf, post, startSim } from './helpers.ts';
 import type { StartedSim } from './helpers.ts';
-import { CHAT, DURATION, RATE_HEADERS, keyLimits, smallBody, startLimitedNode } from './limits-fixtures.ts';
+import { CHAT, DURATION, RATE_HEADERS, SECOND_A, keyLimits, smallBody, startLimitedNode, tenantLimits } from './limits-fixtures.ts';
 import type { LimitedNode } from './limits-fixtures.ts';
 
 // CI starts Redis on 127.0.0.1:6379 (.ci/run); elsewhere these tests run when it answers.
@@ -111,13 +110,7 @@ describe('rate limits shared through Redis', () => {
   });
 
   it("two nodes and two keys of one tenant hold the tenant's limit together, and settlement corrects both windows", async () => {
-    const SECOND = 'infk_test_tenant_a_second_key_000000';
-    const mutate = (s: Parameters<Parameters<typeof startLimitedNode>[1]>[0]): void => {
-      s.tenants.find((t) => t.id === 't-a')!.tpmLimit = 300;
-      const a = s.keys.find((k) => k.id === 'k-a')!;
-      a.tpmLimit = 1000;
-      s.keys.push({ ...a, id: 'k-a2', hash: hashSecret(SECOND), prefix: SECOND.slice(0, 12), tpmLimit: null });
-    };
+    const mutate = tenantLimits({ tpm: 300 }, { tpm: 1000 });
     const a = await redisNode(mutate, 'tenant');
     const b = await redisNode(mutate, 'tenant');
     const first = await post(a.url + CHAT, smallBody({ max_tokens: 100, stop: [' '] }));
@@ -125,12 +118,13 @@ describe('rate limits shared through Redis', () => {
     // The tighter of the two windows is told: the tenant's 300, not the key's 1000.
     expect(first.headers.get('x-ratelimit-limit-tokens')).toBe('300');
     expect(first.headers.get('x-ratelimit-remaining-tokens')).toBe(String(300 - 112));
-    const second = await post(b.url + CHAT, smallBody({ max_tokens: 100 }), SECOND);
+    // On the same node, so the first's settlement (fire-and-forget, on that node's connection) reached Redis first.
+    const second = await post(a.url + CHAT, smallBody({ max_tokens: 100 }), SECOND_A);
     await second.text();
     expect(second.headers.get('x-ratelimit-remaining-tokens')).toBe(String(300 - used - 112));
     expect(await admin.exists(`${RUN}:tenant:{tenant:t-a}:t`)).toBe(1);
     // What the two used leaves less than 212 tokens in the tenant's window, for either key on either node.
-    const full = await post(a.url + CHAT, smallBody({ max_tokens: 200 }), SECOND);
+    const full = await post(b.url + CHAT, smallBody({ max_tokens: 200 }), SECOND_A);
     expect(full.status).toBe(429);
     expect((await errorOf(full)).message).toMatch(/tenant \(all its keys together\) on tokens per minute \(limit 300\)/);
   });

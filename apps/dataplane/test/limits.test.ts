@@ -2,10 +2,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { formatDuration } from '../src/limits/ratelimit-headers.ts';
 import { createConcurrencyGate, QueueRejection } from '../src/limits/concurrency-gate.ts';
 import { createMemoryRateLimiter } from '../src/limits/rate-limiter.ts';
-import { hashSecret } from '@infer/shared';
 import { errorOf, post, SECRET_A, SECRET_B, startSim } from './helpers.ts';
 import type { StartedSim } from './helpers.ts';
-import { CHAT, DURATION, RATE_HEADERS, keyLimits, smallBody, startLimitedNode } from './limits-fixtures.ts';
+import { CHAT, DURATION, RATE_HEADERS, SECOND_A, keyLimits, smallBody, startLimitedNode, tenantLimits } from './limits-fixtures.ts';
 import type { LimitedNode } from './limits-fixtures.ts';
 
 let sim: StartedSim;
@@ -86,19 +85,10 @@ describe('rate limits (in memory)', () => {
   });
 
   it("counts a tenant's limit over all its keys together: more keys, or a key's own higher limit, get no more", async () => {
-    const SECOND = 'infk_test_tenant_a_second_key_000000';
-    node = await startLimitedNode(
-      sim.url,
-      (s) => {
-        s.tenants.find((t) => t.id === 't-a')!.rpmLimit = 3;
-        const a = s.keys.find((k) => k.id === 'k-a')!;
-        a.rpmLimit = 1000; // a member's own key limit cannot lift the tenant's
-        s.keys.push({ ...a, id: 'k-a2', hash: hashSecret(SECOND), prefix: SECOND.slice(0, 12), rpmLimit: null });
-      },
-      {},
-    );
+    // A member's own key limit (1000) cannot lift the tenant's.
+    node = await startLimitedNode(sim.url, tenantLimits({ rpm: 3 }, { rpm: 1000 }), {});
     const statuses: number[] = [];
-    for (const key of [SECRET_A, SECOND, SECRET_A, SECOND]) {
+    for (const key of [SECRET_A, SECOND_A, SECRET_A, SECOND_A]) {
       const res = await post(node.url + CHAT, smallBody(), key);
       statuses.push(res.status);
       if (res.status === 200) {
@@ -119,17 +109,7 @@ describe('rate limits (in memory)', () => {
   });
 
   it("a key refused by its own limit gives its tenant's charge back", async () => {
-    const SECOND = 'infk_test_tenant_a_second_key_000000';
-    node = await startLimitedNode(
-      sim.url,
-      (s) => {
-        s.tenants.find((t) => t.id === 't-a')!.rpmLimit = 3;
-        const a = s.keys.find((k) => k.id === 'k-a')!;
-        a.rpmLimit = 1;
-        s.keys.push({ ...a, id: 'k-a2', hash: hashSecret(SECOND), prefix: SECOND.slice(0, 12), rpmLimit: null });
-      },
-      {},
-    );
+    node = await startLimitedNode(sim.url, tenantLimits({ rpm: 3 }, { rpm: 1 }), {});
     const first = await post(node.url + CHAT, smallBody());
     expect(first.status).toBe(200);
     expect(first.headers.get('x-ratelimit-limit-requests')).toBe('1');
@@ -141,11 +121,11 @@ describe('rate limits (in memory)', () => {
     }
     // The three refusals took nothing of the tenant's 3: the second key still gets two.
     for (let i = 0; i < 2; i++) {
-      const ok = await post(node.url + CHAT, smallBody(), SECOND);
+      const ok = await post(node.url + CHAT, smallBody(), SECOND_A);
       expect(ok.status).toBe(200);
       await ok.text();
     }
-    expect((await post(node.url + CHAT, smallBody(), SECOND)).status).toBe(429);
+    expect((await post(node.url + CHAT, smallBody(), SECOND_A)).status).toBe(429);
   });
 
   it('sends no x-ratelimit-* headers when no limit applies', async () => {
