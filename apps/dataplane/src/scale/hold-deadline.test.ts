@@ -19,10 +19,13 @@ describe('hold deadline', () => {
     expect(holdMs(' 300 ', 60, bounds)).toBe(300_000);
     expect(holdMs('3600', 60, bounds)).toBe(600_000);
     expect(holdMs(['4', '9'], 60, bounds)).toBe(4000);
+    expect(holdMs('1e3', 60, bounds)).toBe(600_000);
+    expect(holdMs('2.5E1', 60, bounds)).toBe(25_000);
+    expect(holdMs('1e999', 60, bounds)).toBe(600_000);
   });
 
   it('a malformed value is a 400 naming the header', () => {
-    for (const bad of ['', 'soon', '-1', '1e3', 'NaN', '5s']) {
+    for (const bad of ['', 'soon', '-1', '1e', 'NaN', '5s', 'Infinity', '0x10']) {
       let err: unknown = null;
       try {
         holdMs(bad, 60, bounds);

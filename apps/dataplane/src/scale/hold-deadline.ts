@@ -22,11 +22,12 @@ export function holdMs(header: string | string[] | undefined, coldStartSeconds: 
   const fallback = defaultHoldMs(coldStartSeconds, bounds);
   if (header === undefined) return fallback;
   const raw = (Array.isArray(header) ? (header[0] ?? '') : header).trim();
-  const seconds = /^\d+(\.\d+)?$/.test(raw) ? Number(raw) : Number.NaN;
-  if (!Number.isFinite(seconds)) {
+  // A non-negative decimal, exponent allowed (1e3); anything past the upper bound waits the bound.
+  const seconds = /^\d+(\.\d+)?([eE][+-]?\d+)?$/.test(raw) ? Number(raw) : Number.NaN;
+  if (Number.isNaN(seconds)) {
     throw new ApiError(
       'invalid_request',
-      `The ${SCALE_UP_TIMEOUT_HEADER} header must be a number of seconds from 0 to ${bounds.maxMs / 1000}, got '${raw.slice(0, 32)}'.`,
+      `The ${SCALE_UP_TIMEOUT_HEADER} header must be a number of seconds (0 or more; past ${bounds.maxMs / 1000} waits ${bounds.maxMs / 1000}), got '${raw.slice(0, 32)}'.`,
       SCALE_UP_TIMEOUT_HEADER,
     );
   }
