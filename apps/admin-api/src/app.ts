@@ -5,7 +5,16 @@ import { fastifyTRPCPlugin, type FastifyTRPCPluginOptions } from '@trpc/server/a
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
 import type pg from 'pg';
 import type { Db, DbKind } from './db.ts';
-import { graphqlErrorBody, httpStatusCode, sendHttpError, sendNotFound, trpcResponseMeta } from './error-mapping.ts';
+import {
+  graphqlErrorBody,
+  httpStatusCode,
+  sendFrameworkError,
+  sendHttpError,
+  sendMethodNotAllowed,
+  sendNotFound,
+  trpcResponseMeta,
+  writeClientError,
+} from './error-mapping.ts';
 import type { GraphQLLimits } from './graphql/context.ts';
 import { createGraphQLServer } from './graphql/yoga.ts';
 import { healthRoutes } from './http/health-routes.ts';
@@ -114,12 +123,21 @@ const hasKeys = (body: unknown): boolean => typeof body === 'object' && body !==
 
 const API_PREFIXES = ['/internal/', '/graphql', '/trpc', '/healthz', '/readyz', '/metrics', '/api/'];
 
+/** The built console's files (Vite's `assets/`): a missing one is a 404, never the SPA page a script tag would choke on. */
+const ASSET_PREFIX = '/assets/';
+
+/** The methods tRPC serves: GET for queries, POST for mutations (HEAD as GET). */
+const TRPC_METHODS = ['GET', 'HEAD', 'POST'] as const;
+
 /** Builds the control plane (never listens): config feed, usage ingest, GraphQL, tRPC, console. */
 export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInstance> {
   const serverOptions: FastifyServerOptions = {
     logger: opts.logger ?? false,
     routerOptions: { maxParamLength: 5000 }, // tRPC batches put procedure lists in the path
     forceCloseConnections: 'idle',
+    // What Fastify's router or Node's HTTP parser refuse (bad percent-encoding, headers too large) answer in the API's shape.
+    frameworkErrors: sendFrameworkError,
+    clientErrorHandler: writeClientError,
     // Forwarded headers are believed only from a configured proxy (req.ip, req.host, req.protocol).
     trustProxy:
       typeof opts.trustProxy === 'number'
@@ -215,7 +233,7 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
   app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => {
     const path = request.url.split('?')[0] ?? '/';
     const isApi = API_PREFIXES.some((p) => path === p.replace(/\/$/, '') || path.startsWith(p));
-    if (webRoot && (request.method === 'GET' || request.method === 'HEAD') && !isApi) {
+    if (webRoot && (request.method === 'GET' || request.method === 'HEAD') && !isApi && !path.startsWith(ASSET_PREFIX)) {
       return reply.type('text/html; charset=utf-8').sendFile('index.html');
     }
     return sendNotFound(request, reply);
@@ -294,17 +312,23 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
     return payload;
   });
 
-  await app.register(fastifyTRPCPlugin, {
-    prefix: '/trpc',
-    trpcOptions: {
-      router: appRouter,
-      createContext: createContextFactory({ db: requestDb.db, publicUrls: opts.publicUrls, deployments, consoleOrigins, loginThrottle, rateLimit }),
-      responseMeta: trpcResponseMeta,
-      onError: ({ error, path }) => {
-        if (error.code === 'INTERNAL_SERVER_ERROR') app.log.error({ err: error.cause ?? error, path }, 'tRPC procedure failed');
+  await app.register(async (trpc) => {
+    // tRPC's adapter takes every method and answers the others (OPTIONS, DELETE, ...) with a 415 about the content type.
+    trpc.addHook('onRequest', async (request, reply) => {
+      if (!(TRPC_METHODS as readonly string[]).includes(request.method)) return sendMethodNotAllowed(request, reply, TRPC_METHODS);
+    });
+    await trpc.register(fastifyTRPCPlugin, {
+      prefix: '/trpc',
+      trpcOptions: {
+        router: appRouter,
+        createContext: createContextFactory({ db: requestDb.db, publicUrls: opts.publicUrls, deployments, consoleOrigins, loginThrottle, rateLimit }),
+        responseMeta: trpcResponseMeta,
+        onError: ({ error, path }) => {
+          if (error.code === 'INTERNAL_SERVER_ERROR') app.log.error({ err: error.cause ?? error, path }, 'tRPC procedure failed');
+        },
       },
-    },
-  } satisfies FastifyTRPCPluginOptions<AppRouter>);
+    } satisfies FastifyTRPCPluginOptions<AppRouter>);
+  });
 
   if (webRoot) {
     await app.register(fastifyStatic, { root: webRoot, prefix: '/', wildcard: false, index: 'index.html' });

@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import { TRPCError } from '@trpc/server';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { GraphQLError } from 'graphql';
@@ -174,6 +175,48 @@ const isGraphQLPath = (url: string): boolean => url === '/graphql' || url.starts
 /** The answer to a path (or method) no route serves: 404 not_found naming it. */
 export function sendNotFound(request: FastifyRequest, reply: FastifyReply): FastifyReply {
   return reply.code(404).send(errorBody('not_found', `Route ${request.method} ${request.url.split('?')[0] ?? '/'} not found.`));
+}
+
+/** The answer to a method a route does not serve: 405 method_not_allowed with `Allow` (`allow`: the methods it does). */
+export function sendMethodNotAllowed(request: FastifyRequest, reply: FastifyReply, allow: readonly string[]): FastifyReply {
+  const path = request.url.split('?')[0] ?? '/';
+  return reply
+    .code(405)
+    .header('allow', allow.join(', '))
+    .send(errorBody('method_not_allowed', `${request.method} is not allowed on ${path}; allowed: ${allow.join(', ')}.`));
+}
+
+/**
+ * Fastify's `frameworkErrors`: a request its router refuses before any route or hook (a malformed percent-encoding,
+ * an over-long path parameter) gets the API's error shape, not Fastify's own. The message does not echo the URL.
+ */
+export function sendFrameworkError(err: Error & { code?: string }, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  if (err.code === 'FST_ERR_BAD_URL') {
+    return reply.code(400).send(errorBody('invalid_request', 'The request URL is not valid: it has a malformed percent-encoding (%XX).'));
+  }
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return reply.code(414).send(errorBody('invalid_request', 'The request URL is too long.'));
+  return sendHttpError(err, request, reply);
+}
+
+/**
+ * Fastify's `clientErrorHandler`: what Node's HTTP parser refuses (headers too large, malformed HTTP, a request that
+ * took too long) never reaches Fastify's routing; the socket gets an OpenAI-shaped JSON answer and is closed.
+ */
+export function writeClientError(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, reason, code, message]: [number, string, ErrorCode, string] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'Request Header Fields Too Large', 'request_too_large', 'The request headers are too large.']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'Request Timeout', 'invalid_request', 'The request took too long to arrive.']
+        : [400, 'Bad Request', 'invalid_request', 'The request is not valid HTTP.'];
+  const body = JSON.stringify(errorBody(code, message));
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${reason}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
 }
 
 /** Fastify's error handler: OpenAI-shaped bodies (GraphQL-shaped on /graphql), domain errors with their status, 5xx masked. */

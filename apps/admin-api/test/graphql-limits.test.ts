@@ -1,7 +1,9 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
+import { parse } from 'graphql';
 import { asServiceError } from '../src/errors.ts';
+import { operationSize } from '../src/graphql/operation-limits.ts';
 import { createRequestDb } from '../src/request-db.ts';
 import { appOn, gql, type RunningApp } from './app-on.ts';
 import { buildWorld, trpc, type World } from './trpc-fixtures.ts';
@@ -95,6 +97,47 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
       expect(JSON.stringify(refusedGql.body)).not.toMatch(/"http"/);
       // Another principal has its own budget.
       expect((await trpc(limited.baseUrl, 'tenants.mine', { headers: { cookie: w.parties.ownerA.cookie!, origin: limited.baseUrl } })).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('charges documents refused at parse or validation to the caller’s budget, before parsing', async () => {
+    const limited = await appOn(database, { principalPointsPerMinute: 4 });
+    try {
+      const headers = { cookie: w.parties.ownerB.cookie!, origin: limited.baseUrl };
+      const refused = ['{ viewer { ', '{ nope }', `query { ${'{'.repeat(5000)} }`, 'query($x: Nope) { viewer { kind } }'];
+      for (const query of refused) {
+        const r = await gql(limited.baseUrl, query, headers);
+        expect(r.status, query.slice(0, 40)).toBe(400);
+        expect(r.body.errors?.[0]?.extensions?.code).not.toBe('rate_limited');
+      }
+      // The budget is spent: another invalid document, and a valid query, are refused before any parsing.
+      const syntax = await gql(limited.baseUrl, '{ viewer { ', headers);
+      expect(syntax.status).toBe(429);
+      expect(syntax.body.errors?.[0]?.extensions).toMatchObject({ code: 'rate_limited', param: null });
+      expect(syntax.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
+      const valid = await gql(limited.baseUrl, '{ viewer { kind } }', headers);
+      expect(valid.status).toBe(429);
+      // Anonymous callers are charged by address, the same way.
+      for (let i = 0; i < 4; i++) expect((await gql(limited.baseUrl, '{ nope }')).status).toBe(400);
+      expect((await gql(limited.baseUrl, '{ nope }')).status).toBe(429);
+      // Another principal has its own budget.
+      expect((await gql(limited.baseUrl, '{ viewer { kind } }', { cookie: w.parties.ownerA.cookie!, origin: limited.baseUrl })).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('charges an executed operation its size once, the point taken before parsing included', async () => {
+    // 30 points a minute; an operation of 51-75 fields costs 3 points (25 fields a point): ten of them spend the budget.
+    const limited = await appOn(database, { principalPointsPerMinute: 30 });
+    try {
+      const headers = { cookie: w.parties.ownerB.cookie!, origin: limited.baseUrl };
+      const wide = `query { tenant(id: "${w.tenantB.id}") { ${Array.from({ length: 9 }, () => '...T').join(' ')} } } fragment T on Tenant { id slug name rpmLimit tpmLimit createdAt viewerRole }`;
+      expect(Math.ceil(operationSize(parse(wide), null, 1000).fields / 25)).toBe(3);
+      for (let i = 0; i < 10; i++) expect((await gql(limited.baseUrl, wide, headers)).status, `call ${i}`).toBe(200);
+      expect((await gql(limited.baseUrl, '{ viewer { kind } }', headers)).status).toBe(429);
     } finally {
       await limited.close();
     }

@@ -1,9 +1,13 @@
 import { randomUUID } from 'node:crypto';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { testBackends } from '@infer/db/testing';
+import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
 import { hashSecret } from '@infer/shared';
 import { SESSION_TTL_MS } from '../src/modules/auth/sessions.ts';
-import { appOn } from './app-on.ts';
+import { appOn, type RunningApp } from './app-on.ts';
 import { NODE_TOKEN, startTestApp, type TestApp } from './helpers.ts';
 import { buildWorld, type World } from './trpc-fixtures.ts';
 
@@ -24,6 +28,41 @@ async function raw(url: string, init: RequestInit = {}): Promise<Raw> {
     json = undefined;
   }
   return { status: res.status, contentType: res.headers.get('content-type') ?? '', text, json };
+}
+
+/** One request over a plain socket: the path goes out as written (fetch would normalise it), headers of any size. */
+function rawHttp(
+  baseUrl: string,
+  path: string,
+  init: { method?: string; headers?: Record<string, string> } = {},
+): Promise<Raw & { headers: Record<string, unknown> }> {
+  const { hostname, port } = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: hostname, port, path, method: init.method ?? 'GET', headers: init.headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => {
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, contentType: res.headers['content-type'] ?? '', text, json, headers: res.headers });
+      });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** The admin API's own error shape: `{"error": {"message", "type", "param", "code"}}`, nothing of Fastify's. */
+function expectApiError(r: Raw, status: number, code: string): void {
+  expectClient4xx(r, status);
+  expect(Object.keys(r.json.error ?? {}).sort(), r.text).toEqual(['code', 'message', 'param', 'type']);
+  expect(r.json.error.code, r.text).toBe(code);
+  expect(r.text).not.toMatch(/FST_ERR|statusCode/);
 }
 
 /** A clear 4xx: JSON body, no stack trace, no HTML. */
@@ -240,6 +279,119 @@ describe.each(testBackends())('hardening (%s)', (kind) => {
     });
   });
 
+  describe('what the router or the HTTP parser refuses is a JSON error in the API shape', () => {
+    it('a malformed percent-encoding in the path is a 400, not Fastify’s FST_ERR_BAD_URL', async () => {
+      for (const path of ['/trpc/%E0%A4%A', '/trpc/auth.me%', '/%', '/internal/v1/%zz', '/graphql%']) {
+        const r = await rawHttp(t.baseUrl, path);
+        expectApiError(r, 400, 'invalid_request');
+        expect(r.json.error.message, path).toMatch(/percent-encoding/);
+      }
+    });
+    it('a malformed percent-encoding in the query string of /graphql is a GraphQL-shaped 400', async () => {
+      for (const path of ['/graphql?x=%', '/graphql?query=%E0%A4%A']) {
+        const r = await rawHttp(t.baseUrl, path);
+        expectClient4xx(r, 400);
+        expect(typeof r.json.errors?.[0]?.extensions?.code, `${path}: ${r.text}`).toBe('string');
+      }
+    });
+    it('headers past the size limit are a 431 in the API shape', async () => {
+      const r = await rawHttp(t.baseUrl, '/trpc/auth.me', { headers: { 'x-padding': 'a'.repeat(40_000) } });
+      expectApiError(r, 431, 'request_too_large');
+      // The connection is closed after the answer; the server keeps serving others.
+      expect((await raw(`${t.baseUrl}/healthz`)).status).toBe(200);
+    });
+  });
+
+  describe('tRPC answers the methods it does not serve with a 405', () => {
+    for (const method of ['OPTIONS', 'DELETE', 'PUT', 'PATCH']) {
+      it(method, async () => {
+        const r = await rawHttp(t.baseUrl, '/trpc/auth.me', {
+          method,
+          headers: { origin: 'https://console.example', 'access-control-request-method': 'POST' },
+        });
+        expectApiError(r, 405, 'method_not_allowed');
+        expect(r.headers['allow']).toBe('GET, HEAD, POST');
+        expect(r.headers['access-control-allow-origin']).toBeUndefined();
+      });
+    }
+    it('GET and POST still reach tRPC', async () => {
+      expect((await raw(`${t.baseUrl}/trpc/auth.me`)).status).toBe(200);
+      expect((await raw(`${t.baseUrl}/trpc/auth.logout`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).status).toBe(200);
+    });
+  });
+
+  describe('names with NUL, control or bidi-formatting characters are a 400 naming the field, on both transports', () => {
+    const BAD = ['a\u0000b', 'a\u202Eb', 'a\u202Ab', 'a\u2066b', 'a\u2069b', 'a\u0007b', 'a\nb', 'a\u007Fb', 'a\u009Bb'];
+    const admin = () => ({ cookie: w.parties.admin.cookie!, origin: t.baseUrl, 'content-type': 'application/json' });
+    const post = (path: string, input: unknown) => raw(`${t.baseUrl}/trpc/${path}`, { method: 'POST', headers: admin(), body: JSON.stringify(input) });
+    const count = async () => {
+      const n = async (table: 'tenants' | 'apiKeys' | 'adminTokens' | 'nodeCredentials' | 'catalogEntries' | 'deployments') =>
+        Number(
+          (
+            await t.database.db
+              .selectFrom(table)
+              .select((eb) => eb.fn.countAll<string>().as('n'))
+              .executeTakeFirstOrThrow()
+          ).n,
+        );
+      return Promise.all((['tenants', 'apiKeys', 'adminTokens', 'nodeCredentials', 'catalogEntries', 'deployments'] as const).map(n));
+    };
+    const trpcCases: [string, (name: string) => unknown, string][] = [
+      ['tenants.create', (name) => ({ slug: `bad-${randomUUID().slice(0, 8)}`, name }), 'name'],
+      ['keys.create', (name) => ({ tenantId: w.tenantA.id, name }), 'name'],
+      ['adminTokens.create', (name) => ({ tenantId: null, name }), 'name'],
+      ['nodeCredentials.create', (name) => ({ name }), 'name'],
+      ['catalog.create', (name) => ({ name }), 'name'],
+      ['deployments.create', (entryName) => ({ tenantId: w.tenantA.id, entryName }), 'entryName'],
+    ];
+    for (const [path, input, param] of trpcCases) {
+      it(`tRPC ${path}`, async () => {
+        const before = await count();
+        for (const name of BAD) {
+          const r = await post(path, input(name));
+          expectClient4xx(r, 400);
+          expect(r.json.error.data.param, `${JSON.stringify(name)}: ${r.text}`).toBe(param);
+          expect(r.json.error.message, r.text).toMatch(
+            new RegExp(`^${param} must not contain (a NUL|a control|a bidirectional formatting) character \\(U\\+[0-9A-F]{4}\\)$`),
+          );
+        }
+        expect(await count()).toEqual(before);
+      });
+    }
+    it('tRPC catalog.byName', async () => {
+      for (const name of BAD) {
+        const r = await raw(`${t.baseUrl}/trpc/catalog.byName?input=${encodeURIComponent(JSON.stringify({ name }))}`);
+        expectClient4xx(r, 400);
+        expect(r.json.error.data.param, r.text).toBe('name');
+      }
+    });
+    const gqlCases: [string, string, Record<string, unknown>, string][] = [
+      ['createTenant', 'mutation($n: String!, $s: String!) { createTenant(slug: $s, name: $n) { id } }', { s: 'bad-gql' }, 'name'],
+      ['createApiKey', 'mutation($n: String!, $t: ID!) { createApiKey(tenantId: $t, name: $n) { secret } }', {}, 'name'],
+      ['createNodeCredential', 'mutation($n: String!) { createNodeCredential(name: $n) { secret } }', {}, 'name'],
+      ['createCatalogEntry', 'mutation($n: String!) { createCatalogEntry(input: { name: $n }) { name } }', {}, 'name'],
+      ['deployEndpoint', 'mutation($n: String!, $t: ID!) { deployEndpoint(tenantId: $t, endpointName: $n) { id } }', {}, 'endpointName'],
+      ['endpoint', 'query($n: String!) { endpoint(name: $n) { name } }', {}, 'name'],
+    ];
+    for (const [what, query, vars, param] of gqlCases) {
+      it(`GraphQL ${what}`, async () => {
+        const before = await count();
+        for (const name of BAD) {
+          const r = await gql({ query, variables: { ...vars, t: w.tenantA.id, n: name } }, admin());
+          const err = r.json.errors?.[0];
+          expect(err?.extensions, `${JSON.stringify(name)}: ${r.text}`).toMatchObject({ code: 'invalid', param });
+          expect(err.message).toMatch(/must not contain (a NUL|a control|a bidirectional formatting) character/);
+        }
+        expect(await count()).toEqual(before);
+      });
+    }
+    it('names in any script, with inner spaces and surrounding whitespace, are still accepted', async () => {
+      const r = await post('keys.create', { tenantId: w.tenantA.id, name: '\tКлюч 名前 مفتاح\n' });
+      expect(r.status, r.text).toBe(200);
+      expect(r.json.result.data.key.name).toBe('Ключ 名前 مفتاح');
+    });
+  });
+
   describe('sessions', () => {
     it('a renewed session cookie keeps Secure behind a TLS proxy (GraphQL as tRPC)', async () => {
       const token = w.parties.memberA.cookie!.slice('session='.length);
@@ -367,5 +519,46 @@ describe.each(testBackends())('unexpected failures are masked (%s)', (kind) => {
     });
     expect(r.json.errors[0]).toMatchObject({ message: 'Unexpected error.', extensions: { code: 'internal_error' } });
     expect(r.text).not.toMatch(/closed|pool|PGlite/i);
+  });
+});
+
+describe('the console served with the API', () => {
+  let database: TestDatabase;
+  let t: RunningApp;
+  let webRoot: string;
+
+  beforeAll(async () => {
+    webRoot = await mkdtemp(join(tmpdir(), 'console-'));
+    await writeFile(join(webRoot, 'index.html'), '<!doctype html><html><body>console</body></html>');
+    await mkdir(join(webRoot, 'assets'));
+    await writeFile(join(webRoot, 'assets', 'index-abc123.js'), 'console.log(1)');
+    database = await createTestDb('pglite');
+    t = await appOn(database, { webRoot });
+  }, 60_000);
+  afterAll(async () => {
+    await t?.close();
+    await database?.close();
+    await rm(webRoot, { recursive: true, force: true });
+  });
+
+  it('a missing asset is a JSON 404, not the SPA page with 200', async () => {
+    for (const path of ['/assets/index-old999.js', '/assets/missing.css', '/assets/deep/nope.woff2', '/assets/']) {
+      const r = await raw(`${t.baseUrl}${path}`);
+      expect(r.status, path).toBe(404);
+      expect(r.contentType, path).toMatch(/json/);
+      expect(r.text, path).not.toMatch(/<html/i);
+      expect(r.json.error.code, path).toBe('not_found');
+    }
+  });
+
+  it('an asset that exists is served, and navigation paths still get the SPA page', async () => {
+    const asset = await raw(`${t.baseUrl}/assets/index-abc123.js`);
+    expect(asset.status).toBe(200);
+    expect(asset.text).toBe('console.log(1)');
+    for (const path of ['/', '/tenants/abc/keys', '/catalog/meta-llama/Llama-3.1-8B', '/assets-overview']) {
+      const page = await raw(`${t.baseUrl}${path}`);
+      expect(page.status, path).toBe(200);
+      expect(page.text, path).toContain('console</body>');
+    }
   });
 });

@@ -40,12 +40,42 @@ type Context = UserContext & ServerContext;
 /** Fields per rate-limit point: a small query costs 1, a wide one more. */
 const FIELDS_PER_POINT = 25;
 
+/** Points of a rate-limit bucket an operation of `fields` fields costs (at least 1). */
+const pointsOf = (fields: number): number => Math.max(1, Math.ceil(fields / FIELDS_PER_POINT));
+
 /**
- * Before an operation executes: the CSRF decision (the one tRPC applies too) and the caller's work
- * budget, charged by the operation's size.
+ * The caller of each request, resolved once, before its document is parsed (`callerOf` resolves it or returns the one
+ * already resolved; the context reuses it, so a session is looked up and renewed once).
  */
-function requestGuard(limits: GraphQLLimits, rateLimit: PrincipalRateLimit): Plugin<Context> {
+function createCallers(opts: GraphQLServerOptions & { readonly allowed: readonly string[] }) {
+  const callers = new WeakMap<FastifyRequest, Promise<RequestCaller>>();
+  return (req: FastifyRequest, reply: FastifyReply): Promise<RequestCaller> => {
+    let caller = callers.get(req);
+    if (caller === undefined) {
+      caller = resolveRequestCaller({ db: opts.db, consoleOrigins: opts.allowed }, req, reply);
+      callers.set(req, caller);
+    }
+    return caller;
+  };
+}
+
+/**
+ * The caller's work budget and the CSRF decision (the one tRPC applies too). One point is charged before the document
+ * is parsed, so documents refused at parse or validation cost the caller as much as the smallest query; an operation
+ * that executes is charged the rest of its size's points.
+ */
+function requestGuard(limits: GraphQLLimits, rateLimit: PrincipalRateLimit, callerOf: ReturnType<typeof createCallers>): Plugin<Context, ServerContext> {
   return {
+    async onParams({ context, setResult }) {
+      try {
+        const caller = await callerOf(context.req, context.reply);
+        rateLimit.take(caller.principal, caller.ip, 1);
+      } catch (err) {
+        const domain = asServiceError(err);
+        if (!domain) throw err;
+        setResult({ errors: [toGraphQLError(domain, undefined, true)] });
+      }
+    },
     onExecute({ args, setResultAndStopExecution }) {
       const ctx = args.contextValue;
       let mutation = false;
@@ -59,7 +89,8 @@ function requestGuard(limits: GraphQLLimits, rateLimit: PrincipalRateLimit): Plu
         const refusal = csrfRefusal(ctx.caller, { mutation });
         if (refusal) throw refusal;
         const size = operationSize(args.document, args.operationName, limits.maxFields);
-        rateLimit.take(ctx.principal, ctx.caller.ip, Math.max(1, Math.ceil(size.fields / FIELDS_PER_POINT)));
+        const rest = pointsOf(size.fields) - 1; // one point was taken before parsing
+        if (rest > 0) rateLimit.take(ctx.principal, ctx.caller.ip, rest);
       } catch (err) {
         const domain = asServiceError(err);
         if (!domain) throw err;
@@ -125,6 +156,7 @@ export function createGraphQLServer(opts: GraphQLServerOptions) {
   const limits: GraphQLLimits = Object.freeze({ ...DEFAULT_GRAPHQL_LIMITS, ...opts.limits });
   const allowed = opts.allowedOrigins ?? [];
   const rateLimit = opts.rateLimit ?? createPrincipalRateLimit();
+  const callerOf = createCallers({ ...opts, allowed });
   return createYoga<ServerContext, UserContext>({
     schema,
     graphqlEndpoint: '/graphql',
@@ -141,11 +173,11 @@ export function createGraphQLServer(opts: GraphQLServerOptions) {
       if (origin === null || !allowed.includes(origin.toLowerCase())) return false;
       return { origin: [origin], credentials: true, methods: ['GET', 'POST'], allowedHeaders: ['content-type', 'authorization'] };
     },
-    plugins: [useParseLimit(), useDepthLimit(limits), useOperationSizeLimit(limits), requestGuard(limits, rateLimit), useErrorParams()],
+    plugins: [useParseLimit(), useDepthLimit(limits), useOperationSizeLimit(limits), requestGuard(limits, rateLimit, callerOf), useErrorParams()],
     context: async ({ req, reply }) => {
       let caller: RequestCaller;
       try {
-        caller = await resolveRequestCaller({ db: opts.db, consoleOrigins: allowed }, req, reply);
+        caller = await callerOf(req, reply);
       } catch (err) {
         const domain = asServiceError(err);
         throw domain ? toGraphQLError(domain, undefined, true) : err;

@@ -1,4 +1,5 @@
 import type { Db } from '../../db.ts';
+import { checkName } from '../../check-name.ts';
 import { isUniqueViolation, ServiceError } from '../../errors.ts';
 import { hashPassword, verifyPassword } from './password.ts';
 import type { LoginThrottle } from './login-throttle.ts';
@@ -27,6 +28,9 @@ export interface CreateUserInput {
   readonly isPlatformAdmin?: boolean;
 }
 
+/** A user's display name, at most. */
+const DISPLAY_NAME_MAX = 200;
+
 const normaliseEmail = (email: string): string => email.trim().toLowerCase();
 
 /** Creates a user with a scrypt password hash; the email is stored lowercased. */
@@ -34,11 +38,12 @@ export async function createUser(db: Db, input: CreateUserInput): Promise<User> 
   const email = normaliseEmail(input.email);
   if (!/^[^\s@]+@[^\s@]+$/.test(email)) throw new ServiceError('invalid', 'email is not valid', 'email');
   if (input.password.length < 8) throw new ServiceError('invalid', 'password must be at least 8 characters', 'password');
+  const displayName = input.displayName == null ? null : checkName(input.displayName, 'displayName', { min: 0, max: DISPLAY_NAME_MAX }) || null;
   const passwordHash = await hashPassword(input.password);
   try {
     return await db
       .insertInto('users')
-      .values({ email, passwordHash, displayName: input.displayName ?? null, isPlatformAdmin: input.isPlatformAdmin ?? false })
+      .values({ email, passwordHash, displayName, isPlatformAdmin: input.isPlatformAdmin ?? false })
       .returning(userColumns)
       .executeTakeFirstOrThrow();
   } catch (err) {

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { RuntimeKind } from '@infer/shared';
 import { isUuid, type Db } from '../../db.ts';
+import { checkName, checkNameCharacters } from '../../check-name.ts';
 import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
 import { requirePlatformAdmin } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
@@ -84,13 +85,8 @@ const entryColumns = [
   'updatedAt',
 ] as const;
 
-function validateName(name: string): string {
-  const n = name.trim();
-  if (n.length === 0 || n.length > 200 || /\s/.test(n)) {
-    throw new ServiceError('invalid', 'name must be 1-200 characters without spaces', 'name');
-  }
-  return n;
-}
+/** A catalog Name is the <endpoint_name> segment of inference URLs. */
+const validateName = (name: string): string => checkName(name, 'name', { max: 200, noSpaces: true });
 
 function cleanLabels(list: readonly string[] | undefined): string[] | undefined {
   if (list === undefined) return undefined;
@@ -238,6 +234,7 @@ export async function listEntries(db: Db, filter: EntryFilter = {}): Promise<Cat
 }
 
 export async function getEntryByName(db: Db, name: string): Promise<CatalogEntry | null> {
+  checkNameCharacters(name, 'name'); // no entry has such a name; a NUL would reach the database as an error
   return (await db.selectFrom('catalogEntries').select(entryColumns).where('name', '=', name).executeTakeFirst()) ?? null;
 }
 

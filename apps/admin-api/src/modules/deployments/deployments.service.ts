@@ -2,6 +2,7 @@
 // GraphQL call these functions. Replicas are started in the background by the reconciler.
 import type { DeploymentState, RuntimeKind } from '@infer/shared';
 import type { ReplicaState } from '@infer/db';
+import { checkNameCharacters } from '../../check-name.ts';
 import { notFound, ServiceError } from '../../errors.ts';
 import { isPlatformAdmin, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
@@ -198,6 +199,7 @@ async function move(
  */
 export async function deployEndpoint(ctx: DeploymentsContext, principal: Principal, input: DeployEndpointInput): Promise<DeploymentView> {
   requireTenantRole(principal, input.tenantId, 'member');
+  checkNameCharacters(input.entryName, 'entryName');
   const autoscaling = validateScaling(input.minReplicas, input.maxReplicas, input.autoscaling);
   if (!provisionerKinds.includes(input.provisioner) || !ctx.provisioners[input.provisioner]) {
     const available = provisionerKinds.filter((k) => ctx.provisioners[k]);

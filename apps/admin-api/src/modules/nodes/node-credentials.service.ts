@@ -4,7 +4,8 @@ import { EventEmitter } from 'node:events';
 import { sql } from 'kysely';
 import { generateSecret, hashSecret, hasValidChecksum, SECRET_PREFIX, secretDisplayPrefix } from '@infer/shared';
 import { isUuid, type Db } from '../../db.ts';
-import { notFound, ServiceError } from '../../errors.ts';
+import { checkName } from '../../check-name.ts';
+import { notFound } from '../../errors.ts';
 import { requirePlatformAdmin } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
 import { writeAudit } from '../audit/audit.service.ts';
@@ -36,16 +37,10 @@ const columns = ['id', 'name', 'prefix', 'createdBy', 'createdAt', 'lastUsedAt',
 export const nodeCredentialEvents = new EventEmitter();
 nodeCredentialEvents.setMaxListeners(0);
 
-function checkName(name: string): string {
-  const trimmed = name.trim();
-  if (trimmed.length === 0 || trimmed.length > 100) throw new ServiceError('invalid', 'name must be 1 to 100 characters', 'name');
-  return trimmed;
-}
-
 /** Platform admins: issues a credential for one data-plane node; the secret is in this answer only. */
 export async function createNodeCredential(db: Db, principal: Principal, input: { name: string }): Promise<CreatedNodeCredential> {
   requirePlatformAdmin(principal);
-  const name = checkName(input.name);
+  const name = checkName(input.name, 'name', { max: 100 });
   const secret = generateSecret(SECRET_PREFIX.node);
   return withTransaction(db, async (trx) => {
     const credential = await trx

@@ -1,6 +1,7 @@
 import type { MembershipRole } from '@infer/db';
 import type { Db } from '../../db.ts';
 import { isUuid } from '../../db.ts';
+import { checkName } from '../../check-name.ts';
 import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
 import { requireAuthenticated, requirePlatformAdmin, requireTenantRole, roleIn } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
@@ -49,8 +50,7 @@ export async function createTenant(db: Db, input: CreateTenantInput): Promise<Te
   if (!SLUG.test(input.slug)) {
     throw new ServiceError('invalid', 'slug must be lowercase letters, digits and dashes (max 63)', 'slug');
   }
-  const name = input.name.trim();
-  if (name.length > TENANT_NAME_MAX) throw new ServiceError('invalid', `name must be at most ${TENANT_NAME_MAX} characters`, 'name');
+  const name = checkName(input.name, 'name', { min: 0, max: TENANT_NAME_MAX });
   checkRateLimits(input);
   try {
     return await withTransaction(db, async (trx) => {
