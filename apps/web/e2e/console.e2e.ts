@@ -84,6 +84,20 @@ describe('web console', () => {
     await cards.first().waitFor();
     const total = await cards.count();
     expect(total).toBeGreaterThan(1);
+    // Sorted by name as people read it: the seed's lower-case names ("gemma-…", "gpt-oss-…") among the others, not after "Z".
+    const names = await page.locator('.entry-card h3').allTextContents();
+    expect(names.some((n) => /^[a-z]/.test(n))).toBe(true);
+    expect(names).toEqual([...names].sort((a, b) => a.localeCompare(b, 'en', { sensitivity: 'base', numeric: true })));
+    // The search box takes what the API takes (200 characters); a longer search in the URL is cut to it: never a raw
+    // validation error.
+    const search = page.locator('#catalog-search');
+    await search.fill('x'.repeat(300));
+    expect((await search.inputValue()).length).toBe(200);
+    await page.goto(new URL(`/?q=${'y'.repeat(300)}`, platform.consoleUrl).href);
+    await page.getByText('No published endpoint matches these filters.').waitFor();
+    expect(await page.getByRole('alert').count()).toBe(0);
+    await page.goto(platform.consoleUrl);
+    await cards.first().waitFor();
 
     const tag = page.locator('button[data-facet="tag"]', { hasText: 'coding' }).first();
     const tagCount = Number(await tag.locator('.count').textContent());
@@ -135,6 +149,23 @@ describe('web console', () => {
     await page.getByRole('tab', { name: 'Python' }).first().click();
     expect(await page.getByTestId('shared-snippet-python').textContent()).toContain('api_key="<INFERENCE_API_KEY>"');
     expect(await page.getByRole('link', { name: 'Log in' }).first().isVisible()).toBe(true);
+
+    // A page that fails to render (here: an entry whose tags came back null) says so in words, not with a blank page;
+    // the header stays, and the rest of the console works.
+    await page.route(/\/trpc\/[^?]*catalog\.byName/, async (route) => {
+      const res = await route.fetch();
+      const paths = decodeURIComponent(new URL(route.request().url()).pathname.split('/trpc/')[1] ?? '').split(',');
+      const body = (await res.json()) as { result?: { data?: Record<string, unknown> } }[];
+      const data = body[paths.indexOf('catalog.byName')]?.result?.data;
+      if (data) data['tags'] = null;
+      await route.fulfill({ response: res, json: body });
+    });
+    await page.reload();
+    await page.getByTestId('render-error').getByRole('alert').waitFor();
+    expect(await page.getByRole('heading', { level: 1, name: 'Something went wrong' }).isVisible()).toBe(true);
+    await page.unroute(/\/trpc\/[^?]*catalog\.byName/);
+    await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'Catalog', exact: true }).click();
+    await cards.first().waitFor();
   });
 
   test('a user logs in, creates a key shown once, runs the curl, revokes it and the curl is refused', async () => {
@@ -286,6 +317,27 @@ describe('web console', () => {
     expect(kept.length).toBeGreaterThan(0);
     // Cut short: far fewer words than the 400 tokens asked for.
     expect(kept.split(/\s+/).length).toBeLessThan(350);
+
+    // A stream that carries an error event (the data plane's answer to a runtime failing mid-reply), or that ends
+    // before [DONE], failed: its message is shown as an error, never "Finished".
+    const origin = new URL(platform.consoleUrl).origin;
+    for (const [body, shown] of [
+      [
+        'data: {"choices":[{"delta":{"content":"Partial"}}]}\n\ndata: {"error":{"message":"The model runtime failed to answer.","type":"server_error"}}\n\ndata: [DONE]\n\n',
+        'The reply failed: The model runtime failed to answer.',
+      ],
+      ['data: {"choices":[{"delta":{"content":"Partial"}}]}\n\n', 'The reply failed: The stream ended before it was complete: the reply may be cut short.'],
+    ] as const) {
+      await page.route('**/chat/completions', (route) =>
+        route.fulfill({ status: 200, headers: { 'content-type': 'text/event-stream', 'access-control-allow-origin': origin }, body }),
+      );
+      await page.getByLabel('Message').fill('Fail, please.');
+      await page.getByRole('button', { name: 'Send' }).click();
+      await expect.poll(() => page.getByTestId('reply-status').textContent()).toBe(shown);
+      expect(await page.getByTestId('reply-status').getAttribute('role')).toBe('alert');
+      expect(await page.getByTestId('reply-stats').count()).toBe(0);
+      await page.unroute('**/chat/completions');
+    }
     // Only the one playground key was minted.
     await page.getByRole('link', { name: 'API keys' }).click();
     await page.locator('tr', { hasText: 'playground' }).first().waitFor();
@@ -298,7 +350,7 @@ describe('web console', () => {
     // An admin sets the entry's GPU-hour price, and adds then removes an upstream whose key is never shown back.
     await page.goto(new URL('/admin?section=catalog', platform.consoleUrl).href);
     await page.getByRole('button', { name: `Edit ${entryName}` }).click();
-    await page.getByLabel('Dedicated ($ per GPU-hour)').fill('2.5');
+    await page.getByLabel('Dedicated ($ per GPU-hour)').fill('2.125');
     await page.getByLabel('Runtime URL').fill('not a url');
     await page.getByRole('button', { name: 'Add upstream' }).click();
     await page.getByText('An absolute http(s) URL').waitFor();
@@ -313,11 +365,14 @@ describe('web console', () => {
     await upstream.waitFor({ state: 'detached' });
     await page.getByRole('button', { name: 'Save changes' }).click();
     await page.getByRole('button', { name: `Edit ${entryName}` }).waitFor();
+    await page.goto(new URL(`/endpoints/${entryName}`, platform.consoleUrl).href);
+    expect(await page.locator('.field-table div', { hasText: 'Dedicated Price' }).locator('dd').textContent()).toBe('$2.125 per GPU-hour');
 
     await page.getByRole('link', { name: 'Deployments' }).click();
     await page.getByLabel('Endpoint', { exact: true }).selectOption(entryName);
-    // The price is shown where the user decides: the admin's, not the seed's $3.50.
-    await expect.poll(() => page.locator('.price-line').textContent()).toContain('$2.50 per GPU-hour × 8 GPUs = $20.00 per replica-hour');
+    // The price is shown where the user decides: the admin's, not the seed's $3.50, with the digits it has (one money
+    // format on every page: the endpoint's page says the same).
+    await expect.poll(() => page.locator('.price-line').textContent()).toContain('$2.125 per GPU-hour × 8 GPUs = $17.00 per replica-hour');
     expect(await page.getByLabel('Min replicas').inputValue()).toBe('0');
     await page.getByLabel('Scale to zero after (s)').fill('600');
     await page.getByRole('button', { name: 'Deploy', exact: true }).click();
@@ -398,6 +453,53 @@ describe('web console', () => {
     await page.getByText('No audit entries match.').waitFor();
   });
 
+  test('a session that ends (a logout, or revoked on the server) shows the logged-out console at once; a foreign next is refused', async () => {
+    const logInHere = async () => {
+      await page.getByLabel('Email').fill(platform.env['ADMIN_EMAIL'] ?? '');
+      await page.getByLabel('Password').fill(platform.env['ADMIN_PASSWORD'] ?? '');
+      await page.getByRole('button', { name: 'Log in' }).click();
+    };
+    await login(page);
+    await page.getByRole('link', { name: 'Usage' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Usage' }).waitFor();
+    // Logging out: the header and the pages change at once, in the same document (no reload); going back to a
+    // protected page asks for the login, and the login leads back to it.
+    await page.evaluate(() => Object.assign(window, { sameDocument: true }));
+    await page.locator('.account button', { hasText: 'Log out' }).click();
+    await page.locator('.account').getByRole('link', { name: 'Log in' }).waitFor({ timeout: 5000 });
+    expect(await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name: 'API keys' }).count()).toBe(0);
+    await page.goBack();
+    await page.waitForURL((u) => u.pathname === '/login' && u.searchParams.get('next') === '/usage', { timeout: 5000 });
+    expect(await page.evaluate(() => 'sameDocument' in window)).toBe(true);
+    expect(await page.getByTestId('login-reason').textContent()).toBe('Log in to continue.');
+    await logInHere();
+    await page.getByRole('heading', { level: 1, name: 'Usage' }).waitFor();
+
+    // The session ends on the server (as an expiry or a logout in another browser would), the browser keeps its cookie.
+    const cookie = (await context.cookies()).map((c) => `${c.name}=${c.value}`).join('; ');
+    const revoked = await fetch(new URL('/trpc/auth.logout', platform.consoleUrl), {
+      method: 'POST',
+      headers: { cookie, origin: new URL(platform.consoleUrl).origin, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(revoked.status, await revoked.text()).toBe(200);
+    // The next call is refused: the login shows at once, in words meant for console users, and leads back.
+    await page.getByRole('link', { name: 'API keys' }).click();
+    await page.waitForURL((u) => u.pathname === '/login' && u.searchParams.get('next') === '/keys', { timeout: 5000 });
+    expect(await page.getByTestId('login-reason').textContent()).toBe('Your session has ended. Log in to continue.');
+    expect(await page.locator('.account button', { hasText: 'Log out' }).count()).toBe(0);
+    expect(await page.locator('body').textContent()).not.toMatch(/admin token/i);
+    await logInHere();
+    await page.getByRole('heading', { level: 1, name: 'API keys' }).waitFor();
+
+    // A `next` that names another site (a backslash reads as a slash) goes to the catalog instead, never to a blank page.
+    for (const next of ['/%5Cevil.example', '//evil.example', 'https://evil.example/', '/%09/evil.example']) {
+      await page.goto(new URL(`/login?next=${next}`, platform.consoleUrl).href);
+      await page.getByRole('heading', { level: 1, name: 'Model catalog' }).waitFor({ timeout: 5000 });
+      expect(new URL(page.url()).origin + new URL(page.url()).pathname).toBe(new URL('/', platform.consoleUrl).href);
+    }
+  });
+
   // Issue 13 item 15: every page at desktop and phone width, no horizontal page scrolling, a screenshot of each.
   test('every page fits 1366 and 390 px wide without scrolling sideways', async () => {
     const model = platform.env['SHARED_MODEL'] ?? '';
@@ -405,8 +507,21 @@ describe('web console', () => {
     await login(page);
     await page.goto(new URL('/keys', platform.consoleUrl).href);
     await page.getByLabel('Key name').fill('k'.repeat(100));
-    await page.getByRole('button', { name: 'Create key' }).click();
+    // A machine-speed double click is one key, not two.
+    await page.getByRole('button', { name: 'Create key' }).dblclick();
     await page.getByTestId('new-key-secret').waitFor();
+    await page.getByRole('button', { name: 'I have copied it' }).click();
+    await page
+      .locator('tr', { hasText: 'k'.repeat(100) })
+      .first()
+      .waitFor();
+    await new Promise((r) => setTimeout(r, 500));
+    await page.reload();
+    await page
+      .locator('tr', { hasText: 'k'.repeat(100) })
+      .first()
+      .waitFor();
+    expect(await page.locator('tr', { hasText: 'k'.repeat(100) }).count()).toBe(1);
     // Wrong addresses: the 404 page, or a deployment that is not there said plainly (no "Try again" that cannot help).
     for (const wrong of ['/deployments/garbage', '/admin/anything']) {
       await page.goto(new URL(wrong, platform.consoleUrl).href);
@@ -448,6 +563,14 @@ describe('web console', () => {
         await p.goto(new URL(path, platform.consoleUrl).href);
         await settle(p);
         await check(p, `${label}-${name}`, failures);
+        if (name === 'keys') {
+          // The long key name wraps in its cell: the table fits its box, with no scrollbar of its own.
+          const extra = await p.evaluate(() => {
+            const wrap = document.querySelector('.keys-table')?.closest('.table-wrap');
+            return wrap ? wrap.scrollWidth - wrap.clientWidth : -1;
+          });
+          if (extra !== 0) failures.push(`${label}-keys: the keys table is ${extra}px wider than its box`);
+        }
       }
       if (label === 'phone') {
         // The navigation is a menu: closed, the links are hidden; open, every one is visible.

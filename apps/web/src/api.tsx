@@ -1,3 +1,4 @@
+import { sortByName } from './lib/sort.ts';
 import { trpc, type RouterInputs, type RouterOutputs } from './trpc.tsx';
 
 /** The procedures the console calls, with the router's own input and output types. */
@@ -24,7 +25,8 @@ export type UpstreamInput = RouterInputs['catalog']['upstreams']['add'];
 
 export const api = {
   catalog: {
-    list: (input: { provider?: string; tag?: string; useCase?: string; search?: string }) => trpc.catalog.list.query(input),
+    /** Published entries by name, case-insensitively (the database's own order puts every capital first). */
+    list: async (input: { provider?: string; tag?: string; useCase?: string; search?: string }) => sortByName(await trpc.catalog.list.query(input)),
     byName: (name: string) => trpc.catalog.byName.query({ name }),
     facets: () => trpc.catalog.facets.query(),
     adminList: () => trpc.catalog.admin.list.query({}),

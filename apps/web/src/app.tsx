@@ -13,9 +13,9 @@ import { LoginPage } from './pages/login.tsx';
 import { PlaygroundPage } from './pages/playground.tsx';
 import { UsagePage } from './pages/usage.tsx';
 import { Link, useRouter } from './router.tsx';
-import { clearSessionKeys, useSession } from './session.tsx';
-import { queryClient } from './trpc.tsx';
+import { useSession } from './session.tsx';
 import { PendingInvitations } from './components/pending-invitations.tsx';
+import { ErrorBoundary } from './components/error-boundary.tsx';
 
 function NavLink({ to, children }: { to: string; children: ReactNode }) {
   const { location } = useRouter();
@@ -45,13 +45,14 @@ function Header() {
   }, [menuOpen]);
   const logout = useMutation({
     mutationFn: () => api.auth.logout(),
-    onSettled: async () => {
-      clearSessionKeys();
-      queryClient.clear();
-      await session.refresh();
+    onSettled: () => {
+      session.end();
       navigate('/');
     },
   });
+  // Logging in from a page comes back to it (not from the login page itself).
+  const here = location.path + (location.query.size ? `?${location.query}` : '');
+  const loginTo = location.path === '/login' || here === '/' ? '/login' : `/login?next=${encodeURIComponent(here)}`;
   const me = session.me;
   return (
     <header className="site-header">
@@ -96,7 +97,7 @@ function Header() {
               </button>
             </>
           ) : (
-            <Link to="/login" className="button">
+            <Link to={loginTo} className="button">
               Log in
             </Link>
           )}
@@ -219,6 +220,7 @@ function usePageAnnouncements(): void {
 
 export function App() {
   usePageAnnouncements();
+  const { location } = useRouter();
   return (
     <>
       <a className="skip-link" href="#main">
@@ -226,8 +228,11 @@ export function App() {
       </a>
       <Header />
       <main id="main" tabIndex={-1}>
-        <PendingInvitations />
-        <Routes />
+        {/* Keyed by the page: a page that failed to render is shown again once the visitor goes elsewhere. */}
+        <ErrorBoundary key={location.path}>
+          <PendingInvitations />
+          <Routes />
+        </ErrorBoundary>
       </main>
       <footer className="site-footer">Beta service. Without a GPU, endpoints answer from a runtime simulator: the text is generated, not a model's.</footer>
     </>

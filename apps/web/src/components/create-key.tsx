@@ -1,5 +1,5 @@
 import { useMutation, useQueryClient } from '@tanstack/react-query';
-import { useId, useState, type FormEvent } from 'react';
+import { useId, useRef, useState, type FormEvent } from 'react';
 import { api, type CreatedKey } from '../api.tsx';
 import { useSession } from '../session.tsx';
 import { CopyButton } from './copy-button.tsx';
@@ -14,6 +14,9 @@ export function CreateKeyForm(props: { onCreated(k: CreatedKey): void; defaultNa
   const [name, setName] = useState(props.defaultName ?? '');
   const [expiry, setExpiry] = useState('');
   const tenantId = session.tenantId;
+  // Set synchronously on submit: a second submit in the same tick (a double click) sees it before React re-renders
+  // the button disabled, so one click is one key.
+  const inFlight = useRef(false);
   const create = useMutation({
     mutationFn: () => {
       if (!tenantId) throw new Error('No tenant selected.');
@@ -30,10 +33,15 @@ export function CreateKeyForm(props: { onCreated(k: CreatedKey): void; defaultNa
       setExpiry('');
       props.onCreated(created);
     },
+    onSettled: () => {
+      inFlight.current = false;
+    },
   });
   const submit = (e: FormEvent) => {
     e.preventDefault();
-    if (name.trim()) create.mutate();
+    if (!name.trim() || inFlight.current || create.isPending) return;
+    inFlight.current = true;
+    create.mutate();
   };
   const today = localDay();
   return (

@@ -20,11 +20,28 @@ export function localDay(now: Date = new Date()): string {
   return `${now.getFullYear()}-${pad(now.getMonth() + 1)}-${pad(now.getDate())}`;
 }
 
+const USD = new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD', minimumFractionDigits: 2, maximumFractionDigits: 6 });
+
+/**
+ * The one money format of the console, for prices and costs alike: cents at least ("$2.50"), finer digits only where
+ * the amount has them, up to a millionth ("$2.125", "$0.000072": a short request's cost). Amounts finer than that
+ * are not shown as "$0.00": they read "<$0.000001".
+ */
 export function formatUsd(n: number): string {
-  if (n === 0) return '$0.00';
-  if (Math.abs(n) < 0.01) return `$${n.toFixed(6)}`;
-  return `$${n.toFixed(2)}`;
+  if (n > 0 && n < 0.000_000_5) return '<$0.000001';
+  return USD.format(n);
 }
+
+/** A token price: "$0.20 / $0.60 per 1M tokens (input / output)", or "" when unpriced. */
+export function formatTokenPrice(inputPerM: number | null | undefined, outputPerM: number | null | undefined): string {
+  if (inputPerM == null && outputPerM == null) return '';
+  const f = (n: number | null | undefined) => (n == null ? '—' : formatUsd(n));
+  return `${f(inputPerM)} / ${f(outputPerM)} per 1M tokens (input / output)`;
+}
+
+/** A dedicated price: "$2.50 per GPU-hour", or "" when unpriced. */
+export const formatGpuHourPrice = (usdPerGpuHour: number | null | undefined): string =>
+  usdPerGpuHour == null ? '' : `${formatUsd(usdPerGpuHour)} per GPU-hour`;
 
 /** YYYY-MM-DD of a date in UTC. */
 export const isoDay = (d: Date): string => d.toISOString().slice(0, 10);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { chunkText, readSse } from './sse.ts';
+import { chunkText, readSse, StreamError } from './sse.ts';
 import { curlSnippet, KEY_PLACEHOLDER, nodeSnippet, pythonSnippet, requestBody, shellQuote } from '@infer/shared/snippets';
 import { parseColdStart, parseConcurrency, parseCount, parseList, parseParameterSize, parsePrice } from './spec-forms.ts';
 
@@ -61,7 +61,118 @@ describe('SSE reader', () => {
   });
 });
 
+/** A ReadableStream of the given text parts. */
+function streamOf(parts: readonly string[]): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
+    start(c) {
+      for (const p of parts) c.enqueue(new TextEncoder().encode(p));
+      c.close();
+    },
+  });
+}
+
+/** The text a stream yields before it ends, and the error it ends with (null: it finished). */
+async function readAll(parts: readonly string[]): Promise<{ text: string; error: unknown }> {
+  let text = '';
+  try {
+    for await (const e of readSse(streamOf(parts))) text += chunkText(e);
+    return { text, error: null };
+  } catch (error) {
+    return { text, error };
+  }
+}
+
+describe('SSE stream failures', () => {
+  const chunk = 'data: {"choices":[{"delta":{"content":"Hi"}}]}\n\n';
+  it('throws the message of an OpenAI-shaped error event, after the text before it', async () => {
+    const { text, error } = await readAll([
+      chunk,
+      'data: {"error":{"message":"The model runtime failed to answer.","type":"server_error"}}\n\ndata: [DONE]\n\n',
+    ]);
+    expect(text).toBe('Hi');
+    expect(error).toBeInstanceOf(StreamError);
+    expect((error as Error).message).toBe('The model runtime failed to answer.');
+  });
+  it('throws on an `event: error` and on a stream cut before [DONE]', async () => {
+    expect(((await readAll([chunk, 'event: error\ndata: {"message":"overloaded"}\n\n'])).error as Error).message).toBe('{"message":"overloaded"}');
+    const cut = await readAll([chunk]);
+    expect(cut.text).toBe('Hi');
+    expect(cut.error).toBeInstanceOf(StreamError);
+    expect((cut.error as Error).message).toMatch(/ended before it was complete/);
+  });
+  it('finishes on a last [DONE] without its blank line', async () => {
+    expect(await readAll([chunk, 'data: [DONE]\n'])).toEqual({ text: 'Hi', error: null });
+  });
+});
+
+describe('where login leads', () => {
+  it('follows paths of this site', async () => {
+    const { safeNext } = await import('./safe-next.ts');
+    expect(safeNext('/usage')).toBe('/usage');
+    expect(safeNext('/playground?endpoint=Llama%203&mode=shared')).toBe('/playground?endpoint=Llama%203&mode=shared');
+  });
+  it('refuses other sites in any spelling, and nothing', async () => {
+    const { safeNext } = await import('./safe-next.ts');
+    for (const bad of [
+      '/\\evil.com',
+      '/\\/evil.com',
+      '\\\\evil.com',
+      '//evil.com',
+      '///evil.com',
+      'https://evil.com/',
+      'javascript:alert(1)',
+      '/\t/evil.com',
+      '/\n/evil.com',
+      'evil.com',
+      '',
+      null,
+    ]) {
+      expect(safeNext(bad), String(bad)).toBe('/');
+    }
+  });
+});
+
 describe('console display rules', () => {
+  it('shows money one way on every page: cents at least, finer digits where the amount has them', async () => {
+    const { formatGpuHourPrice, formatTokenPrice, formatUsd } = await import('./format.ts');
+    expect(formatUsd(0)).toBe('$0.00');
+    expect(formatUsd(2.5)).toBe('$2.50');
+    expect(formatUsd(2.125)).toBe('$2.125');
+    expect(formatUsd(17)).toBe('$17.00');
+    expect(formatUsd(1234.5)).toBe('$1,234.50');
+    expect(formatUsd(0.0000072)).toBe('$0.000007');
+    expect(formatUsd(0.0000001)).toBe('<$0.000001');
+    expect(formatGpuHourPrice(2.125)).toBe('$2.125 per GPU-hour');
+    expect(formatGpuHourPrice(null)).toBe('');
+    expect(formatTokenPrice(0.125, 0.6)).toBe('$0.125 / $0.60 per 1M tokens (input / output)');
+    expect(formatTokenPrice(null, null)).toBe('');
+  });
+  it('sorts names case-insensitively', async () => {
+    const { sortByName } = await import('./sort.ts');
+    const names = ['Qwen2.5', 'gemma-3', 'DeepSeek-V3', 'gpt-oss', 'Llama-3', 'Phi-4', 'deepseek-r1'];
+    expect(sortByName(names.map((name) => ({ name }))).map((e) => e.name)).toEqual([
+      'deepseek-r1',
+      'DeepSeek-V3',
+      'gemma-3',
+      'gpt-oss',
+      'Llama-3',
+      'Phi-4',
+      'Qwen2.5',
+    ]);
+  });
+  it('turns a raw validation error into words', async () => {
+    const { issuesText } = await import('./error-text.ts');
+    const raw = JSON.stringify([{ code: 'too_big', maximum: 200, path: ['search'], message: 'Too big: expected string to have <=200 characters' }], null, 2);
+    expect(issuesText(raw)).toBe('search: Too big: expected string to have <=200 characters');
+    expect(issuesText('email or password is incorrect')).toBeNull();
+    expect(issuesText('[not json')).toBeNull();
+  });
+  it('tells console users to log in, not to send an admin token', async () => {
+    const { loginWording } = await import('./error-text.ts');
+    expect(loginWording('UNAUTHORIZED', 'log in or send an admin token')).toBe('Log in to continue.');
+    expect(loginWording('UNAUTHORIZED', 'email or password is incorrect')).toBeNull();
+    expect(loginWording('FORBIDDEN', 'this needs an admin token')).toBeNull();
+  });
   it("takes the local day for date pickers, not UTC's", async () => {
     const { localDay } = await import('./format.ts');
     const tz = process.env['TZ'];

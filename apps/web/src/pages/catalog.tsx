@@ -2,7 +2,7 @@ import { keepPreviousData, useQuery } from '@tanstack/react-query';
 import { useEffect, useState } from 'react';
 import { api, type CatalogEntry } from '../api.tsx';
 import { Empty, ErrorBox, Loading } from '../components/states.tsx';
-import { formatContext, formatInt, providerLabel } from '../lib/format.ts';
+import { formatContext, formatGpuHourPrice, formatInt, formatTokenPrice, providerLabel } from '../lib/format.ts';
 import { Link, useRouter } from '../router.tsx';
 
 /** Context length as users read it (128K), the exact number on hover. */
@@ -14,6 +14,9 @@ export function ContextLength({ n }: { n: number | null }) {
     </abbr>
   );
 }
+
+/** The longest search the API's `catalog.list` takes (its input schema's `search` limit). */
+const SEARCH_MAX = 200;
 
 type FacetKey = 'provider' | 'tag' | 'useCase';
 const FACETS: readonly { key: FacetKey; label: string; values: (e: CatalogEntry) => string[] }[] = [
@@ -59,7 +62,9 @@ export function EntryCard({ entry }: { entry: CatalogEntry }) {
         </div>
         <div>
           <dt>{entry.offeredShared ? 'Token Price' : 'GPU-hour price'}</dt>
-          <dd>{(entry.offeredShared ? entry.tokenPrice : entry.dedicatedPrice) || '—'}</dd>
+          <dd>
+            {(entry.offeredShared ? formatTokenPrice(entry.priceInputPerM, entry.priceOutputPerM) : formatGpuHourPrice(entry.dedicatedPricePerGpuHour)) || '—'}
+          </dd>
         </div>
       </dl>
       <p className="modes">
@@ -106,10 +111,11 @@ export function CatalogPage() {
   });
 
   const all = useQuery({ queryKey: ['catalog.list', {}], queryFn: () => api.catalog.list({}) });
-  const input = { ...filters, ...(urlSearch.trim() ? { search: urlSearch.trim() } : {}) };
+  // A longer search (pasted into the URL) is cut to what the API takes, not sent to be refused.
+  const searchOnly = urlSearch.trim().slice(0, SEARCH_MAX);
+  const input = { ...filters, ...(searchOnly ? { search: searchOnly } : {}) };
   const results = useQuery({ queryKey: ['catalog.list', input], queryFn: () => api.catalog.list(input), placeholderData: keepPreviousData });
   // What the search alone matches (name, provider or summary, as the server reads it): the facets count within it.
-  const searchOnly = urlSearch.trim();
   const searched = useQuery({
     queryKey: ['catalog.list', { search: searchOnly }],
     queryFn: () => api.catalog.list({ search: searchOnly }),
@@ -140,7 +146,14 @@ export function CatalogPage() {
             }}
           >
             <label htmlFor="catalog-search">Search</label>
-            <input id="catalog-search" type="search" value={search} placeholder="name, provider or summary" onChange={(e) => setSearch(e.target.value)} />
+            <input
+              id="catalog-search"
+              type="search"
+              maxLength={SEARCH_MAX}
+              value={search}
+              placeholder="name, provider or summary"
+              onChange={(e) => setSearch(e.target.value)}
+            />
           </form>
           <button
             type="button"

@@ -5,7 +5,7 @@ import { api, type CatalogEntry, type Deployment } from '../api.tsx';
 import { AutoscalingFields, DEFAULT_SCALING, scalingErrors, toAutoscaling, type ScalingDraft } from '../components/autoscaling-fields.tsx';
 import { DeploymentClientValues } from '../components/deployment-client-values.tsx';
 import { Empty, ErrorBox, Loading, QueryView } from '../components/states.tsx';
-import { formatUsd, providerLabel } from '../lib/format.ts';
+import { formatGpuHourPrice, formatUsd, providerLabel } from '../lib/format.ts';
 import { Link, useRouter } from '../router.tsx';
 import { useSession } from '../session.tsx';
 
@@ -36,7 +36,7 @@ export function DedicatedPrice({ entry }: { entry: CatalogEntry }) {
   if (entry.dedicatedPricePerGpuHour == null) return <span className="muted">No GPU-hour price set: GPU time is metered but not billed.</span>;
   return (
     <span data-testid="gpu-hour-price">
-      <strong>{formatUsd(entry.dedicatedPricePerGpuHour)} per GPU-hour</strong> × {gpus} GPU{gpus === 1 ? '' : 's'} ={' '}
+      <strong>{formatGpuHourPrice(entry.dedicatedPricePerGpuHour)}</strong> × {gpus} GPU{gpus === 1 ? '' : 's'} ={' '}
       <strong>{formatUsd(entry.dedicatedPricePerGpuHour * gpus)}</strong> per replica-hour, billed by the second while a replica runs (boot included); nothing
       while scaled to zero.
     </span>

@@ -7,7 +7,7 @@ import { IntegrationView } from '../components/integration.tsx';
 import { ErrorBox, Loading } from '../components/states.tsx';
 import { Tabs } from '../components/tabs.tsx';
 import { Link } from '../router.tsx';
-import { providerLabel } from '../lib/format.ts';
+import { formatGpuHourPrice, formatTokenPrice, providerLabel } from '../lib/format.ts';
 import { ContextLength } from './catalog.tsx';
 import { StateBadge } from './deployments.tsx';
 import { useSession } from '../session.tsx';
@@ -38,8 +38,8 @@ function Fields({ entry }: { entry: CatalogEntry }) {
     ['Context Length', entry.contextLength == null ? '' : <ContextLength n={entry.contextLength} />],
     ['Concurrency', entry.concurrency],
     ['Cold Start TTFT', coldStart],
-    ['Token Price', entry.tokenPrice],
-    ['Dedicated Price', entry.dedicatedPrice],
+    ['Token Price', formatTokenPrice(entry.priceInputPerM, entry.priceOutputPerM)],
+    ['Dedicated Price', formatGpuHourPrice(entry.dedicatedPricePerGpuHour)],
     ['Recommended Use Cases', entry.recommendedUseCases],
     ['Tags', entry.tags.join(', ')],
   ];

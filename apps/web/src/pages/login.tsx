@@ -3,12 +3,8 @@ import { useEffect, useState, type FormEvent } from 'react';
 import { api } from '../api.tsx';
 import { ErrorBox } from '../components/states.tsx';
 import { useRouter } from '../router.tsx';
+import { safeNext } from '../lib/safe-next.ts';
 import { useSession } from '../session.tsx';
-
-/** Only same-site paths are followed after login. */
-function safeNext(next: string | null): string {
-  return next && next.startsWith('/') && !next.startsWith('//') ? next : '/';
-}
 
 export function LoginPage() {
   const { location, navigate } = useRouter();
@@ -33,6 +29,17 @@ export function LoginPage() {
   return (
     <section className="narrow">
       <h1>Log in</h1>
+      {session.expired ? (
+        <p className="state" role="status" data-testid="login-reason">
+          Your session has ended. Log in to continue.
+        </p>
+      ) : (
+        location.query.has('next') && (
+          <p className="state" role="status" data-testid="login-reason">
+            Log in to continue.
+          </p>
+        )
+      )}
       <p className="muted">Log in for API keys, your tenant-scoped dedicated URLs, usage and the playground.</p>
       <form className="form" onSubmit={submit}>
         <div className="field">

@@ -4,8 +4,8 @@ import { api } from '../api.tsx';
 import { CopyButton } from '../components/copy-button.tsx';
 import { ErrorBox, Loading } from '../components/states.tsx';
 import { Tabs } from '../components/tabs.tsx';
-import { chunkText, readSse } from '../lib/sse.ts';
-import { formatUsd } from '../lib/format.ts';
+import { chunkText, readSse, StreamError } from '../lib/sse.ts';
+import { formatGpuHourPrice, formatTokenPrice, formatUsd } from '../lib/format.ts';
 import { forgetPlaygroundKey, loadPlaygroundKey, savePlaygroundKey } from '../lib/playground-key.ts';
 import { curlSnippet, KEY_PLACEHOLDER, requestBody, type SnippetInput } from '@infer/shared/snippets';
 import { Link, useRouter } from '../router.tsx';
@@ -242,6 +242,8 @@ export function PlaygroundPage() {
       setStatus({ kind: 'done', text: `Finished in ${((ended - started) / 1000).toFixed(1)} s` });
     } catch (err) {
       if (controller.signal.aborted) setStatus({ kind: 'stopped', text: 'Stopped.' });
+      // A stream that carried an error (or was cut) failed: never "Finished", whatever text came before.
+      else if (err instanceof StreamError) setStatus({ kind: 'error', text: `The reply failed: ${err.message}` });
       else setStatus({ kind: 'error', text: err instanceof Error ? err.message : 'The request failed.' });
     } finally {
       if (text) setTurns([...sent, { role: 'assistant', content: text }]);
@@ -298,9 +300,9 @@ export function PlaygroundPage() {
             {entry && modes.length > 0 && (
               <p className="hint" data-testid="pg-price">
                 {currentMode === 'shared'
-                  ? entry.tokenPrice || 'No token price set.'
-                  : entry.dedicatedPrice
-                    ? `${entry.dedicatedPrice} while replicas run (tokens not billed)`
+                  ? formatTokenPrice(entry.priceInputPerM, entry.priceOutputPerM) || 'No token price set.'
+                  : entry.dedicatedPricePerGpuHour != null
+                    ? `${formatGpuHourPrice(entry.dedicatedPricePerGpuHour)} while replicas run (tokens not billed)`
                     : 'Billed by GPU time; no GPU-hour price set.'}
               </p>
             )}

@@ -36,7 +36,6 @@ function fillDays(summary: UsageSummary, from: string, to: string) {
 }
 
 const compact = (n: number) => (Math.abs(n) >= 1e6 ? `${(n / 1e6).toFixed(1)}M` : Math.abs(n) >= 1e4 ? `${Math.round(n / 1e3)}K` : formatInt(Math.round(n)));
-const usdAxis = (n: number) => (n === 0 ? '$0' : Math.abs(n) < 0.01 ? `$${n.toPrecision(2)}` : `$${n.toFixed(2)}`);
 
 function download(name: string, text: string) {
   const url = URL.createObjectURL(new Blob([text], { type: 'text/csv;charset=utf-8' }));
@@ -234,7 +233,7 @@ export function UsagePage() {
                         x={x}
                         xLabel={dayLabel}
                         format={(n) => `${(n / 3600).toFixed(n >= 36_000 ? 0 : 2)} h`}
-                        formatRight={usdAxis}
+                        formatRight={formatUsd}
                         series={[
                           { label: 'GPU-hours', values: days.map((d) => d.gpuSeconds), color: '#dc6803' },
                           { label: 'Cost (all usage)', values: days.map((d) => d.costUsd), color: '#475467', right: true },
