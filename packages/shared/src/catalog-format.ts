@@ -11,18 +11,18 @@ export const formatColdStart = (sec: number | null): string => (sec == null ? ''
 export const formatUseCases = (list: readonly string[]): string => list.join(', ');
 export const formatSummary = (summary: string | null): string => (summary && summary.trim() ? summary : DEFAULT_SUMMARY);
 
-/** Token price as shown: "$0.20 / $0.60 per 1M tokens (input / output)", or "" when unpriced. */
-export function formatTokenPrice(inputPerM: number | null, outputPerM: number | null): string {
-  if (inputPerM == null && outputPerM == null) return '';
-  const f = (n: number | null) => (n == null ? '—' : `$${n.toFixed(2)}`);
-  return `${f(inputPerM)} / ${f(outputPerM)} per 1M tokens (input / output)`;
-}
-
 /** Money as shown: cents at least ("$2.50", "$3.00"), finer digits only where the price has them ("$0.125"). */
 const usd = (n: number): string => {
   const fine = trimNum(n);
   return fine.includes('.') && fine.split('.')[1]!.length > 2 ? fine : n.toFixed(2);
 };
+
+/** Token price as shown: "$0.20 / $0.60 per 1M tokens (input / output)" ("$0.125" kept whole), or "" when unpriced. */
+export function formatTokenPrice(inputPerM: number | null, outputPerM: number | null): string {
+  if (inputPerM == null && outputPerM == null) return '';
+  const f = (n: number | null) => (n == null ? '—' : `$${usd(n)}`);
+  return `${f(inputPerM)} / ${f(outputPerM)} per 1M tokens (input / output)`;
+}
 
 /** Dedicated price as shown: "$<n> per GPU-hour" ("$2.50 per GPU-hour"), or "" when unpriced. */
 export const formatGpuHourPrice = (usdPerGpuHour: number | null): string => (usdPerGpuHour == null ? '' : `$${usd(usdPerGpuHour)} per GPU-hour`);

@@ -6,6 +6,7 @@ import {
   formatConcurrency,
   formatParameterSize,
   formatSummary,
+  formatTokenPrice,
   generateSecret,
   hasValidChecksum,
   parseColdStart,
@@ -49,6 +50,10 @@ describe('catalog string forms', () => {
     expect(formatSummary(null)).toBe(DEFAULT_SUMMARY);
     expect(formatSummary('  ')).toBe(DEFAULT_SUMMARY);
     expect(formatSummary('Fast.')).toBe('Fast.');
+  });
+  it('shows a token price to the cent at least and never rounds a finer one away', () => {
+    expect(formatTokenPrice(0.2, 0.6)).toBe('$0.20 / $0.60 per 1M tokens (input / output)');
+    expect(formatTokenPrice(0.125, null)).toBe('$0.125 / — per 1M tokens (input / output)');
   });
 });
 
