@@ -1,10 +1,11 @@
 import { useMutation, useQueryClient } from '@tanstack/react-query';
-import { useId, useRef, useState, type FormEvent } from 'react';
+import { useId, useState, type FormEvent } from 'react';
 import { api, type CreatedKey } from '../api.tsx';
 import { useSession } from '../session.tsx';
 import { CopyButton } from './copy-button.tsx';
 import { ErrorBox } from './states.tsx';
 import { localDay } from '../lib/format.ts';
+import { useSingleFlight } from '../lib/single-flight.ts';
 
 /** Name + optional expiry; on success the secret goes to `onCreated` (and to this tab's session keys). */
 export function CreateKeyForm(props: { onCreated(k: CreatedKey): void; defaultName?: string; compact?: boolean }) {
@@ -14,9 +15,6 @@ export function CreateKeyForm(props: { onCreated(k: CreatedKey): void; defaultNa
   const [name, setName] = useState(props.defaultName ?? '');
   const [expiry, setExpiry] = useState('');
   const tenantId = session.tenantId;
-  // Set synchronously on submit: a second submit in the same tick (a double click) sees it before React re-renders
-  // the button disabled, so one click is one key.
-  const inFlight = useRef(false);
   const create = useMutation({
     mutationFn: () => {
       if (!tenantId) throw new Error('No tenant selected.');
@@ -33,15 +31,11 @@ export function CreateKeyForm(props: { onCreated(k: CreatedKey): void; defaultNa
       setExpiry('');
       props.onCreated(created);
     },
-    onSettled: () => {
-      inFlight.current = false;
-    },
   });
+  const createOnce = useSingleFlight(create);
   const submit = (e: FormEvent) => {
     e.preventDefault();
-    if (!name.trim() || inFlight.current || create.isPending) return;
-    inFlight.current = true;
-    create.mutate();
+    if (name.trim()) createOnce(undefined);
   };
   const today = localDay();
   return (

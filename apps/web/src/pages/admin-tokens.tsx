@@ -8,6 +8,7 @@ import { Empty, ErrorBox, QueryView } from '../components/states.tsx';
 import { useSession } from '../session.tsx';
 import { DataTable } from '../components/data-table.tsx';
 import { localDay } from '../lib/format.ts';
+import { useSingleFlight } from '../lib/single-flight.ts';
 
 type Scope = 'tenant' | 'platform';
 type View = 'tenant' | 'all';
@@ -45,9 +46,10 @@ function CreateTokenForm(props: {
       props.onCreated(created);
     },
   });
+  const createOnce = useSingleFlight(create);
   const submit = (e: FormEvent) => {
     e.preventDefault();
-    if (name.trim()) create.mutate();
+    if (name.trim()) createOnce(undefined);
   };
   const today = localDay();
   const tenantLabel = props.tenant?.name ?? 'this tenant';

@@ -7,6 +7,7 @@ import { Tabs } from '../components/tabs.tsx';
 import { chunkText, readSse, StreamError } from '../lib/sse.ts';
 import { formatGpuHourPrice, formatTokenPrice, formatUsd } from '../lib/format.ts';
 import { forgetPlaygroundKey, loadPlaygroundKey, savePlaygroundKey } from '../lib/playground-key.ts';
+import { useSingleFlight } from '../lib/single-flight.ts';
 import { curlSnippet, KEY_PLACEHOLDER, requestBody, type SnippetInput } from '@infer/shared/snippets';
 import { Link, useRouter } from '../router.tsx';
 import { useSession } from '../session.tsx';
@@ -134,6 +135,7 @@ export function PlaygroundPage() {
       void qc.invalidateQueries({ queryKey: ['keys.list'] });
     },
   });
+  const createKeyOnce = useSingleFlight(createKey);
 
   if (entries.isPending || urls.isPending) return <Loading what="Loading the playground" />;
   if (entries.isError || urls.isError)
@@ -340,7 +342,7 @@ export function PlaygroundPage() {
             )}
             {keySource === 'playground' && !playgroundKey && (
               <div className="field">
-                <button type="button" onClick={() => createKey.mutate()} disabled={createKey.isPending}>
+                <button type="button" onClick={() => createKeyOnce(undefined)} disabled={createKey.isPending}>
                   {createKey.isPending ? 'Creating…' : 'Create the playground key'}
                 </button>
                 <p className="hint">One key named "playground", reused by every tab of this browser until you log out or revoke it.</p>
