@@ -288,6 +288,13 @@ describe('stopping a deployment mid-answer', () => {
     // Counted with the stop's status, and not as a runtime failure of the replica (the user stopped it).
     expect((await requestsByStatus())['503'] ?? 0).toBe((statusBefore['503'] ?? 0) + 1);
     expect(await runtimeCuts()).toBe(cutsBefore);
+    // Stopped now: a malformed x-scale-up-timeout is still the client's 400, not the stop's 503.
+    const bad = await post('zero-cut', {}, { 'x-scale-up-timeout': 'abc' });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { param: string } }).error.param).toBe('x-scale-up-timeout');
+    const stopped = await post('zero-cut', {}, { 'x-scale-up-timeout': '5' });
+    expect(stopped.status).toBe(503);
+    expect(((await stopped.json()) as { error: { code: string } }).error.code).toBe('deployment_stopped');
   });
 });
 

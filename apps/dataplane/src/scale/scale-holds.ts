@@ -328,14 +328,14 @@ export function createScaleHolds(
   return {
     hold(res, target, usageId, body) {
       const id = target.deploymentId;
-      if (id === null || channel === null) return null;
-      const w = waking.get(id);
+      if (id === null) return null;
       const header = res.req?.headers[SCALE_UP_TIMEOUT_HEADER];
-      if (target.ready && (w === undefined || (w.queue.length === 0 && w.admitting === null)) && !backedUpWhileScaling(id, target)) {
-        // Checked on a warm deployment too: a malformed value is a client's bug that must not wait for a cold start to show.
-        if (header !== undefined) holdMs(header, null, bounds);
-        return null;
-      }
+      // Checked on every dedicated request (warm, stopped, failed, or a node without holds): a malformed value is a
+      // client's bug that must not wait for a cold start to show.
+      if (header !== undefined) holdMs(header, null, bounds);
+      if (channel === null) return null;
+      const w = waking.get(id);
+      if (target.ready && (w === undefined || (w.queue.length === 0 && w.admitting === null)) && !backedUpWhileScaling(id, target)) return null;
       const info = infos.get(id);
       if (!target.ready && (info === undefined || info.d.state === 'stopped' || info.d.state === 'failed')) return null;
       checkContextLength(target.limits.contextLength, estimatePromptTokens(body), requestedCompletion(body));
