@@ -9,6 +9,8 @@ const paramOf = (path: readonly PropertyKey[]): string =>
 
 function reasonOf(issue: Issue): string {
   if (issue.code === 'invalid_union') {
+    // A union with its own message (`stop`: "a string or an array of at most 4 strings") says it best.
+    if (issue.message !== 'Invalid input') return issue.message;
     // Prefer the branch that explains the string form ("must be an integer") over "expected number".
     const inner = issue.errors.flat().find((i) => i.code !== 'invalid_type') ?? issue.errors.flat()[0];
     if (inner?.code === 'invalid_value') return 'must be a boolean (true or false)';

@@ -145,6 +145,13 @@ describe.each(PATHS)('on the $label', ({ chunked }) => {
       [{ tool_choice: 'required' }, 'tool_choice', /only allowed when 'tools' are specified/],
       [{ tool_choice: { type: 'function', function: { name: 'get_weather' } } }, 'tool_choice', /only allowed when 'tools'/],
       [{ tools: [fn], tool_choice: 'always' }, 'tool_choice', /'none', 'auto', 'required'/],
+      [
+        { tools: [fn], tool_choice: { type: 'function', function: { name: 'get_time' } } },
+        'tool_choice',
+        /names the function 'get_time', which is not in 'tools'/,
+      ],
+      [{ stop: [1] }, 'stop', /must be a string or an array of at most 4 strings/],
+      [{ stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop', /must be a string or an array of at most 4 strings/],
       [{ response_format: { type: 'xml' } }, 'response_format.type', /text, json_object, json_schema/],
       [{ response_format: { type: 'json_schema' } }, 'response_format.json_schema', /'name'/],
       [{ logprobs: 'yes' }, 'logprobs', /boolean/],

@@ -74,7 +74,7 @@ export const chatRequestSchema = z.looseObject({
   n: intLike.pipe(z.number().int().min(1).max(16)).optional(),
   seed: intLike.optional(),
   stop: z
-    .union([z.string(), z.array(z.string()).max(4)])
+    .union([z.string(), z.array(z.string()).max(4)], { error: 'must be a string or an array of at most 4 strings' })
     .nullable()
     .optional(),
   stream_options: z.looseObject({ include_usage: boolLike.optional() }).nullable().optional(),

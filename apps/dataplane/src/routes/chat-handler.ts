@@ -119,9 +119,24 @@ const NULLABLE_OPTIONALS = [
   'user',
 ] as const;
 
+/** The function a `tool_choice` object names (`{type: 'function', function: {name}}`), else null. */
+function namedFunction(tc: unknown): string | null {
+  if (typeof tc !== 'object' || tc === null) return null;
+  const f = (tc as { type?: unknown; function?: unknown }).type === 'function' ? (tc as { function?: unknown }).function : null;
+  const name = typeof f === 'object' && f !== null ? (f as { name?: unknown }).name : undefined;
+  return typeof name === 'string' ? name : null;
+}
+
+/** The function names of `tools`. */
+const toolNames = (tools: unknown): string[] =>
+  Array.isArray(tools)
+    ? tools.map((t) => (t as { function?: { name?: unknown } } | null)?.function?.name).filter((n): n is string => typeof n === 'string')
+    : [];
+
 /**
  * Rules between fields, as OpenAI answers them: `stream_options` (unless null) goes with `stream: true` only; a
- * `tool_choice` that demands a call (`required`, or a named tool) needs `tools`; `top_logprobs` needs `logprobs: true`.
+ * `tool_choice` that demands a call (`required`, or a named tool) needs `tools`, and a named function must be one of
+ * them; `top_logprobs` needs `logprobs: true`.
  */
 function checkOptionPairs(body: Record<string, unknown>): void {
   const so = body['stream_options'];
@@ -131,6 +146,14 @@ function checkOptionPairs(body: Record<string, unknown>): void {
   const tc = body['tool_choice'];
   if (tc !== undefined && tc !== 'auto' && tc !== 'none' && body['tools'] === undefined) {
     throw new ApiError('invalid_request', "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.", 'tool_choice');
+  }
+  const named = namedFunction(tc);
+  if (named !== null && !toolNames(body['tools']).includes(named)) {
+    throw new ApiError(
+      'invalid_request',
+      `Invalid value for 'tool_choice': it names the function '${named.slice(0, 64)}', which is not in 'tools'.`,
+      'tool_choice',
+    );
   }
   if (body['top_logprobs'] !== undefined && body['logprobs'] !== true) {
     throw new ApiError('invalid_request', "Invalid value for 'top_logprobs': 'logprobs' must be set to true when 'top_logprobs' is used.", 'top_logprobs');
