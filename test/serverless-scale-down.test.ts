@@ -140,4 +140,33 @@ describe('scale-down under steady load (control plane, data plane and runtime pr
     const final = await getDeployment(admin.deployments, alice, { tenantId, deploymentId });
     expect(final.lastScaleReason).toMatch(/down at most halfway/);
   }, 180_000);
+
+  it('a stop under running requests answers each deployment_stopped (x-should-retry: false), not a retryable upstream error', async () => {
+    expect(deploymentId).not.toBe('');
+    const url = `${dataplaneUrl}/funccall/steady/endpoints/Steady-8B/v1/chat/completions`;
+    const send = (stream: boolean) =>
+      fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'a long answer' }], max_tokens: 400, stream }),
+      });
+    // One stream and one JSON request (the replica's two slots), both under way at the runtime.
+    const streamed = await send(true);
+    expect(streamed.status).toBe(200);
+    const reader = streamed.body!.getReader();
+    let text = new TextDecoder().decode((await reader.read()).value);
+    const json = send(false);
+    await waitFor(() => dataplane.inFlightNow() === 2, 'both requests in flight');
+    await stopDeployment(admin.deployments, alice, { tenantId, deploymentId });
+    for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
+    const events = text.split('\n').filter((l) => l.startsWith('data: {"error"'));
+    expect(events).toHaveLength(1);
+    expect(JSON.parse(events[0]!.slice(6))).toMatchObject({ error: { code: 'deployment_stopped' } });
+    const answer = await json;
+    expect(answer.status).toBe(503);
+    expect(answer.headers.get('x-should-retry')).toBe('false');
+    expect(((await answer.json()) as { error: { code: string } }).error.code).toBe('deployment_stopped');
+    // And the runtime did go: the stop is not left waiting on requests.
+    await waitFor(async () => (await getDeployment(admin.deployments, alice, { tenantId, deploymentId })).replicas.length === 0, 'the replica stopped');
+  }, 60_000);
 });

@@ -20,6 +20,17 @@ describe('fake kube-apiserver semantics', () => {
     const res = await fetch(`${c.url}${path}`, { method, headers: body ? { 'content-type': contentType } : {}, body: body ? JSON.stringify(body) : undefined });
     return { status: res.status, body: (await res.json()) as Tree };
   };
+  /**
+   * GET, change, PUT, as a client does it: the simulated controllers may write the object between the two (a 409 for
+   * the PUT), and then the client reads again. The read that the write succeeded on, and the write.
+   */
+  const readModifyWrite = async (path: string, change: (x: Tree) => Tree, query = '') => {
+    for (let attempt = 1; ; attempt++) {
+      const read = (await call('GET', path)).body;
+      const wrote = await call('PUT', `${path}${query}`, change(read));
+      if (wrote.status !== 409 || attempt === 20) return { read, wrote };
+    }
+  };
   const apply = (name: string, body: unknown, manager: string, force = false) =>
     call(
       'PATCH',
@@ -69,9 +80,9 @@ describe('fake kube-apiserver semantics', () => {
   });
 
   it('resourceVersion: a stale update is 409, an update without one is 422, every write bumps it', async () => {
-    const d = (await call('GET', `/apis/apps/v1/namespaces/${NS}/deployments/web`)).body;
+    const path = `/apis/apps/v1/namespaces/${NS}/deployments/web`;
+    const { read: d, wrote: ok } = await readModifyWrite(path, (x) => ({ ...x, metadata: { ...x.metadata, labels: { app: 'web', tier: 'x' } } }));
     const rv = Number(d.metadata.resourceVersion);
-    const ok = await call('PUT', `/apis/apps/v1/namespaces/${NS}/deployments/web`, { ...d, metadata: { ...d.metadata, labels: { app: 'web', tier: 'x' } } });
     expect(ok.status).toBe(200);
     expect(Number(ok.body.metadata.resourceVersion)).toBeGreaterThan(rv);
     const stale = await call('PUT', `/apis/apps/v1/namespaces/${NS}/deployments/web`, d);
@@ -80,9 +91,9 @@ describe('fake kube-apiserver semantics', () => {
     const noRv = await call('PUT', `/apis/apps/v1/namespaces/${NS}/deployments/web`, { ...d, metadata: { ...d.metadata, resourceVersion: undefined } });
     expect(noRv.status).toBe(422);
     // Scale subresource: the same rule, and it records a `scale` manager for spec.replicas.
-    const scale = (await call('GET', `/apis/apps/v1/namespaces/${NS}/deployments/web/scale`)).body;
+    const { read: scale, wrote: scaled } = await readModifyWrite(`${path}/scale`, (x) => ({ ...x, spec: { replicas: 3 } }), '?fieldManager=hpa');
     expect(scale).toMatchObject({ kind: 'Scale', apiVersion: 'autoscaling/v1', spec: { replicas: 1 }, status: { selector: 'app=web' } });
-    expect((await call('PUT', `/apis/apps/v1/namespaces/${NS}/deployments/web/scale?fieldManager=hpa`, { ...scale, spec: { replicas: 3 } })).status).toBe(200);
+    expect(scaled.status).toBe(200);
     expect((await call('PUT', `/apis/apps/v1/namespaces/${NS}/deployments/web/scale`, { ...scale, spec: { replicas: 4 } })).status).toBe(409);
     expect(c.api.managedFields('deployments', NS, 'web').find((m) => m.subresource === 'scale')).toMatchObject({
       manager: 'hpa',

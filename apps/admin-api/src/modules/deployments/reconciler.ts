@@ -288,6 +288,8 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     const ready: Replica[] = [];
     let settling = 0;
     const starting: Replica[] = [];
+    /** Ready replicas of a deployment stopped or failed: stopped once the nodes had time to learn of it. */
+    const halting: Replica[] = [];
     for (const r of replicas) {
       if (r.state === 'draining' && drains.has(r.id)) continue;
       if (r.state === 'starting' && !starts.has(r.id) && launchedHere.has(r.id)) {
@@ -302,9 +304,18 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
       // A 'starting' or 'draining' row nobody here works on was left by an earlier process.
       const ok = active && r.state === 'ready' && (await provisioner.health(r));
       if (ok) ready.push(r);
+      else if (!active && r.state === 'ready' && owned.has(r.id)) halting.push(r);
       else await retire(provisioner, r);
     }
-    if (!active) return;
+    if (!active) {
+      if (halting.length > 0) {
+        // The stop is in the snapshot (no node routes to a stopped deployment): the grace lets every node apply it
+        // before the runtimes go, so a request the stop cuts is answered deployment_stopped, not a retryable 502.
+        await sleep(drainGraceMs, abort.signal);
+        for (const r of halting) await retire(provisioner, r);
+      }
+      return;
+    }
 
     const floor = Math.max(0, ...[...(floors.get(id) ?? [])].map((f) => f.n));
     const want = Math.max(targetReplicas(d), Math.min(floor, d.provisioner === 'external' ? 1 : d.maxReplicas));
