@@ -215,7 +215,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     // null: the chat handler counted (and logged) this request itself, with its real outcome.
     if (req.metricEndpoint !== null) {
       metrics.countRequest(config.metricRoute ?? 'unknown', config.metricMode ?? 'none', reply.statusCode, req.metricEndpoint);
-      if (logInfo) logRequest(req.log, req.id, config.metricRoute, config.metricMode, req.metricEndpoint, reply.statusCode, reply.elapsedTime);
+      if (logInfo) logRequest(app.log, req.id, config.metricRoute, config.metricMode, req.metricEndpoint, reply.statusCode, reply.elapsedTime);
     }
     done();
   });
@@ -260,7 +260,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     timeouts,
     ...(opts.maxRetries !== undefined ? { maxRetries: opts.maxRetries } : {}),
     logInfo,
-    onStreamError: (err: unknown) => app.log.warn({ code: (err as { code?: string }).code }, 'upstream stream failed mid-response'),
+    onStreamError: (err: unknown, reqId: string) => app.log.warn({ reqId, code: (err as { code?: string }).code }, 'upstream stream failed mid-response'),
     halted: (target) => scale.halted(target),
   });
   app.register(inferenceRoutes, { store: opts.store, chat });

@@ -1,11 +1,16 @@
 import { hash } from 'node:crypto';
 import { ApiError } from '@infer/shared';
+import type { ConfigStore } from './config/config-store.ts';
 import type { ConfigView, ResolvedKey } from './config/config-view.ts';
 
 const MISSING = new ApiError('missing_api_key', "You didn't provide an API key. Send it as 'Authorization: Bearer <API_KEY>'.");
 const BAD_SCHEME = new ApiError('invalid_api_key', "The Authorization header must use the Bearer scheme: 'Authorization: Bearer <API_KEY>'.");
 const INVALID = new ApiError('invalid_api_key', 'Incorrect or expired API key provided.');
 const NOT_READY = new ApiError('service_unavailable', 'This node has no configuration yet. Try again shortly.');
+const REFUSED = new ApiError(
+  'service_unavailable',
+  "This node's credential was refused by the control plane, so it cannot tell which API keys are still valid; it serves no requests until it is accepted again. Retry: another node may serve the request.",
+);
 
 /**
  * Keys already resolved, by token, per config snapshot: SHA-256 through node:crypto cost 2-3 µs of a request's
@@ -37,4 +42,13 @@ export function authenticate(view: ConfigView | null, authorization: string | un
   }
   if (key.expiresAtMs <= now) return INVALID;
   return key;
+}
+
+/**
+ * The caller's key on the store's current view. While the control plane refuses the node's credential, every request
+ * is a 503 whatever its key: keys revoked since then would still pass on the frozen view.
+ */
+export function authenticateRequest(store: ConfigStore, authorization: string | undefined, now: number): ResolvedKey | ApiError {
+  if (store.refusal !== null) return REFUSED;
+  return authenticate(store.view, authorization, now);
 }

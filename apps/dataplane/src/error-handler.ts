@@ -48,7 +48,10 @@ export function errorReply(err: FastifyError | ApiError | Error): ErrorReply {
   return { status: 500, headers: NO_HEADERS, body: errorBody('internal_error', 'Internal server error.'), internal: true };
 }
 
-/** Logs an unexpected error; the message line is left out: parser messages can quote request or runtime text. */
+/**
+ * Logs an unexpected error; the message line is left out: parser messages can quote request or runtime text. `log`
+ * carries no request bindings (the node's logger, not `req.log`): the request id is this line's one `reqId`.
+ */
 function logInternal(log: FastifyBaseLogger, err: Error, reqId: string): void {
   const stack = err.stack?.split('\n').slice(1).join('\n');
   log.error({ err: { name: err.name, code: (err as Partial<FastifyError>).code, stack }, reqId }, 'unhandled error');
@@ -69,7 +72,7 @@ export function handleError(err: FastifyError | ApiError | Error, req: FastifyRe
     return;
   }
   const r = errorReply(err);
-  if (r.internal) logInternal(req.log, err, req.id);
+  if (r.internal) logInternal(req.server.log, err, req.id);
   // Answered before its body was read (413, 415, ...): the connection closes once the client has sent it.
   if (!req.raw.complete) lingerOnClose(req.raw.socket);
   reply.code(r.status).headers(r.headers).send(r.body);

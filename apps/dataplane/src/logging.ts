@@ -23,7 +23,10 @@ export function loggerOptions(level: string): LoggerOptions {
   };
 }
 
-/** The one info line per request: ids, labels, status and timings; never a key, URL query or body. */
+/**
+ * The one info line per request: ids, labels, status and timings; never a key, URL query or body. `log` is the node's
+ * logger, not a request's child (`req.log` already binds `reqId`: the line would carry the key twice).
+ */
 export function logRequest(
   log: FastifyBaseLogger,
   reqId: string,

@@ -1,5 +1,6 @@
 import { join, resolve } from 'node:path';
 import { hostname } from 'node:os';
+import pino from 'pino';
 import { buildDataplaneApp } from './app.ts';
 import { createNodeChannel } from './scale/node-channel.ts';
 import { createConfigClient } from './config/config-client.ts';
@@ -24,6 +25,9 @@ const SHUTDOWN_GRACE_MS = 30_000;
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 const controlPlane = env.CONTROL_PLANE_URL !== undefined && env.NODE_TOKEN !== undefined ? { url: env.CONTROL_PLANE_URL, nodeToken: env.NODE_TOKEN } : null;
 
+// One logger for the app and for this file's own lines: every line is pino's JSON (numeric level, time, pid).
+const log = pino(loggerOptions(env.LOG_LEVEL));
+
 const store = createConfigStore();
 if (env.CONFIG_FILE !== undefined) {
   try {
@@ -43,15 +47,7 @@ const usageProblem = (err: unknown): void => {
   const now = Date.now();
   if (now - lastUsageWarn < USAGE_WARN_EVERY_MS) return;
   lastUsageWarn = now;
-  console.warn(
-    JSON.stringify({
-      level: 'warn',
-      msg: 'usage report problem; records stay spooled and are retried',
-      reason: messageOf(err),
-      occurrences: usageWarnings,
-      pending: reporter?.pending(),
-    }),
-  );
+  log.warn({ reason: messageOf(err), occurrences: usageWarnings, pending: reporter?.pending() }, 'usage report problem; records stay spooled and are retried');
   usageWarnings = 0;
 };
 
@@ -66,7 +62,7 @@ if (controlPlane) {
     process.exit(1);
   }
   if (reporter.recovered > 0) {
-    console.warn(JSON.stringify({ level: 'warn', msg: 'replaying usage records left in the spool by an earlier run', records: reporter.recovered, spoolDir }));
+    log.warn({ records: reporter.recovered, spoolDir }, 'replaying usage records left in the spool by an earlier run');
   }
 }
 const usage: UsageSink = reporter ?? { record() {} };
@@ -76,13 +72,13 @@ let lastScaleWarn = 0;
 const scaleProblem = (err: unknown): void => {
   if (Date.now() - lastScaleWarn < 60_000) return;
   lastScaleWarn = Date.now();
-  console.warn(JSON.stringify({ level: 'warn', msg: 'control plane did not take a load report or wake; requests are not blocked', reason: messageOf(err) }));
+  log.warn({ reason: messageOf(err) }, 'control plane did not take a load report or wake; requests are not blocked');
 };
 
 const app = buildDataplaneApp({
   store,
   usage,
-  logger: loggerOptions(env.LOG_LEVEL),
+  loggerInstance: log,
   bodyLimit: env.BODY_LIMIT_BYTES,
   limits: {
     defaultRpm: env.DEFAULT_RPM_LIMIT ?? null,
@@ -120,6 +116,13 @@ const client = controlPlane
       store,
       ...(env.SNAPSHOT_FILE !== undefined ? { snapshotFile: env.SNAPSHOT_FILE } : {}),
       onError: (err) => app.log.warn({ reason: messageOf(err) }, 'config stream problem; reconnecting'),
+      // Once per refusal (the client keeps asking, quietly); the credential itself is never logged.
+      onRefused: (status) =>
+        app.log.error(
+          { status },
+          "the control plane refused this node's credential: failing closed (/readyz and inference requests answer 503) until it is accepted again; restore or rotate NODE_TOKEN",
+        ),
+      onAccepted: () => app.log.warn("the control plane accepts this node's credential again: serving"),
     })
   : null;
 client?.start();

@@ -22,7 +22,15 @@ async function startConfigServer(initial: ConfigSnapshot, port = 0) {
   const log: ConfigDelta[] = [];
   const clients = new Set<ServerResponse>();
   const lastEventIds: (string | null)[] = [];
+  // A status (401, 403) the stream answers every node with while set: the node credential revoked.
+  let refusing: number | null = null;
+  let refused = 0;
   const server: Server = createServer((req, res) => {
+    if (req.url === '/internal/v1/config/stream' && refusing !== null) {
+      refused++;
+      res.writeHead(refusing).end();
+      return;
+    }
     if (req.url !== '/internal/v1/config/stream' || req.headers.authorization !== `Bearer ${NODE_TOKEN}`) {
       res.writeHead(req.url === '/internal/v1/config/stream' ? 401 : 404).end();
       return;
@@ -74,6 +82,12 @@ async function startConfigServer(initial: ConfigSnapshot, port = 0) {
       for (const c of clients) c.destroy();
     },
     clientCount: () => clients.size,
+    /** Refuses the node credential with `status` from now on, ending the open streams (as a revoke does); null: accepts it again. */
+    refuse(status: number | null) {
+      refusing = status;
+      if (status !== null) for (const c of clients) c.destroy();
+    },
+    refusedCount: () => refused,
     close: () =>
       new Promise<void>((r) => {
         for (const c of clients) c.destroy();
@@ -110,12 +124,23 @@ describe('config client', () => {
   let client: ConfigClient;
   let dp: StartedApp;
   const errors: unknown[] = [];
+  const refusals: number[] = [];
+  let acceptances = 0;
   const snapshotFile = () => join(dir, 'snapshot.json');
 
   beforeAll(async () => {
     cp = await startConfigServer(base);
     const store = createConfigStore();
-    client = createConfigClient({ url: cp.url, nodeToken: NODE_TOKEN, store, snapshotFile: snapshotFile(), onError: (e) => void errors.push(e) });
+    client = createConfigClient({
+      url: cp.url,
+      nodeToken: NODE_TOKEN,
+      store,
+      snapshotFile: snapshotFile(),
+      maxBackoffMs: 300,
+      onError: (e) => void errors.push(e),
+      onRefused: (status) => void refusals.push(status),
+      onAccepted: () => void acceptances++,
+    });
     dp = await startDataplane(null, memorySink(), { store });
     expect((await fetch(`${dp.url}/readyz`)).status).toBe(503);
     client.start();
@@ -170,6 +195,58 @@ describe('config client', () => {
     expect((await chat('infk_added_while_down_00000000000000')).status).toBe(200);
     expect(errors.length).toBeGreaterThan(0);
   });
+
+  it('fails closed while the control plane refuses the node credential, and serves again once it accepts it', async () => {
+    const key = 'infk_added_while_down_00000000000000';
+    expect((await chat(key)).status).toBe(200);
+    cp.refuse(401);
+    await waitFor(() => refusals.length === 1);
+    const errorsBefore = errors.length; // the stream the refusal ended is one
+
+    const ready = await fetch(`${dp.url}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(((await ready.json()) as { reason: string }).reason).toMatch(/refused this node's credential \(HTTP 401\)/);
+    expect((await fetch(`${dp.url}/healthz`)).status).toBe(200); // liveness: nothing to restart
+    // Every inference request, whatever its key and whichever way it comes in (fast path, Fastify's routes).
+    const answers = [
+      await chat(key),
+      await chat('infk_not_a_key_at_all_000000000000000'),
+      await fetch(`${dp.url}/endpoints/v1/models`, { headers: { authorization: `Bearer ${key}` } }),
+      await fetch(`${dp.url}/endpoints/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        // No Content-Length: Fastify's route, not the fast path.
+        body: new Blob([JSON.stringify(chatBody({ model: NAME }))]).stream(),
+        duplex: 'half',
+      } as RequestInit),
+    ];
+    for (const res of answers) {
+      expect(res.status).toBe(503);
+      const { error } = (await res.json()) as { error: { code: string; type: string; message: string } };
+      expect(error).toMatchObject({ code: 'service_unavailable', type: 'api_error' });
+      expect(error.message).toMatch(/credential was refused by the control plane/);
+    }
+    // The client keeps asking; the refusal is reported once, not as a connection problem per attempt.
+    const seen = cp.refusedCount();
+    await waitFor(() => cp.refusedCount() >= seen + 2);
+    expect(refusals).toEqual([401]);
+    expect(errors.length).toBe(errorsBefore);
+    expect(acceptances).toBe(0);
+
+    cp.refuse(null); // the credential restored (or rotated)
+    await waitFor(() => acceptances === 1);
+    expect((await fetch(`${dp.url}/readyz`)).status).toBe(200);
+    expect((await chat(key)).status).toBe(200);
+
+    // A 403 is as definitive as a 401.
+    cp.refuse(403);
+    await waitFor(() => refusals.length === 2);
+    expect(refusals).toEqual([401, 403]);
+    expect((await chat(key)).status).toBe(503);
+    cp.refuse(null);
+    await waitFor(() => acceptances === 2);
+    expect((await chat(key)).status).toBe(200);
+  }, 20_000);
 
   it('persists the snapshot (0600) and a fresh node serves from it without the control plane', async () => {
     await waitFor(() => {

@@ -47,6 +47,17 @@ describe('/metrics after traffic', () => {
     expect(value(m, 'dataplane_heap_used_bytes')).toBeGreaterThan(0);
   });
 
+  it("counts a 405 on the chat path under the chat route, not the path's CORS preflight", async () => {
+    for (const method of ['GET', 'DELETE']) {
+      const res = await fetch(chat(), { method });
+      expect(res.status).toBe(405);
+      await res.text();
+    }
+    const m = await (await fetch(world.dp.metricsUrl)).text();
+    expect(value(m, 'dataplane_requests_total{route="chat",mode="none",status="405"}')).toBe(2);
+    expect(m).not.toContain('route="preflight",mode="none",status="405"');
+  });
+
   it('reports the event-loop delay since the previous scrape, and sees a blocked loop', async () => {
     await (await fetch(world.dp.metricsUrl)).text(); // starts a new window
     await new Promise((r) => setTimeout(r, 50));

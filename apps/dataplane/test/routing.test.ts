@@ -180,3 +180,30 @@ describe('saturation', () => {
     await after.json();
   });
 });
+
+describe('replica churn', () => {
+  it('drops the decision series of a replica that left the snapshot (scale-to-zero churn must not grow them)', async () => {
+    const f = await fleet({ itlMs: 1 }, { policy: 'round_robin' });
+    const serve = async (n: number): Promise<void> => {
+      for (let i = 0; i < n; i++) {
+        const res = await post(`${f.dp.url}${CHAT}`, ask('acme', `question ${i}`));
+        expect(res.status).toBe(200);
+        await res.json();
+      }
+    };
+    await serve(4);
+    const before = await metricsText(f.dp);
+    expect(metricValue(before, 'dataplane_routing_decisions_total', 'replica="r-b"')).toBe(2);
+
+    // r-b goes away and r-c takes its place (a new replica id, as every scale-up mints).
+    const next = structuredClone(f.dp.store.snapshot()!);
+    next.version++;
+    next.endpoints.find((e) => e.name === NAME)!.upstreams = [replica('r-a', f.a.url), replica('r-c', f.b.url)];
+    f.dp.store.replace(next);
+    await serve(2);
+    const after = await metricsText(f.dp);
+    expect(after).not.toContain('replica="r-b"');
+    expect(metricValue(after, 'dataplane_routing_decisions_total', 'replica="r-a"')).toBeGreaterThanOrEqual(2);
+    expect(metricValue(after, 'dataplane_routing_decisions_total', 'replica="r-c"')).toBeGreaterThanOrEqual(1);
+  });
+});

@@ -1,15 +1,69 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseEnv } from '../src/index.ts';
-import { NAME, chatBody, deadUrl, makeSnapshot, post, startSim, startUsageServer, waitFor } from './helpers.ts';
+import type { ConfigSnapshot } from '@infer/shared';
+import { createUsageReporter, parseEnv } from '../src/index.ts';
+import { NAME, chatBody, deadUrl, fakeRecord, makeSnapshot, post, sendRequest, startSim, startUsageServer, waitFor } from './helpers.ts';
 import type { StartedSim, UsageServer } from './helpers.ts';
 
 const SERVER = fileURLToPath(new URL('../src/server.ts', import.meta.url));
+
+/**
+ * A control plane for one node: its config stream (refused with 401 while `refusing`), and usage and load-report
+ * routes that take nothing (500, 404), so the node has problems to report.
+ */
+async function startControlPlane(snapshot: ConfigSnapshot, nodeToken: string) {
+  const streams = new Set<ServerResponse>();
+  const state = { refusing: false, refused: 0 };
+  const server = createServer((req, res) => {
+    req.resume();
+    if (req.url !== '/internal/v1/config/stream') {
+      res.writeHead(req.url === '/internal/v1/usage' ? 500 : 404).end();
+      return;
+    }
+    if (state.refusing || req.headers.authorization !== `Bearer ${nodeToken}`) {
+      state.refused++;
+      res.writeHead(401).end();
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream' });
+    res.write(`event: snapshot\nid: ${snapshot.version}\ndata: ${JSON.stringify(snapshot)}\n\n`);
+    streams.add(res);
+    res.on('close', () => streams.delete(res));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    state,
+    /** The node credential revoked: open streams end, new ones get 401. */
+    revoke() {
+      state.refusing = true;
+      for (const s of streams) s.destroy();
+    },
+    close: () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+/** Polls an async condition (generous bound; not a timing assertion). */
+async function until(check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 
 describe('env', () => {
   it('applies defaults and freezes', () => {
@@ -96,4 +150,87 @@ describe('server.ts', () => {
     expect(usage.records.some((r) => r.requestId.startsWith('server-flush-1.'))).toBe(true);
     expect(out).not.toContain('infk_');
   });
+
+  it("logs every line as the node's pino JSON, and fails closed while the control plane refuses its credential", async () => {
+    const nodeToken = 'node-token-that-is-never-logged-4711';
+    // Records an earlier run left in the spool: replayed at start.
+    const spoolDir = join(dir, 'spool-refused');
+    const earlier = createUsageReporter({ url: await deadUrl(), nodeToken, flushMs: 600_000, spoolDir });
+    earlier.record(fakeRecord('left-by-an-earlier-run'));
+    expect((await earlier.close()).remaining).toBe(1);
+    const cp = await startControlPlane(makeSnapshot({ sim: sim.url, faulty: sim.url, dead: await deadUrl() }), nodeToken);
+    const child = spawn(process.execPath, [SERVER], {
+      env: {
+        PATH: process.env['PATH'] ?? '',
+        PORT: '0',
+        CONTROL_PLANE_URL: cp.url,
+        NODE_TOKEN: nodeToken,
+        USAGE_SPOOL_DIR: spoolDir,
+        USAGE_FLUSH_MS: '50',
+        LOG_LEVEL: 'info',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+    const logLines = (): Record<string, unknown>[] =>
+      out
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const logged = (msg: string): Record<string, unknown>[] => logLines().filter((l) => typeof l['msg'] === 'string' && l['msg'].startsWith(msg));
+    try {
+      await waitFor(() => /dataplane listening on http:\/\/127\.0\.0\.1:\d+/.test(out));
+      const base = /listening on (http:\/\/\S+)/.exec(out)![1]!;
+      const chat = () => post(`${base}/endpoints/v1/chat/completions`, chatBody({ model: NAME }));
+      await until(async () => (await fetch(`${base}/readyz`)).status === 200);
+      expect((await chat()).status).toBe(200);
+      const routed = await sendRequest(base, '/endpoints/v1/chat/completions', {
+        body: chatBody({ model: NAME }),
+        chunked: true,
+        headers: { 'x-request-id': 'srv-chunked' },
+      });
+      expect(routed.status).toBe(200);
+
+      // The node's own warnings: usage the control plane does not take, load reports it does not take, the replay.
+      await waitFor(() => logged('usage report problem').length > 0 && logged('control plane did not take a load report').length > 0);
+      for (const msg of ['replaying usage records', 'usage report problem', 'control plane did not take a load report']) {
+        const [line] = logged(msg);
+        expect(line, msg).toMatchObject({ level: 40, time: expect.any(Number), pid: child.pid });
+      }
+
+      cp.revoke();
+      await until(async () => (await fetch(`${base}/readyz`)).status === 503);
+      const ready = (await (await fetch(`${base}/readyz`)).json()) as { reason: string };
+      expect(ready.reason).toMatch(/refused this node's credential/);
+      expect((await fetch(`${base}/healthz`)).status).toBe(200);
+      const refusedChat = await chat();
+      expect(refusedChat.status).toBe(503);
+      expect(((await refusedChat.json()) as { error: { code: string } }).error.code).toBe('service_unavailable');
+      // Asked again and again; logged once, at error level.
+      const seen = cp.state.refused;
+      await waitFor(() => cp.state.refused >= seen + 2);
+      const refusals = logged("the control plane refused this node's credential");
+      expect(refusals).toHaveLength(1);
+      expect(refusals[0]).toMatchObject({ level: 50, status: 401 });
+
+      cp.state.refusing = false; // restored
+      await until(async () => (await fetch(`${base}/readyz`)).status === 200);
+      expect((await chat()).status).toBe(200);
+      await waitFor(() => logged("the control plane accepts this node's credential again").length === 1);
+    } finally {
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+      await cp.close();
+    }
+    // One format: pino's JSON with a numeric level, each line naming its request at most once; never the credential.
+    for (const line of out.split('\n').filter((l) => l !== '' && !l.startsWith('dataplane listening on '))) {
+      expect(line.startsWith('{'), line).toBe(true);
+      expect(typeof (JSON.parse(line) as { level: unknown }).level, line).toBe('number');
+      expect(line.split('"reqId":').length, line).toBeLessThanOrEqual(2);
+    }
+    expect(logLines().some((l) => l['reqId'] === 'srv-chunked' && l['msg'] === 'request')).toBe(true);
+    expect(out).not.toContain(nodeToken);
+  }, 60_000);
 });

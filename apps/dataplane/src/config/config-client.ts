@@ -20,6 +20,13 @@ export interface ConfigClientOptions {
   readonly idleTimeoutMs?: number;
   /** Connection and payload problems (the client keeps going). */
   readonly onError?: (err: unknown) => void;
+  /**
+   * The control plane refused the node's credential (401/403): the store's refusal is set, so the node fails closed
+   * until a stream is accepted again. Called once per refusal, not per attempt (the attempts go on, at most backoff).
+   */
+  readonly onRefused?: (status: number) => void;
+  /** A stream was accepted again after a refusal (the refusal is cleared). */
+  readonly onAccepted?: () => void;
 }
 
 export interface ConfigClient {
@@ -30,6 +37,15 @@ export interface ConfigClient {
   readonly connected: boolean;
   readonly version: number | null;
   onVersion(listener: VersionListener): () => void;
+}
+
+/** The control plane answered that it does not know, or no longer accepts, the node's credential. */
+class CredentialRefused extends Error {
+  readonly status: number;
+  constructor(status: number) {
+    super(`the control plane refused this node's credential (HTTP ${status})`);
+    this.status = status;
+  }
 }
 
 /** Follows the control plane's config stream (snapshot, then deltas) and swaps the store's view. */
@@ -72,9 +88,15 @@ export function createConfigClient(opts: ConfigClientOptions): ConfigClient {
     const res = await request(streamUrl, { method: 'GET', headers, signal: stop.signal, headersTimeout: 10_000, bodyTimeout: opts.idleTimeoutMs ?? 45_000 });
     if (res.statusCode !== 200) {
       await res.body.dump();
+      // A revoked credential: keys revoked from now on would never reach this node, so it must stop serving.
+      if (res.statusCode === 401 || res.statusCode === 403) throw new CredentialRefused(res.statusCode);
       throw new Error(`config stream answered HTTP ${res.statusCode}`);
     }
     connected = true;
+    if (store.refusal !== null) {
+      store.setRefusal(null);
+      opts.onAccepted?.();
+    }
     let received = false;
     try {
       const parser = createSseParser();
@@ -113,7 +135,11 @@ export function createConfigClient(opts: ConfigClientOptions): ConfigClient {
         if (await follow()) delay = minBackoff;
       } catch (err) {
         if (stop.signal.aborted) break;
-        opts.onError?.(err);
+        if (!(err instanceof CredentialRefused)) opts.onError?.(err);
+        else if (store.refusal === null) {
+          store.setRefusal(err.message);
+          opts.onRefused?.(err.status);
+        }
       }
       if (stop.signal.aborted) break;
       await sleep(delay, undefined, { signal: stop.signal }).catch(() => {});

@@ -19,12 +19,20 @@ export interface ConfigStore {
   applyDeltas(deltas: readonly ConfigDelta[]): void;
   /** Calls `listener` after every swap; returns an unsubscribe function. */
   onVersion(listener: VersionListener): () => void;
+  /**
+   * Why the node must not serve on this config (the control plane refused its credential, so keys revoked since are
+   * unknown here), or null. While set, /readyz and inference requests answer 503.
+   */
+  readonly refusal: string | null;
+  /** Sets the refusal, or clears it (null) once the control plane accepts the node again. */
+  setRefusal(reason: string | null): void;
 }
 
 /** Creates a config store, optionally seeded with a snapshot. */
 export function createConfigStore(initial?: ConfigSnapshot): ConfigStore {
   let current: ConfigSnapshot | null = null;
   let view: ConfigView | null = null;
+  let refusal: string | null = null;
   const listeners = new Set<VersionListener>();
 
   const swap = (next: ConfigSnapshot): void => {
@@ -52,6 +60,12 @@ export function createConfigStore(initial?: ConfigSnapshot): ConfigStore {
     onVersion(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
+    },
+    get refusal() {
+      return refusal;
+    },
+    setRefusal(reason) {
+      refusal = reason;
     },
   };
 }

@@ -54,7 +54,8 @@ export interface ForwardDeps {
   readonly timeouts: UpstreamTimeouts;
   /** Retries on another replica (connect failures, 502/503 before the first byte); default 2. */
   readonly maxRetries?: number;
-  readonly onStreamError?: (err: unknown) => void;
+  /** A stream failed after bytes reached the client (logged with the request's id). */
+  readonly onStreamError?: (err: unknown, requestId: string) => void;
   /**
    * Why a dedicated target's runtime may have cut an answer: the deployment was stopped (or failed) meanwhile
    * (src/scale); null when it was not.
@@ -214,7 +215,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
     // The error of the target's deployment stopped, failed or deleted by now (dedicated targets only).
     const haltedNow = target.deploymentId === null || deps.halted === undefined ? undefined : () => deps.halted!(target);
     for (let attempt = 0; attempt < maxAttempts; attempt++) {
-      const picked = deps.router !== undefined ? deps.router.pick(target, tried, input.value, log, cap) : null;
+      const picked = deps.router !== undefined ? deps.router.pick(target, tried, input.value, log, call.requestId, cap) : null;
       const upstream: ResolvedUpstream | null = deps.router !== undefined ? (picked?.upstream ?? null) : deps.pools.pick(target.upstreams, tried, cap);
       if (upstream === null) {
         // Every replica left untried is full (a retry, a replica that left or was ejected while its requests

@@ -65,7 +65,7 @@ export interface AttemptOptions {
    * once, possibly after `done` (a timeout or a client that left settles first, then the request is aborted).
    */
   readonly onEnd: () => void;
-  readonly onStreamError?: ((err: unknown) => void) | undefined;
+  readonly onStreamError?: ((err: unknown, requestId: string) => void) | undefined;
   /**
    * The error of a deployment stopped, failed or deleted meanwhile (null: it was not). A stream cut after bytes
    * reached the client ends with it instead of "the runtime closed the stream", and the cut does not count against
@@ -406,7 +406,7 @@ class AttemptHandler implements H1Handler {
   onResponseError(_c: H1Controller, err: Error): void {
     this.end();
     if (this.settled) return;
-    if (this.mode === 'sse' && (this.sentToClient || this.pending !== null)) this.o.onStreamError?.(err);
+    if (this.mode === 'sse' && (this.sentToClient || this.pending !== null)) this.o.onStreamError?.(err, this.o.requestId);
     if (this.status === 0) this.failAfterStart(transportError(err), 'cut', err);
     else {
       const cut = this.cut();

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import { performance } from 'node:perf_hooks';
 import { ApiError } from '@infer/shared';
 import type { FastifyBaseLogger } from 'fastify';
-import { authenticate } from '../auth.ts';
+import { authenticateRequest } from '../auth.ts';
 import type { ConfigStore } from '../config/config-store.ts';
 import type { ResolvedKey } from '../config/config-view.ts';
 import type { ClientResponse } from '../front/client-response.ts';
@@ -112,7 +112,7 @@ export function createChatFastPath(opts: ChatFastPathOptions): ChatFastPath {
       mode: r.dedicated === null ? 'shared' : 'dedicated',
       log,
     };
-    const key = authenticate(store.view, headers.authorization, startedAt);
+    const key = authenticateRequest(store, headers.authorization, startedAt);
     if (key instanceof ApiError) {
       chat.fail(x, key);
       return null;

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { ApiError } from '@infer/shared';
 import type { FastifyInstance, FastifyReply, FastifyRequest, preParsingHookHandler } from 'fastify';
-import { authenticate } from '../auth.ts';
+import { authenticateRequest } from '../auth.ts';
 import type { ConfigStore } from '../config/config-store.ts';
 import { modelObject } from '../config/config-view.ts';
 import { dedicatedModel, findDeployment, unknownSharedModel } from './chat-handler.ts';
@@ -35,7 +35,7 @@ export async function inferenceRoutes(app: FastifyInstance, opts: InferenceRoute
   app.removeContentTypeParser('text/plain'); // chat bodies are JSON only: anything else is a 415
 
   app.addHook('onRequest', (req, _reply, done) => {
-    const key = authenticate(store.view, req.headers.authorization, Date.now());
+    const key = authenticateRequest(store, req.headers.authorization, Date.now());
     if (key instanceof ApiError) {
       done(key);
       return;
@@ -62,7 +62,8 @@ export async function inferenceRoutes(app: FastifyInstance, opts: InferenceRoute
         startedAt: Date.now() - elapsed,
         startPerf: performance.now() - elapsed,
         mode,
-        log: req.log,
+        // The node's logger, as on the fast path: the chat lines name their `reqId` themselves (req.log binds it too).
+        log: app.log,
       },
       req.apiKey!,
       dedicated,

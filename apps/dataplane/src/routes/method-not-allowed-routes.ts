@@ -6,7 +6,8 @@ const METHODS: readonly HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 
 
 interface KnownPath {
   readonly methods: Set<string>;
-  readonly metricRoute: string | undefined;
+  /** The metric label of the path's own routes (its CORS preflight's is 'preflight'): its 405s are counted under it. */
+  metricRoute: string | undefined;
 }
 
 /** The paths registered on an app and their methods, gathered by an `onRoute` hook added before any route. */
@@ -20,10 +21,13 @@ export function collectRoutes(app: FastifyInstance): RouteTable {
   app.addHook('onRoute', (route: RouteOptions) => {
     let known = paths.get(route.url);
     if (known === undefined) {
-      known = { methods: new Set(), metricRoute: route.config?.metricRoute };
+      known = { methods: new Set(), metricRoute: undefined };
       paths.set(route.url, known);
     }
-    for (const m of Array.isArray(route.method) ? route.method : [route.method]) known.methods.add(m);
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    // A GET on the chat path is a chat request answered 405, not a preflight (CORS registers its OPTIONS first).
+    if (known.metricRoute === undefined && methods.some((m) => m !== 'OPTIONS')) known.metricRoute = route.config?.metricRoute;
+    for (const m of methods) known.methods.add(m);
     // Fastify adds a HEAD route for each GET once the plugin has loaded (exposeHeadRoutes).
     if (known.methods.has('GET') && route.exposeHeadRoute !== false) known.methods.add('HEAD');
   });

@@ -35,9 +35,17 @@ export interface Router {
   /**
    * Picks a replica of `target` (skipping origins in `skip`, and full ones: `cap` requests of this node in flight
    * there) by the target's policy, never an ejected one unless every remaining one with room is ejected; null when
-   * none is left (all tried, or every one left is full). Counts the decision and logs it at debug level.
+   * none is left (all tried, or every one left is full). Counts the decision and logs it at debug level, on `log` (the
+   * node's logger) with the request's `reqId`.
    */
-  pick(target: RouteTarget, skip: ReadonlySet<string> | null, body: Record<string, unknown>, log: FastifyBaseLogger, cap?: number): RoutePick | null;
+  pick(
+    target: RouteTarget,
+    skip: ReadonlySet<string> | null,
+    body: Record<string, unknown>,
+    log: FastifyBaseLogger,
+    reqId: string,
+    cap?: number,
+  ): RoutePick | null;
   /** Null when the target may be sent to now; else a wait that ends when a replica has room, or in a shed. */
   hold(target: RouteTarget, res: ClientResponse): Promise<HoldOutcome> | null;
 }
@@ -69,23 +77,24 @@ export function createRouter(o: RouterOptions): Router {
     policy: RoutingPolicyName,
     reason: DecisionReason,
     log: FastifyBaseLogger,
+    reqId: string,
     extra?: object,
     prefillBlocks = 0,
   ): RoutePick => {
     const id = targetIdOf(t);
     metrics.decision(id, u.id, policy, reason);
-    if (debugOn(log)) log.debug({ target: id, replica: u.id, policy, reason, ...extra }, 'routing decision');
+    if (debugOn(log)) log.debug({ reqId, target: id, replica: u.id, policy, reason, ...extra }, 'routing decision');
     return { upstream: u, prefillBlocks };
   };
 
   return {
-    pick(target, skip, body, log, cap = Number.POSITIVE_INFINITY) {
+    pick(target, skip, body, log, reqId, cap = Number.POSITIVE_INFINITY) {
       const s = settingsOf(target);
       const all = target.upstreams;
       if (all.length === 1) {
         // One replica (the common case): nothing to choose, nothing to learn; no hashing on this path.
         const only = all[0]!;
-        return (skip !== null && skip.has(only.origin)) || pools.full(only, cap) ? null : decide(target, only, s.policy, 'single', log);
+        return (skip !== null && skip.has(only.origin)) || pools.full(only, cap) ? null : decide(target, only, s.policy, 'single', log, reqId);
       }
       // A full replica is no candidate for any policy: the request waits for a slot instead (forward-chat.ts).
       let excluded = false;
@@ -101,24 +110,24 @@ export function createRouter(o: RouterOptions): Router {
       if (healthy.length === 0) {
         // Every remaining replica is ejected: try the least loaded of them anyway (as before routing policies).
         const u = pools.pick(candidates, null);
-        return u === null ? null : decide(target, u, 'least_in_flight', 'all_ejected', log);
+        return u === null ? null : decide(target, u, 'least_in_flight', 'all_ejected', log, reqId);
       }
       if (healthy.length === 1) {
         const only = healthy[0]!;
         if (s.policy === 'scorer') index.record(promptBlocks(body, targetSeed(targetIdOf(target))), only.id);
-        return decide(target, only, s.policy, 'single', log);
+        return decide(target, only, s.policy, 'single', log, reqId);
       }
       switch (s.policy) {
         case 'random':
-          return decide(target, healthy[Math.floor(Math.random() * healthy.length)]!, 'random', 'policy', log);
+          return decide(target, healthy[Math.floor(Math.random() * healthy.length)]!, 'random', 'policy', log, reqId);
         case 'round_robin': {
           const id = targetIdOf(target);
           const n = rr.get(id) ?? 0;
           rr.set(id, n + 1);
-          return decide(target, healthy[n % healthy.length]!, 'round_robin', 'policy', log);
+          return decide(target, healthy[n % healthy.length]!, 'round_robin', 'policy', log, reqId);
         }
         case 'least_in_flight':
-          return decide(target, pools.pick(healthy, null)!, 'least_in_flight', 'policy', log);
+          return decide(target, pools.pick(healthy, null)!, 'least_in_flight', 'policy', log, reqId);
         default:
           break;
       }
@@ -130,7 +139,7 @@ export function createRouter(o: RouterOptions): Router {
       if (!loads.every((l) => fresh(l, now))) {
         const u = pools.pick(healthy, null)!;
         index.record(blocks, u.id);
-        return decide(target, u, 'least_in_flight', 'stale_metrics', log);
+        return decide(target, u, 'least_in_flight', 'stale_metrics', log, reqId);
       }
       const matched = index.match(
         blocks,
@@ -172,6 +181,7 @@ export function createRouter(o: RouterOptions): Router {
         'scorer',
         'scored',
         log,
+        reqId,
         debugOn(log) ? { scores: scored.map((x) => ({ replica: x.id, score: x.score, prefix: x.prefixMatch, queue: x.queue, kv: x.kv })) } : undefined,
         blocks.length - (matched.get(chosen.id) ?? 0),
       );

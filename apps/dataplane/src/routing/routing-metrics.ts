@@ -15,7 +15,7 @@ export interface RoutingMetrics {
   shed(target: string): void;
   /** A request was dispatched to a replica whose connections were all busy (it queued for one). */
   connectionWait(replica: string): void;
-  /** Forgets gauges of replicas no longer in the snapshot. */
+  /** Forgets the series of replicas no longer in the snapshot (scale-to-zero churn would grow them without bound). */
   retain(replicas: ReadonlySet<string>): void;
   render(lines: string[]): void;
 }
@@ -44,6 +44,8 @@ export function createRoutingMetrics(): RoutingMetrics {
     connectionWait: (r) => bump(connectionWaits, r),
     retain(replicas) {
       for (const k of scores.keys()) if (!replicas.has(k.split(SEP)[1]!)) scores.delete(k);
+      for (const k of decisions.keys()) if (!replicas.has(k.split(SEP)[1]!)) decisions.delete(k);
+      for (const r of connectionWaits.keys()) if (!replicas.has(r)) connectionWaits.delete(r);
     },
     render(lines) {
       const family = (name: string, type: string, help: string): void => {
