@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testBackends } from '@infer/db/testing';
 import type { UsageRecord } from '@infer/shared';
-import { getEntryByName } from '../src/modules/catalog/catalog.service.ts';
+import { issueAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
+import { createEntry, getEntryByName } from '../src/modules/catalog/catalog.service.ts';
+import { closeReplicaInterval, heartbeatReplicaIntervals, openReplicaInterval, switchReplicaPhase } from '../src/modules/deployments/gpu-ledger.ts';
 import { listApiKeys } from '../src/modules/keys/keys.service.ts';
 import { getTenantBySlug } from '../src/modules/tenants/tenants.service.ts';
 import { summariseUsage } from '../src/modules/usage/usage.service.ts';
@@ -103,6 +105,7 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
         entryId: llama.id,
         gpuCount: 4,
         phase: 'serving',
+        usdPerGpuHour: llama.dedicatedPricePerGpuHour!,
         startedAt: at(60),
         endedAt: at(1060),
         lastHeartbeatAt: at(1060),
@@ -122,6 +125,76 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
     expect(cost('shared')).toBe(0.00000394);
     expect(summary.totals.costUsd).toBe(2.77778172);
     expect(summary.byDay.map((d) => d.costUsd)).toEqual([2.77778172]);
+  });
+
+  it('never reprices past GPU time: each interval keeps the price it ran at, and a running one splits at the change', async () => {
+    const db = t.database.db;
+    // An entry of its own, so its row holds only this test's GPU time (the ledger has no foreign keys).
+    const entry = await createEntry(db, { name: 'Repriced-8B', offeredDedicated: true, dedicatedPricePerGpuHour: 2 });
+    const replica = (replicaId: string) => ({ replicaId, deploymentId: randomUUID(), tenantId: base.tenantId, entryId: entry.id, gpuCount: 4 });
+    const platform = (await issueAdminToken(db, { name: 'infra', tenantId: null })).secret;
+    const gql = async <T>(query: string, variables: Record<string, unknown> = {}): Promise<T> => {
+      const res = await fetch(`${t.baseUrl}/graphql`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${platform}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ query, variables }),
+      });
+      const body = (await res.json()) as { data?: T; errors?: unknown[] };
+      expect(body.errors).toBeUndefined();
+      return body.data!;
+    };
+    const setPrice = (price: string) =>
+      gql(`mutation($id: ID!, $p: String!) { updateCatalogEntry(id: $id, input: { dedicatedPrice: $p }) { dedicatedPrice } }`, { id: entry.id, p: price });
+    type Row = { name: string; mode: string; gpuSeconds: number; costUsd: number };
+    const usage = async () => {
+      const data = await gql<{ tenant: { usage: { byEndpoint: Row[] } } }>(
+        `{ tenant(slug: "demo") { usage { byEndpoint { name mode gpuSeconds costUsd } } } }`,
+      );
+      return data.tenant.usage.byEndpoint.find((e) => e.name === entry.name && e.mode === 'DEDICATED')!;
+    };
+    const run = async (replicaId: string) => {
+      await new Promise((r) => setTimeout(r, 300));
+      await heartbeatReplicaIntervals(db, [replicaId]);
+    };
+
+    // QA's repro: GPU time of a stopped replica at $2 per GPU-hour, then the price goes to $100.
+    const stopped = randomUUID();
+    await openReplicaInterval(db, replica(stopped));
+    await run(stopped);
+    await closeReplicaInterval(db, stopped);
+    const past = await usage();
+    expect(past.gpuSeconds).toBeGreaterThan(0);
+    expect(past.costUsd).toBeCloseTo((past.gpuSeconds / 3600) * 2, 7);
+    expect(await setPrice('$100 per GPU-hour')).toEqual({ updateCatalogEntry: { dedicatedPrice: '$100.00 per GPU-hour' } });
+    expect(await usage()).toEqual(past);
+
+    // New time is priced at the new rate; a replica running through the next change ($50) is split there:
+    // before it at $100, after it (and in any phase it switches to) at $50.
+    const running = randomUUID();
+    await openReplicaInterval(db, replica(running));
+    await run(running);
+    await setPrice('$50 per GPU-hour');
+    await run(running);
+    await switchReplicaPhase(db, running, 'serving');
+    await run(running);
+    await closeReplicaInterval(db, running);
+    const rows = await db
+      .selectFrom('replicaIntervals')
+      .select(['phase', 'usdPerGpuHour', 'startedAt', 'endedAt'])
+      .where('replicaId', '=', running)
+      .orderBy('startedAt')
+      .orderBy('id')
+      .execute();
+    expect(rows.map((r) => [r.phase, r.usdPerGpuHour])).toEqual([
+      ['boot', 100],
+      ['boot', 50],
+      ['serving', 50],
+    ]);
+    expect(rows[1]!.startedAt).toEqual(rows[0]!.endedAt); // split at one instant: nothing lost, nothing twice
+    const seconds = (r: (typeof rows)[number]) => ((r.endedAt!.getTime() - r.startedAt.getTime()) / 1000) * 4;
+    const now = await usage();
+    expect(now.gpuSeconds).toBeCloseTo(past.gpuSeconds + rows.reduce((acc, r) => acc + seconds(r), 0), 3);
+    expect(now.costUsd).toBeCloseTo(past.costUsd + rows.reduce((acc, r) => acc + (seconds(r) / 3600) * r.usdPerGpuHour, 0), 7);
   });
 
   it('dedupes within one batch too', async () => {

@@ -190,6 +190,27 @@ describe.each(testBackends())('db on %s', (kind) => {
     expect(await db().selectFrom('endpointUpstreams').select('id').where('entryId', '=', entry.id).execute()).toEqual([]);
   });
 
+  it("backfills each GPU-time interval's price from its entry's current one ($0 when unpriced or gone)", async () => {
+    expect(await migrateDown(db())).toEqual(['2026_11_22_1200_interval_price']);
+    const priced = await db()
+      .insertInto('catalogEntries')
+      .values({ name: 'priced-8b', dedicatedPricePerGpuHour: 2.5 })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const unpriced = await seedEntry();
+    const tenant = await seedTenant();
+    const ids = { priced: priced.id, unpriced: unpriced.id, gone: '00000000-0000-4000-8000-000000000000' };
+    for (const entryId of Object.values(ids)) {
+      await sql`insert into replica_intervals (replica_id, deployment_id, tenant_id, entry_id, gpu_count, phase, started_at, last_heartbeat_at)
+        values (gen_random_uuid(), gen_random_uuid(), ${tenant.id}, ${entryId}, 1, 'serving', now(), now())`.execute(db());
+    }
+    expect(await migrateToLatest(db())).toEqual(['2026_11_22_1200_interval_price']);
+    const price = async (entryId: string) =>
+      (await db().selectFrom('replicaIntervals').select('usdPerGpuHour').where('entryId', '=', entryId).executeTakeFirstOrThrow()).usdPerGpuHour;
+    expect([await price(ids.priced), await price(ids.unpriced), await price(ids.gone)]).toEqual([2.5, 0, 0]);
+    await db().deleteFrom('replicaIntervals').where('tenantId', '=', tenant.id).execute();
+  });
+
   it('numbers the outbox with JS numbers and round-trips jsonb', async () => {
     const rows = await db()
       .insertInto('configOutbox')

@@ -11,6 +11,8 @@ export interface ReplicaIntervalTable {
   tenantId: string;
   entryId: string;
   gpuCount: number;
+  /** The entry's dedicated price when the interval opened (none: 0): past time keeps the price it ran at. */
+  usdPerGpuHour: number;
   phase: ReplicaPhase;
   startedAt: Date;
   endedAt: Date | null;

@@ -6,6 +6,7 @@ import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
 import { requirePlatformAdmin } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
 import { writeAudit } from '../audit/audit.service.ts';
+import { repriceOpenIntervals } from '../deployments/gpu-ledger.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import { recordChange } from '../snapshots/snapshots.service.ts';
 import { parseEntryInput, type CatalogEntryInput } from './catalog-input.ts';
@@ -117,7 +118,10 @@ export async function createEntry(db: Db, input: CreateEntryInput): Promise<Cata
   }
 }
 
-/** Changes an entry's fields; a rename or provider change also re-publishes its deployments. */
+/**
+ * Changes an entry's fields; a rename or provider change also re-publishes its deployments, and a
+ * dedicated price change splits its replicas' running GPU-time intervals there (past time keeps its price).
+ */
 export async function updateEntry(db: Db, id: string, patch: UpdateEntryInput): Promise<CatalogEntry> {
   const values = {
     ...patch,
@@ -134,6 +138,7 @@ export async function updateEntry(db: Db, id: string, patch: UpdateEntryInput): 
         .returning(entryColumns)
         .executeTakeFirst();
       if (!entry) throw notFound('catalog entry');
+      if (patch.dedicatedPricePerGpuHour !== undefined) await repriceOpenIntervals(trx, id);
       await recordChange(trx, 'endpoint', id);
       if (patch.name !== undefined || patch.provider !== undefined) {
         const deployments = await trx.selectFrom('deployments').select('id').where('entryId', '=', id).execute();

@@ -1,7 +1,9 @@
 // The GPU-time ledger: each metered replica's life as phase intervals (boot, serving, idle) in the
-// database, written only by the autoscaler leader. An interval still open carries a heartbeat; after a
-// crash it is closed at that heartbeat, so time is never counted twice (and at most one heartbeat lost).
-import { sql } from 'kysely';
+// database, written by the autoscaler leader (and split by a price change). An interval still open carries
+// a heartbeat; after a crash it is closed at that heartbeat, so time is never counted twice (and at most
+// one heartbeat lost). Each interval keeps the entry's price per GPU-hour from when it opened: past time
+// is never repriced.
+import { sql, type RawBuilder } from 'kysely';
 import type { ReplicaPhase } from '@infer/db';
 import { isUuid, type Db } from '../../db.ts';
 
@@ -13,11 +15,18 @@ export interface MeteredReplica {
   readonly gpuCount: number;
 }
 
-/** Opens the replica's first interval (boot) now. */
+/**
+ * The entry's dedicated price now (none, or no entry: $0). The share lock orders an interval opening at it
+ * with a price change (`repriceOpenIntervals`): whichever commits second sees the other's rows.
+ */
+const priceNow = (entryId: string | RawBuilder<string>): RawBuilder<number> =>
+  sql<number>`coalesce((select dedicated_price_per_gpu_hour from catalog_entries where id = ${entryId} for share), 0)`;
+
+/** Opens the replica's first interval (boot) now, at its entry's price now. */
 export async function openReplicaInterval(db: Db, r: MeteredReplica, phase: ReplicaPhase = 'boot'): Promise<void> {
   await db
     .insertInto('replicaIntervals')
-    .values({ ...r, phase, startedAt: sql<Date>`now()`, lastHeartbeatAt: sql<Date>`now()` })
+    .values({ ...r, phase, usdPerGpuHour: priceNow(r.entryId), startedAt: sql<Date>`now()`, lastHeartbeatAt: sql<Date>`now()` })
     .onConflict((oc) => oc.column('replicaId').where('endedAt', 'is', null).doNothing())
     .execute();
 }
@@ -25,6 +34,10 @@ export async function openReplicaInterval(db: Db, r: MeteredReplica, phase: Repl
 /** Closes the replica's open interval and opens one in `phase`, at the same instant; no-op when already in it or closed. */
 export async function switchReplicaPhase(db: Db, replicaId: string, phase: ReplicaPhase): Promise<void> {
   await db.transaction().execute(async (trx) => {
+    // The price first (and its lock, before the interval's: the order a price change takes them in).
+    const price = await trx
+      .selectNoFrom(priceNow(sql<string>`(select entry_id from replica_intervals where replica_id = ${replicaId} and ended_at is null)`).as('usdPerGpuHour'))
+      .executeTakeFirstOrThrow();
     const open = await trx
       .updateTable('replicaIntervals')
       .set({ endedAt: sql<Date>`now()`, lastHeartbeatAt: sql<Date>`now()` })
@@ -36,9 +49,50 @@ export async function switchReplicaPhase(db: Db, replicaId: string, phase: Repli
     if (!open) return;
     await trx
       .insertInto('replicaIntervals')
-      .values({ ...open, phase, startedAt: sql<Date>`now()`, lastHeartbeatAt: sql<Date>`now()` })
+      .values({ ...open, phase, usdPerGpuHour: price.usdPerGpuHour, startedAt: sql<Date>`now()`, lastHeartbeatAt: sql<Date>`now()` })
       .execute();
   });
+}
+
+/**
+ * The entry's price changed (call in the transaction that changed it): each of its open intervals at
+ * another price closes now and reopens in the same phase at the new price, at the same instant, so time
+ * before the change keeps the price it ran at and time after it gets the new one. Returns how many split.
+ */
+export async function repriceOpenIntervals(db: Db, entryId: string): Promise<number> {
+  // One statement, so each reopened interval starts at its predecessor's end to the microsecond. now() is
+  // the transaction's start: an interval opened since (committed before the entry was locked) splits at its
+  // own start instead, which keeps the ledger's order check.
+  const reopened = await db
+    .with('closed', (qb) =>
+      qb
+        .updateTable('replicaIntervals')
+        .set({ endedAt: sql<Date>`greatest(started_at, now())` })
+        .where('entryId', '=', entryId)
+        .where('endedAt', 'is', null)
+        .where('usdPerGpuHour', '!=', priceNow(entryId))
+        .returning(['replicaId', 'deploymentId', 'tenantId', 'entryId', 'gpuCount', 'phase', 'endedAt']),
+    )
+    .insertInto('replicaIntervals')
+    .columns(['replicaId', 'deploymentId', 'tenantId', 'entryId', 'gpuCount', 'phase', 'usdPerGpuHour', 'startedAt', 'lastHeartbeatAt'])
+    .expression((eb) =>
+      eb
+        .selectFrom('closed')
+        .select([
+          'replicaId',
+          'deploymentId',
+          'tenantId',
+          'entryId',
+          'gpuCount',
+          'phase',
+          priceNow(entryId).as('usdPerGpuHour'),
+          sql<Date>`ended_at`.as('startedAt'),
+          sql<Date>`ended_at`.as('lastHeartbeatAt'),
+        ]),
+    )
+    .returning('id')
+    .execute();
+  return reopened.length;
 }
 
 /** The replica stopped (or never started): its open interval ends now. */
@@ -98,25 +152,27 @@ export interface GpuPiece {
   /** UTC day, YYYY-MM-DD. */
   readonly day: string;
   readonly gpuSeconds: number;
+  /** The GPU-seconds at the price each interval ran at. */
+  readonly costUsd: number;
 }
 
 const DAY_MS = 86_400_000;
 
 /**
- * GPU-seconds in [from, to), clipped to the range and split by UTC day. An open interval counts up to
- * its last heartbeat (what is proven, never more).
+ * GPU-seconds in [from, to), clipped to the range and split by UTC day, with their cost at each interval's
+ * own price. An open interval counts up to its last heartbeat (what is proven, never more).
  */
 export async function gpuPieces(db: Db, scope: GpuScope): Promise<GpuPiece[]> {
   if (!isUuid(scope.tenantId) || (scope.deploymentId !== undefined && !isUuid(scope.deploymentId))) return [];
   let q = db
     .selectFrom('replicaIntervals')
-    .select(['deploymentId', 'entryId', 'phase', 'gpuCount', 'startedAt', sql<Date>`coalesce(ended_at, last_heartbeat_at)`.as('endAt')])
+    .select(['deploymentId', 'entryId', 'phase', 'gpuCount', 'usdPerGpuHour', 'startedAt', sql<Date>`coalesce(ended_at, last_heartbeat_at)`.as('endAt')])
     .where('tenantId', '=', scope.tenantId)
     .where('startedAt', '<', scope.to)
     .where(sql<boolean>`coalesce(ended_at, last_heartbeat_at) > ${scope.from}`);
   if (scope.deploymentId !== undefined) q = q.where('deploymentId', '=', scope.deploymentId);
   const rows = await q.execute();
-  const out = new Map<string, { deploymentId: string; entryId: string; phase: ReplicaPhase; day: string; gpuSeconds: number }>();
+  const out = new Map<string, { -readonly [K in keyof GpuPiece]: GpuPiece[K] }>();
   for (const r of rows) {
     let start = Math.max(new Date(r.startedAt).getTime(), scope.from.getTime());
     const end = Math.min(new Date(r.endAt).getTime(), scope.to.getTime());
@@ -124,8 +180,10 @@ export async function gpuPieces(db: Db, scope: GpuScope): Promise<GpuPiece[]> {
       const dayEnd = Math.min(end, (Math.floor(start / DAY_MS) + 1) * DAY_MS);
       const day = new Date(start).toISOString().slice(0, 10);
       const key = `${r.deploymentId}|${r.phase}|${day}`;
-      const piece = out.get(key) ?? { deploymentId: r.deploymentId, entryId: r.entryId, phase: r.phase, day, gpuSeconds: 0 };
-      piece.gpuSeconds += ((dayEnd - start) / 1000) * r.gpuCount;
+      const piece = out.get(key) ?? { deploymentId: r.deploymentId, entryId: r.entryId, phase: r.phase, day, gpuSeconds: 0, costUsd: 0 };
+      const gpuSeconds = ((dayEnd - start) / 1000) * r.gpuCount;
+      piece.gpuSeconds += gpuSeconds;
+      piece.costUsd += (gpuSeconds / 3600) * r.usdPerGpuHour;
       out.set(key, piece);
       start = dayEnd;
     }
@@ -166,23 +224,17 @@ export interface GpuCostRow {
   readonly costUsd: number;
 }
 
-/** A tenant's GPU time in [from, to) by entry and UTC day, priced at each entry's USD per GPU-hour (none: $0). */
+/**
+ * A tenant's GPU time in [from, to) by entry and UTC day, each interval priced at the USD per GPU-hour its
+ * entry had when the interval opened (none: $0), so a later price change never alters past cost.
+ */
 export async function gpuCosts(db: Db, scope: GpuScope): Promise<GpuCostRow[]> {
-  const pieces = await gpuPieces(db, scope);
-  if (pieces.length === 0) return [];
-  const entryIds = [...new Set(pieces.map((p) => p.entryId))];
-  const prices = new Map(
-    (await db.selectFrom('catalogEntries').select(['id', 'dedicatedPricePerGpuHour']).where('id', 'in', entryIds).execute()).map((e) => [
-      e.id,
-      e.dedicatedPricePerGpuHour ?? 0,
-    ]),
-  );
   const rows = new Map<string, { entryId: string; day: string; gpuSeconds: number; costUsd: number }>();
-  for (const p of pieces) {
+  for (const p of await gpuPieces(db, scope)) {
     const key = `${p.entryId}|${p.day}`;
     const row = rows.get(key) ?? { entryId: p.entryId, day: p.day, gpuSeconds: 0, costUsd: 0 };
     row.gpuSeconds += p.gpuSeconds;
-    row.costUsd += (p.gpuSeconds / 3600) * (prices.get(p.entryId) ?? 0);
+    row.costUsd += p.costUsd;
     rows.set(key, row);
   }
   return [...rows.values()];

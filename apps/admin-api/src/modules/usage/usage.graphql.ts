@@ -11,7 +11,7 @@ const UsageTotalsRef = builder.objectRef<UsageTotals>('UsageTotals').implement({
     gpuSeconds: t.exposeFloat('gpuSeconds', { description: 'Dedicated replicas: GPU-seconds (replica lifetime x GPU Count; boot, serving and idle).' }),
     costUsd: t.exposeFloat('costUsd', {
       description:
-        'Shared mode: tokens x the entry price per million; dedicated mode: GPU-seconds x the entry price per GPU-hour (tokens counted, not billed).',
+        'Shared mode: tokens x the entry price per million; dedicated mode: GPU-seconds x the entry price per GPU-hour in force when they ran (tokens counted, not billed).',
     }),
   }),
 });

@@ -142,7 +142,7 @@ export interface UsageTotals {
   completionTokens: number;
   /** Dedicated replicas' GPU-seconds (the GPU-time ledger). */
   gpuSeconds: number;
-  /** Shared tokens x token price, plus GPU-seconds x the entry's dedicated price per GPU-hour. */
+  /** Shared tokens x token price, plus GPU-seconds x the dedicated price per GPU-hour in force when they ran. */
   costUsd: number;
 }
 
