@@ -1,6 +1,9 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import type { TestDatabase } from '@infer/db/testing';
+import { createTestDb, type TestDatabase } from '@infer/db/testing';
 import { buildAdminApp, type AdminAppOptions } from '../src/app.ts';
 import { NODE_TOKEN } from './helpers.ts';
 import { PUBLIC_URLS } from './trpc-fixtures.ts';
@@ -24,6 +27,25 @@ export async function appOn(database: TestDatabase, extra: Partial<AdminAppOptio
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
   return { app, baseUrl: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`, close: () => app.close() };
+}
+
+/** An admin app serving a console build made of `files` (path under the web root -> content), on its own PGlite. */
+export async function consoleAppOn(files: Readonly<Record<string, string>>): Promise<RunningApp> {
+  const webRoot = await mkdtemp(join(tmpdir(), 'console-'));
+  for (const [path, content] of Object.entries(files)) {
+    await mkdir(dirname(join(webRoot, path)), { recursive: true });
+    await writeFile(join(webRoot, path), content);
+  }
+  const database = await createTestDb('pglite');
+  const t = await appOn(database, { webRoot });
+  return {
+    ...t,
+    close: async () => {
+      await t.close();
+      await database.close();
+      await rm(webRoot, { recursive: true, force: true });
+    },
+  };
 }
 
 export const cookieOf = (setCookie: string[]): string => {

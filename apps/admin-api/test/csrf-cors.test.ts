@@ -1,10 +1,7 @@
 import { createHash } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
-import { appOn, cookieOf, gql, type RunningApp } from './app-on.ts';
+import { appOn, consoleAppOn, cookieOf, gql, type RunningApp } from './app-on.ts';
 import { buildWorld, PASSWORD, trpc, type World } from './trpc-fixtures.ts';
 
 const CONSOLE = 'https://console.example.com';
@@ -165,26 +162,16 @@ describe.each(testBackends())('cross-origin attacks on the control plane (%s)', 
 });
 
 describe('console security headers', () => {
-  let database: TestDatabase;
   let t: RunningApp;
-  let webRoot: string;
   const style = 'body { font-family: sans-serif; }';
 
   beforeAll(async () => {
-    webRoot = await mkdtemp(join(tmpdir(), 'console-'));
     // The shape of a Vite build (module script and stylesheet by URL) plus one inline style, as the fallback page has.
-    await writeFile(
-      join(webRoot, 'index.html'),
-      `<!doctype html><html><head><style>${style}</style><link rel="stylesheet" href="/assets/a.css"><script type="module" crossorigin src="/assets/a.js"></script></head><body><div id="root"></div></body></html>`,
-    );
-    database = await createTestDb('pglite');
-    t = await appOn(database, { webRoot });
+    t = await consoleAppOn({
+      'index.html': `<!doctype html><html><head><style>${style}</style><link rel="stylesheet" href="/assets/a.css"><script type="module" crossorigin src="/assets/a.js"></script></head><body><div id="root"></div></body></html>`,
+    });
   }, 60_000);
-  afterAll(async () => {
-    await t?.close();
-    await database?.close();
-    await rm(webRoot, { recursive: true, force: true });
-  });
+  afterAll(async () => t?.close());
 
   it('sends CSP, frame denial, nosniff and a referrer policy with the console and its SPA routes', async () => {
     for (const path of ['/', '/tenants/abc/keys']) {

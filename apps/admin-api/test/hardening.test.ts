@@ -1,13 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
+import { testBackends } from '@infer/db/testing';
 import { hashSecret } from '@infer/shared';
 import { SESSION_TTL_MS } from '../src/modules/auth/sessions.ts';
-import { appOn, type RunningApp } from './app-on.ts';
+import { appOn, consoleAppOn, type RunningApp } from './app-on.ts';
 import { NODE_TOKEN, startTestApp, type TestApp } from './helpers.ts';
 import { buildWorld, type World } from './trpc-fixtures.ts';
 
@@ -523,23 +520,12 @@ describe.each(testBackends())('unexpected failures are masked (%s)', (kind) => {
 });
 
 describe('the console served with the API', () => {
-  let database: TestDatabase;
   let t: RunningApp;
-  let webRoot: string;
 
   beforeAll(async () => {
-    webRoot = await mkdtemp(join(tmpdir(), 'console-'));
-    await writeFile(join(webRoot, 'index.html'), '<!doctype html><html><body>console</body></html>');
-    await mkdir(join(webRoot, 'assets'));
-    await writeFile(join(webRoot, 'assets', 'index-abc123.js'), 'console.log(1)');
-    database = await createTestDb('pglite');
-    t = await appOn(database, { webRoot });
+    t = await consoleAppOn({ 'index.html': '<!doctype html><html><body>console</body></html>', 'assets/index-abc123.js': 'console.log(1)' });
   }, 60_000);
-  afterAll(async () => {
-    await t?.close();
-    await database?.close();
-    await rm(webRoot, { recursive: true, force: true });
-  });
+  afterAll(async () => t?.close());
 
   it('a missing asset is a JSON 404, not the SPA page with 200', async () => {
     for (const path of ['/assets/index-old999.js', '/assets/missing.css', '/assets/deep/nope.woff2', '/assets/']) {
