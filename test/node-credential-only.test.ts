@@ -176,12 +176,17 @@ describe('control plane without NODE_TOKEN (private PostgreSQL, real processes)'
     expect(usage.status).toBe(401);
     expect(await billed(forgedId)).toEqual([]);
 
-    // The node itself: its config stream reconnect and its usage reports are refused.
-    await until('the node reports its config stream refused', async () => node.child.output().includes('config stream answered HTTP 401'), 20_000);
-    const after = await chat(node.url); // still served from the config it had, but billed nowhere
-    const afterId = after.headers.get('x-request-id')!;
-    await until('the node reports its usage refused', async () => node.child.output().includes('usage ingest answered HTTP 401'), 20_000);
-    expect(await billed(afterId)).toEqual([]);
+    // The node itself: its config stream reconnect is refused, and it fails closed rather than serve keys it can no
+    // longer hear revocations of (and bill nowhere).
+    await until(
+      'the node reports its credential refused',
+      async () => node.child.output().includes("the control plane refused this node's credential"),
+      20_000,
+    );
+    const after = await chat(node.url);
+    expect(after.status).toBe(503);
+    expect(await billed(after.headers.get('x-request-id')!)).toEqual([]);
+    expect((await fetch(`${node.url}/readyz`)).status).toBe(503);
     node.child.proc.kill('SIGKILL');
   });
 
