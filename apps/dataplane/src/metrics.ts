@@ -21,6 +21,8 @@ export interface DataplaneMetrics {
   retry(reason: RuntimeFailure): void;
   /** A replica was ejected (labelled by its upstream/replica id, never its address). */
   ejection(upstreamId: string): void;
+  /** Drops the per-replica series of replicas no longer in the snapshot (scale-to-zero churns replica ids). */
+  retainReplicas(ids: ReadonlySet<string>): void;
   /** The Redis circuit breaker changed state (only nodes with Redis report it). */
   redisBreaker(open: boolean): void;
   /** Adds families rendered by another module (routing) at each scrape. */
@@ -161,6 +163,9 @@ export function createMetrics(store: ConfigStore): DataplaneMetrics {
     },
     ejection(upstreamId) {
       bump(ejections, upstreamId);
+    },
+    retainReplicas(ids) {
+      for (const id of ejections.keys()) if (!ids.has(id)) ejections.delete(id);
     },
     section(render) {
       sections.push(render);

@@ -205,6 +205,21 @@ describe('ejection', () => {
     expect(requestsTo(a)).toBeGreaterThan(aAfterEject);
   });
 
+  it("drops a departed replica's ejection series (scale-to-zero churns replica ids)", async () => {
+    a.sim.setFaults({ errorStatus: 502 });
+    const { chat, dp } = await start([a.url, b.url], { ejection: { failures: 1, cooldownMs: 60_000 } });
+    for (let i = 0; i < 4; i++) expect((await post(chat, chatBody({ model: NAME }))).status).toBe(200);
+    a.sim.setFaults({});
+    expect(await (await fetch(dp.metricsUrl)).text()).toContain('dataplane_replica_ejections_total{upstream="r-0"} 1');
+    // r-0 leaves the snapshot (its replica stopped): its series goes with it.
+    const next = snapshotWith([b.url]);
+    next.endpoints.find((x) => x.name === NAME)!.upstreams[0]!.id = 'r-1';
+    dp.store.replace({ ...next, version: 2 });
+    const after = await (await fetch(dp.metricsUrl)).text();
+    expect(after).not.toContain('upstream="r-0"');
+    expect(after).toContain('# TYPE dataplane_replica_ejections_total counter');
+  });
+
   it('with every replica ejected still tries one (and recovers on success)', async () => {
     a.sim.setFaults({ errorStatus: 500 });
     const { chat } = await start([a.url], { ejection: { failures: 1, cooldownMs: 60_000 } });

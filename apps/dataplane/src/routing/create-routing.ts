@@ -57,7 +57,9 @@ export function createRouting(o: RoutingOptions, pools: UpstreamPools, store: Co
   const follow = (view: ConfigView): void => {
     const ups = [...upstreamsOf(view)];
     scraper.setReplicas(ups);
-    metrics.retain(new Set(ups.map((u) => u.id)));
+    const ids = new Set(ups.map((u) => u.id));
+    metrics.retain(ids);
+    nodeMetrics.retainReplicas(ids);
   };
   if (store.view !== null) follow(store.view);
   const unsubscribe = store.onVersion((_v, view) => follow(view));
