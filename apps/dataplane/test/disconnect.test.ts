@@ -15,7 +15,7 @@ afterAll(async () => {
   await sim.sim.close();
 });
 
-const simEntry = (requestId: string) => sim.sim.stats().requests.find((e) => e.id === `chatcmpl-${requestId}`);
+const simEntry = (requestId: string) => sim.sim.stats().requests.find((e) => e.id.startsWith(`chatcmpl-${requestId}.`));
 
 function open(requestId: string, body: Record<string, unknown>, signal: AbortSignal): Promise<Response> {
   return fetch(`${dp.url}/endpoints/v1/chat/completions`, {

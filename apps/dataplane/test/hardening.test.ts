@@ -203,6 +203,35 @@ describe('metering', () => {
     expect(sink.records.find((r) => r.requestId.startsWith('L'.repeat(90)))!.requestId.length).toBeLessThanOrEqual(128);
   });
 
+  it("a caller's reused x-request-id reaches the runtime unique per request (vLLM refuses an id already running)", async () => {
+    // Two tenants' requests under one id at once, on the shared replica: each gets its own runtime id and completion id.
+    const [a, b] = await Promise.all(
+      [SECRET_A, SECRET_B].map((key) =>
+        send(SHARED, { key, body: chatBody({ model: NAME, stream: true, max_tokens: 8 }), headers: { 'x-request-id': 'same-id' } }),
+      ),
+    );
+    for (const r of [a!, b!]) {
+      expect(r.status).toBe(200);
+      expect(r.headers['x-request-id']).toBe('same-id'); // echoed as sent
+    }
+    const runtimeIds = world.sim.sim
+      .stats()
+      .requests.map((e) => e.id)
+      .filter((id) => id.startsWith('chatcmpl-same-id'));
+    expect(runtimeIds).toHaveLength(2);
+    expect(new Set(runtimeIds).size).toBe(2);
+    const completionId = (text: string): string =>
+      (
+        JSON.parse(
+          text
+            .split('\n')
+            .find((l) => l.startsWith('data: {'))!
+            .slice(6),
+        ) as { id: string }
+      ).id;
+    expect(completionId(a!.text)).not.toBe(completionId(b!.text));
+  });
+
   it('generated request ids are the record ids (one record per request, on both paths)', async () => {
     const before = sink.records.length;
     const a = await send(DEDICATED, { body: chatBody({ stream: true }) });

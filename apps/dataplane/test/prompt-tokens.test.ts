@@ -51,7 +51,7 @@ describe('prompt tokens in usage records', () => {
     });
     await res.text();
     await waitFor(() => recordFor('pt-whole') !== undefined);
-    const entry = sim.sim.stats().requests.find((e) => e.id === 'chatcmpl-pt-whole')!;
+    const entry = sim.sim.stats().requests.find((e) => e.id.startsWith('chatcmpl-pt-whole.'))!;
     expect(recordFor('pt-whole')).toMatchObject({ estimated: false, promptTokens: entry.promptTokens });
   });
 

@@ -55,7 +55,7 @@ describe('usage records', () => {
     expect(text).not.toContain('"usage":{');
     await waitFor(() => recordFor('usage-sse-1') !== undefined);
     const r = recordFor('usage-sse-1')!;
-    const entry = sim.sim.stats().requests.find((e) => e.id === 'chatcmpl-usage-sse-1')!;
+    const entry = sim.sim.stats().requests.find((e) => e.id.startsWith('chatcmpl-usage-sse-1.'))!;
     expect(r).toMatchObject({
       mode: 'dedicated',
       deploymentId: 'd-a',

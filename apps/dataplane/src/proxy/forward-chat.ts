@@ -248,6 +248,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
             pool: state.chat,
             upstream,
             requestId: call.requestId,
+            runtimeRequestId: call.usageId,
             timeouts: deps.timeouts,
             stream,
             wantsUsage,

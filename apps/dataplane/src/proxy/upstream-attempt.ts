@@ -52,7 +52,13 @@ export type AttemptOutcome =
 export interface AttemptOptions {
   readonly pool: H1Pool;
   readonly upstream: ResolvedUpstream;
+  /** The id the client sees (logs). */
   readonly requestId: string;
+  /**
+   * The runtime's `x-request-id`: unique per request. A caller's own `x-request-id` may repeat, even another tenant's
+   * on a shared replica, and vLLM takes the header as its engine's request id, refusing (or worse) one already running.
+   */
+  readonly runtimeRequestId: string;
   readonly timeouts: UpstreamTimeouts;
   readonly stream: boolean;
   readonly wantsUsage: boolean;
@@ -425,7 +431,7 @@ export function createUpstreamAttempt(o: AttemptOptions, payload: string | Buffe
   const done = new Promise<AttemptOutcome>((resolve) => {
     handler = new AttemptHandler(o, resolve);
   });
-  const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': o.requestId };
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': o.runtimeRequestId };
   if (o.upstream.authorization !== null) headers['authorization'] = o.upstream.authorization;
   o.pool.dispatch({ path: o.upstream.chatPath, method: 'POST', headers, body: payload }, handler);
   return { done, clientLeft: () => handler.clientLeft(), abort: () => handler.abortByClient() };
