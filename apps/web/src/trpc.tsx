@@ -6,8 +6,11 @@ import { issuesText, loginWording } from './lib/error-text.ts';
 // Type-only: the router's shape, never its code, reaches the bundle.
 import type { AppRouter } from '../../admin-api/src/trpc/root.ts';
 
-/** Calls whose 401 answers the credentials they carry (a wrong password), not a session that ended. */
-const CREDENTIAL_CHECKS: ReadonlySet<string> = new Set(['auth.login', 'auth.changePassword']);
+/**
+ * Calls whose 401 answers the credentials they carry (a wrong password), not a session that ended under the user; and
+ * a logout of a session already gone.
+ */
+const CREDENTIAL_CHECKS: ReadonlySet<string> = new Set(['auth.login', 'auth.changePassword', 'auth.logout']);
 const unauthorizedListeners = new Set<() => void>();
 
 /** Calls `listener` whenever an API call is refused as unauthenticated (the session expired or was revoked); returns the unsubscribe. */

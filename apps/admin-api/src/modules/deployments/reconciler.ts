@@ -304,7 +304,8 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
       // A 'starting' or 'draining' row nobody here works on was left by an earlier process.
       const ok = active && r.state === 'ready' && (await provisioner.health(r));
       if (ok) ready.push(r);
-      else if (!active && r.state === 'ready' && owned.has(r.id)) halting.push(r);
+      // A stop marks its replicas 'stopped' with the deployment; one this process runs still serves until the grace ends.
+      else if (!active && (r.state === 'ready' || r.state === 'stopped') && owned.has(r.id)) halting.push(r);
       else await retire(provisioner, r);
     }
     if (!active) {
