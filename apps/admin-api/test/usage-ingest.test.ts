@@ -194,7 +194,7 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
     const seconds = (r: (typeof rows)[number]) => ((r.endedAt!.getTime() - r.startedAt.getTime()) / 1000) * 4;
     const now = await usage();
     expect(now.gpuSeconds).toBeCloseTo(past.gpuSeconds + rows.reduce((acc, r) => acc + seconds(r), 0), 3);
-    expect(now.costUsd).toBeCloseTo(past.costUsd + rows.reduce((acc, r) => acc + (seconds(r) / 3600) * r.usdPerGpuHour, 0), 7);
+    expect(now.costUsd).toBeCloseTo(past.costUsd + rows.reduce((acc, r) => acc + (seconds(r) / 3600) * r.usdPerGpuHour!, 0), 7);
   });
 
   it('dedupes within one batch too', async () => {

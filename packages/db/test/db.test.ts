@@ -208,6 +208,9 @@ describe.each(testBackends())('db on %s', (kind) => {
     const price = async (entryId: string) =>
       (await db().selectFrom('replicaIntervals').select('usdPerGpuHour').where('entryId', '=', entryId).executeTakeFirstOrThrow()).usdPerGpuHour;
     expect([await price(ids.priced), await price(ids.unpriced), await price(ids.gone)]).toEqual([2.5, 0, 0]);
+    // A control plane still on the code before the column (a rolling deploy) can still open intervals.
+    await sql`insert into replica_intervals (replica_id, deployment_id, tenant_id, entry_id, gpu_count, phase, started_at, last_heartbeat_at)
+      values (gen_random_uuid(), gen_random_uuid(), ${tenant.id}, ${ids.priced}, 1, 'boot', now(), now())`.execute(db());
     await db().deleteFrom('replicaIntervals').where('tenantId', '=', tenant.id).execute();
   });
 

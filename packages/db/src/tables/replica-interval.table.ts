@@ -11,8 +11,11 @@ export interface ReplicaIntervalTable {
   tenantId: string;
   entryId: string;
   gpuCount: number;
-  /** The entry's dedicated price when the interval opened (none: 0): past time keeps the price it ran at. */
-  usdPerGpuHour: number;
+  /**
+   * The entry's dedicated price when the interval opened (none: 0): past time keeps the price it ran at. Null only in
+   * rows written by a control plane from before the column (a rolling deploy): priced at the entry's current price.
+   */
+  usdPerGpuHour: number | null;
   phase: ReplicaPhase;
   startedAt: Date;
   endedAt: Date | null;

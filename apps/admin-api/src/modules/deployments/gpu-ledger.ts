@@ -67,10 +67,12 @@ export async function repriceOpenIntervals(db: Db, entryId: string): Promise<num
     .with('closed', (qb) =>
       qb
         .updateTable('replicaIntervals')
-        .set({ endedAt: sql<Date>`greatest(started_at, now())` })
+        // At the last heartbeat, not now: an open interval counts only what is proven (a replica whose leader died
+        // is not billed up to the price change); a live one heartbeats on in its reopened interval.
+        .set({ endedAt: sql<Date>`greatest(started_at, least(now(), last_heartbeat_at))` })
         .where('entryId', '=', entryId)
         .where('endedAt', 'is', null)
-        .where('usdPerGpuHour', '!=', priceNow(entryId))
+        .where(sql<boolean>`usd_per_gpu_hour is distinct from ${priceNow(entryId)}`)
         .returning(['replicaId', 'deploymentId', 'tenantId', 'entryId', 'gpuCount', 'phase', 'endedAt']),
     )
     .insertInto('replicaIntervals')
@@ -166,7 +168,18 @@ export async function gpuPieces(db: Db, scope: GpuScope): Promise<GpuPiece[]> {
   if (!isUuid(scope.tenantId) || (scope.deploymentId !== undefined && !isUuid(scope.deploymentId))) return [];
   let q = db
     .selectFrom('replicaIntervals')
-    .select(['deploymentId', 'entryId', 'phase', 'gpuCount', 'usdPerGpuHour', 'startedAt', sql<Date>`coalesce(ended_at, last_heartbeat_at)`.as('endAt')])
+    .select([
+      'deploymentId',
+      'entryId',
+      'phase',
+      'gpuCount',
+      // Null: written by a control plane from before the column (a rolling deploy), priced as it was then.
+      sql<number>`coalesce(usd_per_gpu_hour, (select dedicated_price_per_gpu_hour from catalog_entries e where e.id = replica_intervals.entry_id), 0)`.as(
+        'usdPerGpuHour',
+      ),
+      'startedAt',
+      sql<Date>`coalesce(ended_at, last_heartbeat_at)`.as('endAt'),
+    ])
     .where('tenantId', '=', scope.tenantId)
     .where('startedAt', '<', scope.to)
     .where(sql<boolean>`coalesce(ended_at, last_heartbeat_at) > ${scope.from}`);
