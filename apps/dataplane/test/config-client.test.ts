@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { Server, ServerResponse } from 'node:http';
@@ -199,9 +199,12 @@ describe('config client', () => {
   it('fails closed while the control plane refuses the node credential, and serves again once it accepts it', async () => {
     const key = 'infk_added_while_down_00000000000000';
     expect((await chat(key)).status).toBe(200);
+    expect(existsSync(snapshotFile())).toBe(true);
     cp.refuse(401);
     await waitFor(() => refusals.length === 1);
     const errorsBefore = errors.length; // the stream the refusal ended is one
+    // Nor may a restart serve from the saved snapshot: it is gone.
+    await waitFor(() => !existsSync(snapshotFile()));
 
     const ready = await fetch(`${dp.url}/readyz`);
     expect(ready.status).toBe(503);

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { applyDeltas, configDeltaSchema, configSnapshotSchema } from '@infer/shared';
 import type { ConfigSnapshot } from '@infer/shared';
@@ -84,7 +85,9 @@ export function createConfigClient(opts: ConfigClientOptions): ConfigClient {
   const follow = async (): Promise<boolean> => {
     const headers: Record<string, string> = { accept: 'text/event-stream', authorization };
     const version = store.version;
-    if (version !== null) headers['last-event-id'] = String(version);
+    // After a refusal, a whole snapshot (not the deltas since): it comes at once, and the refusal lifts only once it is in.
+    const refused = store.refusal !== null;
+    if (version !== null && !refused) headers['last-event-id'] = String(version);
     const res = await request(streamUrl, { method: 'GET', headers, signal: stop.signal, headersTimeout: 10_000, bodyTimeout: opts.idleTimeoutMs ?? 45_000 });
     if (res.statusCode !== 200) {
       await res.body.dump();
@@ -93,10 +96,6 @@ export function createConfigClient(opts: ConfigClientOptions): ConfigClient {
       throw new Error(`config stream answered HTTP ${res.statusCode}`);
     }
     connected = true;
-    if (store.refusal !== null) {
-      store.setRefusal(null);
-      opts.onAccepted?.();
-    }
     let received = false;
     try {
       const parser = createSseParser();
@@ -121,6 +120,12 @@ export function createConfigClient(opts: ConfigClientOptions): ConfigClient {
           store.replace(next);
           persist();
         }
+        // Accepted again, and what changed meanwhile (revoked keys included) is in: serve, and save the snapshot again.
+        if (refused && changed && store.refusal !== null) {
+          store.setRefusal(null);
+          opts.onAccepted?.();
+          persist();
+        }
       }
     } finally {
       connected = false;
@@ -139,6 +144,10 @@ export function createConfigClient(opts: ConfigClientOptions): ConfigClient {
         else if (store.refusal === null) {
           store.setRefusal(err.message);
           opts.onRefused?.(err.status);
+          // A restart must not serve from the saved snapshot either (keys revoked since are unknown): it goes, after
+          // any write under way.
+          const file = opts.snapshotFile;
+          if (file !== undefined) void Promise.resolve(writing).then(() => rm(file, { force: true }).catch((e: unknown) => opts.onError?.(e)));
         }
       }
       if (stop.signal.aborted) break;
