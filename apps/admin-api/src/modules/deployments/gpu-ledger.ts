@@ -100,12 +100,19 @@ export async function repriceOpenIntervals(db: Db, entryId: string): Promise<num
 /** The replica stopped (or never started): its open interval ends now. */
 export async function closeReplicaInterval(db: Db, replicaId: string): Promise<void> {
   if (!isUuid(replicaId)) return;
-  await db
-    .updateTable('replicaIntervals')
-    .set({ endedAt: sql<Date>`now()`, lastHeartbeatAt: sql<Date>`now()` })
-    .where('replicaId', '=', replicaId)
-    .where('endedAt', 'is', null)
-    .execute();
+  // A price change may split the open interval while this runs: the statement then skips the old row (ended under it)
+  // and cannot see the new one, so it runs again until none is left open.
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const closed = await db
+      .updateTable('replicaIntervals')
+      .set({ endedAt: sql<Date>`now()`, lastHeartbeatAt: sql<Date>`now()` })
+      .where('replicaId', '=', replicaId)
+      .where('endedAt', 'is', null)
+      .executeTakeFirst();
+    if (closed.numUpdatedRows > 0n) return;
+    const open = await db.selectFrom('replicaIntervals').select('id').where('replicaId', '=', replicaId).where('endedAt', 'is', null).executeTakeFirst();
+    if (open === undefined) return;
+  }
 }
 
 /** Proof of life for the replicas this leader runs (every few seconds). */
