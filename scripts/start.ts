@@ -10,15 +10,33 @@ import { configSnapshotSchema, dedicatedModelName, type ConfigSnapshot } from '@
 import { buildDataplane } from '../apps/dataplane/build.ts';
 import { DATAPLANE_NODE_ENV, DATAPLANE_NODE_FLAGS } from '../apps/dataplane/src/node-flags.ts';
 import { loadStartEnv } from './start-env.ts';
-import { deploymentsSettled, freePort, parseEnvFile, planSims, portMessage, portProblem, waitForHttp, writeFileAtomic } from './start-lib.ts';
+import {
+  deploymentsSettled,
+  freePort,
+  parseEnvFile,
+  planSims,
+  portMessage,
+  portProblem,
+  releaseDirLock,
+  takeDirLock,
+  waitForHttp,
+  writeFileAtomic,
+} from './start-lib.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const env = loadStartEnv();
 
 /** Ends `pnpm start` with one line, before anything was started (no stack trace: this is the caller's setup). */
 function refuse(line: string): never {
   console.error(line);
   process.exit(1);
+}
+
+let env: ReturnType<typeof loadStartEnv>;
+try {
+  env = loadStartEnv();
+} catch (err) {
+  // Each bad variable named, on one line.
+  refuse(`[start] ${(err as Error).message.replace(/:\n\s*/, ': ').replace(/\n\s*/g, '; ')}`);
 }
 
 // Every port is checked before anything is touched: a second `pnpm start` must not open the first one's
@@ -43,6 +61,12 @@ const dataDir = resolve(root, env.DATA_DIR);
 mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 // A DATA_DIR made earlier under a loose umask holds the database, tokens and snapshot: the owner's alone.
 chmodSync(dataDir, 0o700);
+// One `pnpm start` per DATA_DIR, checked before its database is opened (the embedded PostgreSQL takes one process).
+const lockHolder = takeDirLock(dataDir);
+if (lockHolder !== null) {
+  refuse(`[start] ${dataDir} is in use by another pnpm start (process ${lockHolder}): stop it, or set DATA_DIR to another folder`);
+}
+process.on('exit', () => releaseDirLock(dataDir));
 
 const children: ChildProcess[] = [];
 /** The data plane, stopped first (see stopAll). */
@@ -94,6 +118,12 @@ function stopAll(code: number): void {
 process.on('SIGINT', () => stopAll(0));
 process.on('SIGTERM', () => stopAll(0));
 process.on('SIGHUP', () => stopAll(0)); // the terminal closed: detached children would not see it
+// Whoever started this went without a signal reaching it (the `node` package's wrapper does not pass SIGTERM on, an
+// IDE's stop button, `timeout`): stop as on Ctrl-C rather than leave the platform running on its ports.
+const startedBy = process.ppid;
+setInterval(() => {
+  if (process.ppid !== startedBy) stopAll(0);
+}, 500).unref();
 
 function launch(name: string, script: string, args: string[], extraEnv: Record<string, string>, nodeArgs: readonly string[] = []): ChildProcess {
   const child = spawn(process.execPath, [...nodeArgs, join(root, script), ...args], {

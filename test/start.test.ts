@@ -12,17 +12,25 @@ const root = resolve(import.meta.dirname, '..');
  * `viaPnpm`: as `pnpm start` runs it, in a process group of its own, so that `stop` can send SIGINT to the whole
  * group as a terminal's Ctrl-C does (pnpm gets it too, and would print ELIFECYCLE for a non-zero exit).
  */
-function startPlatform(env: Record<string, string>, viaPnpm = false): { child: ChildProcess; output: () => string; ready: Promise<void> } {
+function startPlatform(env: Record<string, string>, viaPnpm = false, viaWrapper = false): { child: ChildProcess; output: () => string; ready: Promise<void> } {
   // As the README runs it on a fresh machine: embedded PGlite, never CI's DATABASE_URL.
   const { DATABASE_URL: _ignored, ...inherited } = process.env;
-  const child = viaPnpm
-    ? spawn('pnpm', ['start'], {
-        cwd: pnpmProject(),
-        env: { ...inherited, ...env, PATH: `${dirname(process.execPath)}:${process.env['PATH'] ?? ''}` },
+  const script = join(root, 'scripts/start.ts');
+  const child = viaWrapper
+    ? // A parent that dies of SIGTERM without passing it on, as the `node` package's shell wrapper does (`; true`: no exec).
+      spawn('sh', ['-c', `${JSON.stringify(process.execPath)} ${JSON.stringify(script)}; true`], {
+        cwd: root,
+        env: { ...inherited, ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
-        detached: true,
       })
-    : spawn(process.execPath, [join(root, 'scripts/start.ts')], { cwd: root, env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    : viaPnpm
+      ? spawn('pnpm', ['start'], {
+          cwd: pnpmProject(),
+          env: { ...inherited, ...env, PATH: `${dirname(process.execPath)}:${process.env['PATH'] ?? ''}` },
+          stdio: ['ignore', 'pipe', 'pipe'],
+          detached: true,
+        })
+      : spawn(process.execPath, [join(root, 'scripts/start.ts')], { cwd: root, env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
@@ -225,6 +233,18 @@ describe('pnpm start', () => {
       } finally {
         rmSync(otherDir, { recursive: true, force: true });
       }
+      // The same DATA_DIR on free ports: refused before its database is opened (the embedded PostgreSQL takes one process).
+      const free = await freePortRange(3);
+      const same = await runToEnd({ ...env, ADMIN_PORT: String(free), PORT: String(free + 1), SIM_BASE_PORT: String(free + 2) });
+      expect(same.code).not.toBe(0);
+      expect(same.output.trim().split('\n'), same.output).toEqual([
+        `[start] ${dataDir} is in use by another pnpm start (process ${first.child.pid}): stop it, or set DATA_DIR to another folder`,
+      ]);
+      // A variable with a bad value: one line naming it, no stack trace.
+      const bad = await runToEnd({ ...env, ADMIN_PORT: 'abc' });
+      expect(bad.code).not.toBe(0);
+      expect(bad.output.trim().split('\n'), bad.output).toHaveLength(1);
+      expect(bad.output).toMatch(/^\[start\] .*ADMIN_PORT/);
       expect(readFileSync(demoFile, 'utf8')).toBe(before);
       expect((await chatWith(demo)).status).toBe(200);
 
@@ -249,14 +269,24 @@ describe('pnpm start', () => {
     expect(await isUp(`http://127.0.0.1:${env.SIM_BASE_PORT}/health`)).toBe(false);
 
     const key = readEnv(join(dataDir, 'demo.env'))['INFERENCE_API_KEY'];
-    const second = startPlatform(env);
+    // This time under a parent that dies of SIGTERM without passing it on: pnpm start notices and stops everything.
+    const second = startPlatform(env, false, true);
     try {
       await second.ready;
       const demo = readEnv(join(dataDir, 'demo.env'));
       expect(demo['INFERENCE_API_KEY']).toBe(key);
       expect((await chatWith(demo, key!)).status).toBe(200);
     } finally {
-      expect(await stop(second.child), second.output()).toBe(0);
+      second.child.kill('SIGTERM');
+      const deadline = Date.now() + 60_000;
+      const anyUp = async () =>
+        (await isUp(`http://127.0.0.1:${env.PORT}/healthz`)) ||
+        (await isUp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)) ||
+        (await isUp(`http://127.0.0.1:${env.SIM_BASE_PORT}/health`));
+      const lock = join(dataDir, 'start.lock');
+      while (((await anyUp()) || existsSync(lock)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(await anyUp(), second.output()).toBe(false);
+      expect(existsSync(lock), 'the DATA_DIR lock is given up').toBe(false);
     }
 
     // Without demo.env the old secrets cannot be shown again (only hashes are stored): a new key is issued.
