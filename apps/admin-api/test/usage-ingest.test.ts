@@ -127,6 +127,31 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
     expect(summary.byDay.map((d) => d.costUsd)).toEqual([2.77778172]);
   });
 
+  it('prices an interval a control plane from before the price column wrote (a rolling deploy) at its entry price', async () => {
+    const db = t.database.db;
+    const day = new Date(Math.floor(Date.now() / 86_400_000 - 11) * 86_400_000);
+    const at = (s: number) => new Date(day.getTime() + s * 1000);
+    const llama = (await getEntryByName(db, 'Llama-3.3-70B-Instruct'))!;
+    const deployment = await db.selectFrom('deployments').select('id').where('tenantId', '=', base.tenantId).executeTakeFirstOrThrow();
+    await db
+      .insertInto('replicaIntervals')
+      .values({
+        replicaId: randomUUID(),
+        deploymentId: deployment.id,
+        tenantId: base.tenantId,
+        entryId: llama.id,
+        gpuCount: 4,
+        phase: 'serving',
+        startedAt: at(60),
+        endedAt: at(1060),
+        lastHeartbeatAt: at(1060),
+      })
+      .execute();
+    const tenantToken = { kind: 'admin_token', tokenId: 'ci', userId: null, tenantId: base.tenantId } as const;
+    const summary = await summariseUsage(db, tenantToken, { tenantId: base.tenantId, from: day, to: new Date(day.getTime() + 86_400_000) });
+    expect(summary.byEndpoint.find((e) => e.mode === 'dedicated')?.costUsd).toBe(2.77777778); // 1000 s x 4 GPUs at $2.50
+  });
+
   it('never reprices past GPU time: each interval keeps the price it ran at, and a running one splits at the change', async () => {
     const db = t.database.db;
     // An entry of its own, so its row holds only this test's GPU time (the ledger has no foreign keys).
