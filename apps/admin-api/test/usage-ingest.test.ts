@@ -87,15 +87,21 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
     ]);
   });
 
-  it("prices the seeded deployment's GPU time at its dedicated price and answers money rounded to 8 places", async () => {
+  /** A UTC day of its own, `daysBack` days ago, so other tests' records stay out of its sums. */
+  const dayOf = (daysBack: number) => new Date(Math.floor(Date.now() / 86_400_000 - daysBack) * 86_400_000);
+  const daySummary = (day: Date) =>
+    summariseUsage(
+      t.database.db,
+      { kind: 'admin_token', tokenId: 'ci', userId: null, tenantId: base.tenantId },
+      { tenantId: base.tenantId, from: day, to: new Date(day.getTime() + 86_400_000) },
+    );
+  /** 1000 s of the seeded deployment on 4 GPUs (Llama, $2.50 per GPU-hour), from 60 s into `day`, at `price` (absent: none stored). */
+  async function llamaThousandSeconds(day: Date, price?: number): Promise<void> {
     const db = t.database.db;
-    // A day of its own, ten days back, so earlier tests' records stay out of the sums.
-    const day = new Date(Math.floor(Date.now() / 86_400_000 - 10) * 86_400_000);
-    const at = (s: number) => new Date(day.getTime() + s * 1000);
     const llama = (await getEntryByName(db, 'Llama-3.3-70B-Instruct'))!;
     expect(llama.dedicatedPricePerGpuHour).toBe(2.5);
     const deployment = await db.selectFrom('deployments').select('id').where('tenantId', '=', base.tenantId).executeTakeFirstOrThrow();
-    // 1000 s on 4 GPUs at $2.50 per GPU-hour: $2.777...
+    const at = (sec: number) => new Date(day.getTime() + sec * 1000);
     await db
       .insertInto('replicaIntervals')
       .values({
@@ -105,12 +111,19 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
         entryId: llama.id,
         gpuCount: 4,
         phase: 'serving',
-        usdPerGpuHour: llama.dedicatedPricePerGpuHour!,
+        ...(price === undefined ? {} : { usdPerGpuHour: price }),
         startedAt: at(60),
         endedAt: at(1060),
         lastHeartbeatAt: at(1060),
       })
       .execute();
+  }
+
+  it("prices the seeded deployment's GPU time at its dedicated price and answers money rounded to 8 places", async () => {
+    const day = dayOf(10);
+    const at = (sec: number) => new Date(day.getTime() + sec * 1000);
+    // 1000 s on 4 GPUs at $2.50 per GPU-hour: $2.777...
+    await llamaThousandSeconds(day, 2.5);
     // Two shared requests whose prices sum to 0.0000039399999999999995 in floating point.
     const records = [
       { ...base, requestId: `req-${randomUUID()}`, promptTokens: 1, completionTokens: 1, startedAt: at(10).toISOString() },
@@ -118,8 +131,7 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
     ];
     expect(await (await post({ records })).json()).toMatchObject({ accepted: 2 });
 
-    const tenantToken = { kind: 'admin_token', tokenId: 'ci', userId: null, tenantId: base.tenantId } as const;
-    const summary = await summariseUsage(db, tenantToken, { tenantId: base.tenantId, from: day, to: new Date(day.getTime() + 86_400_000) });
+    const summary = await daySummary(day);
     const cost = (mode: string) => summary.byEndpoint.find((e) => e.mode === mode)?.costUsd;
     expect(cost('dedicated')).toBe(2.77777778);
     expect(cost('shared')).toBe(0.00000394);
@@ -128,28 +140,9 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
   });
 
   it('prices an interval a control plane from before the price column wrote (a rolling deploy) at its entry price', async () => {
-    const db = t.database.db;
-    const day = new Date(Math.floor(Date.now() / 86_400_000 - 11) * 86_400_000);
-    const at = (s: number) => new Date(day.getTime() + s * 1000);
-    const llama = (await getEntryByName(db, 'Llama-3.3-70B-Instruct'))!;
-    const deployment = await db.selectFrom('deployments').select('id').where('tenantId', '=', base.tenantId).executeTakeFirstOrThrow();
-    await db
-      .insertInto('replicaIntervals')
-      .values({
-        replicaId: randomUUID(),
-        deploymentId: deployment.id,
-        tenantId: base.tenantId,
-        entryId: llama.id,
-        gpuCount: 4,
-        phase: 'serving',
-        startedAt: at(60),
-        endedAt: at(1060),
-        lastHeartbeatAt: at(1060),
-      })
-      .execute();
-    const tenantToken = { kind: 'admin_token', tokenId: 'ci', userId: null, tenantId: base.tenantId } as const;
-    const summary = await summariseUsage(db, tenantToken, { tenantId: base.tenantId, from: day, to: new Date(day.getTime() + 86_400_000) });
-    expect(summary.byEndpoint.find((e) => e.mode === 'dedicated')?.costUsd).toBe(2.77777778); // 1000 s x 4 GPUs at $2.50
+    const day = dayOf(11);
+    await llamaThousandSeconds(day);
+    expect((await daySummary(day)).byEndpoint.find((e) => e.mode === 'dedicated')?.costUsd).toBe(2.77777778); // 1000 s x 4 GPUs at $2.50
   });
 
   it('never reprices past GPU time: each interval keeps the price it ran at, and a running one splits at the change', async () => {
