@@ -1,6 +1,5 @@
-import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import type { ConfigSnapshot } from '@infer/shared';
 
 export interface SimPlan {
@@ -103,43 +102,4 @@ export function writeFileAtomic(path: string, text: string): void {
   rmSync(temp, { force: true }); // one left by a crash: never write secrets into a file with another mode
   writeFileSync(temp, text, { mode: 0o600, flag: 'wx' });
   renameSync(temp, path);
-}
-
-const LOCK_FILE = 'start.lock';
-
-const pidAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-};
-
-/**
- * Takes `dir`'s lock for this process: null when taken (a lock left by a process that is gone is taken over), else
- * the pid of the live process that holds it.
- */
-export function takeDirLock(dir: string): number | null {
-  const path = join(dir, LOCK_FILE);
-  try {
-    writeFileSync(path, String(process.pid), { mode: 0o600, flag: 'wx' });
-    return null;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-  }
-  const holder = Number.parseInt(readFileSync(path, 'utf8'), 10);
-  if (Number.isInteger(holder) && holder !== process.pid && pidAlive(holder)) return holder;
-  writeFileSync(path, String(process.pid), { mode: 0o600 });
-  return null;
-}
-
-/** Gives `dir`'s lock up, when this process holds it. */
-export function releaseDirLock(dir: string): void {
-  const path = join(dir, LOCK_FILE);
-  try {
-    if (Number.parseInt(readFileSync(path, 'utf8'), 10) === process.pid) rmSync(path, { force: true });
-  } catch {
-    // already gone
-  }
 }

@@ -7,21 +7,11 @@ import { fileURLToPath } from 'node:url';
 import { createDb, migrateToLatest } from '@infer/db';
 import { buildSnapshot, createApiKey, getTenantBySlug, getUserByEmail, seedDemo, setPassword } from '@infer/admin-api';
 import { configSnapshotSchema, dedicatedModelName, type ConfigSnapshot } from '@infer/shared';
+import { releasePidLock, takePidLock } from '@infer/shared/pid-lock';
 import { buildDataplane } from '../apps/dataplane/build.ts';
 import { DATAPLANE_NODE_ENV, DATAPLANE_NODE_FLAGS } from '../apps/dataplane/src/node-flags.ts';
 import { loadStartEnv } from './start-env.ts';
-import {
-  deploymentsSettled,
-  freePort,
-  parseEnvFile,
-  planSims,
-  portMessage,
-  portProblem,
-  releaseDirLock,
-  takeDirLock,
-  waitForHttp,
-  writeFileAtomic,
-} from './start-lib.ts';
+import { deploymentsSettled, freePort, parseEnvFile, planSims, portMessage, portProblem, waitForHttp, writeFileAtomic } from './start-lib.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -62,11 +52,12 @@ mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 // A DATA_DIR made earlier under a loose umask holds the database, tokens and snapshot: the owner's alone.
 chmodSync(dataDir, 0o700);
 // One `pnpm start` per DATA_DIR, checked before its database is opened (the embedded PostgreSQL takes one process).
-const lockHolder = takeDirLock(dataDir);
+const lockFile = join(dataDir, 'start.lock');
+const lockHolder = takePidLock(lockFile);
 if (lockHolder !== null) {
   refuse(`[start] ${dataDir} is in use by another pnpm start (process ${lockHolder}): stop it, or set DATA_DIR to another folder`);
 }
-process.on('exit', () => releaseDirLock(dataDir));
+process.on('exit', () => releasePidLock(lockFile));
 
 const children: ChildProcess[] = [];
 /** The data plane, stopped first (see stopAll). */

@@ -1,14 +1,10 @@
 // pnpm start's plan of simulated runtimes (scripts/start-lib.ts): one process per local port, serving every model
 // routed there, with a window as large as the catalog promises (the data plane checks prompts against that).
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ConfigSnapshot } from '@infer/shared';
-import { planSims, releaseDirLock, takeDirLock, waitForHttp } from '../scripts/start-lib.ts';
+import { planSims, waitForHttp } from '../scripts/start-lib.ts';
 
 type Endpoint = ConfigSnapshot['endpoints'][number];
 const endpoint = (name: string, contextLength: number | null, urls: readonly string[], kind: 'sim' | 'vllm' = 'sim'): Endpoint =>
@@ -58,31 +54,6 @@ describe('waitForHttp with a readiness test on the body', () => {
       );
     } finally {
       server.close();
-    }
-  });
-});
-
-describe('the DATA_DIR lock', () => {
-  it('is taken once; a live holder refuses it, a dead one (kill -9) leaves it to be taken over', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'infer-lock-'));
-    try {
-      const lock = join(dir, 'start.lock');
-      expect(takeDirLock(dir)).toBeNull();
-      expect(readFileSync(lock, 'utf8')).toBe(String(process.pid));
-      // Another live process holds it.
-      writeFileSync(lock, String(process.ppid));
-      expect(takeDirLock(dir)).toBe(process.ppid);
-      releaseDirLock(dir); // not ours: left alone
-      expect(readFileSync(lock, 'utf8')).toBe(String(process.ppid));
-      // A holder that is gone.
-      const dead = spawnSync(process.execPath, ['-e', '0']).pid!;
-      writeFileSync(lock, String(dead));
-      expect(takeDirLock(dir)).toBeNull();
-      expect(readFileSync(lock, 'utf8')).toBe(String(process.pid));
-      releaseDirLock(dir);
-      expect(existsSync(lock)).toBe(false);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -10,12 +10,12 @@ import {
   readFileSync,
   appendFileSync,
   unlinkSync,
-  writeFileSync,
   writeSync,
   close,
 } from 'node:fs';
 import { join } from 'node:path';
 import { usageRecordSchema, type UsageRecord } from '@infer/shared';
+import { takePidLock } from '@infer/shared/pid-lock';
 
 // A node's usage on its own disk until the control plane acknowledged it. `append` buffers the record's
 // line; `commit` writes every buffered line with one write(2) (the reporter commits once per event-loop
@@ -80,36 +80,14 @@ export interface UsageSpool {
 
 const SEGMENT = /^usage-(\d+)\.ndjson$/;
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** Spool directories this process holds. */
 const held = new Set<string>();
 
 /** One spool per directory: a second node on the same directory would replay the same records. */
 function takeLock(dir: string): string {
   const path = join(dir, 'lock');
-  if (held.has(path)) throw new Error(`usage spool ${dir} is in use by process ${process.pid}; give each node its own USAGE_SPOOL_DIR`);
-  try {
-    const fd = openSync(path, 'wx', 0o600);
-    writeSync(fd, String(process.pid));
-    closeSync(fd);
-    held.add(path);
-    return path;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-  }
-  const holder = Number.parseInt(readFileSync(path, 'utf8'), 10);
-  if (Number.isInteger(holder) && holder !== process.pid && pidAlive(holder)) {
-    throw new Error(`usage spool ${dir} is in use by process ${holder}; give each node its own USAGE_SPOOL_DIR`);
-  }
-  writeFileSync(path, String(process.pid), { mode: 0o600 }); // a stale lock of a dead process
+  const holder = held.has(path) ? process.pid : takePidLock(path);
+  if (holder !== null) throw new Error(`usage spool ${dir} is in use by process ${holder}; give each node its own USAGE_SPOOL_DIR`);
   held.add(path);
   return path;
 }
