@@ -280,13 +280,11 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
       const byTenant = tl.rpm !== null || tl.tpm !== null;
       if (!byKey && !byTenant) return afterRate(requestId, NO_CHARGES, null, 0, target, multiplier, res, wait);
 
-      const tpmKey = byKey ? kl.tpm : null;
-      const tpmTenant = byTenant ? tl.tpm : null;
-      const tpm = tpmKey === null ? tpmTenant : tpmTenant === null ? tpmKey : Math.min(tpmKey, tpmTenant);
+      const tpm = kl.tpm === null ? tl.tpm : tl.tpm === null ? kl.tpm : Math.min(kl.tpm, tl.tpm);
       let tokens = reservationTokens(body, prompt, maxTokens, contextLength, defaultCompletion);
       if (tpm !== null && tokens > tpm) {
         if (maxTokens !== null) {
-          const whose = tpm === tpmKey ? "this API key's" : "this API key's tenant's";
+          const whose = tpm === kl.tpm ? "this API key's" : "this API key's tenant's";
           throw new ApiError(
             'rate_limit_exceeded',
             `Request too large for ${whose} tokens per minute: limit ${tpm}, requested about ${tokens} (messages plus max_tokens). Lower max_tokens or shorten the messages.`,
