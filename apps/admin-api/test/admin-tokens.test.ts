@@ -140,4 +140,98 @@ describe.each(testBackends())('admin tokens (%s)', (kind) => {
     // The removed member's session no longer reaches the tenant either.
     expect((await trpc(t.baseUrl, 'keys.list', { input: { tenantId: w.tenantA.id }, headers: { cookie: w.parties.memberA.cookie! } })).status).toBe(404);
   });
+  // A leaked token's holder must not keep access by minting a successor before the leak is found.
+  it('revoking a token revokes every token minted through it, and only those', async () => {
+    const { db } = t.database;
+    const mint = async (bearerSecret: string, name: string, tenantId: string | null = w.tenantA.id) =>
+      trpc<CreatedToken>(t.baseUrl, 'adminTokens.create', { mutation: true, input: { name, tenantId }, headers: { authorization: `Bearer ${bearerSecret}` } });
+    const root = await issueAdminToken(db, { name: 'leaked', tenantId: null, userId: w.parties.admin.userId });
+    const child = (await mint(root.secret, 'successor')).body.result!.data;
+    const grandchild = (await mint(child.secret, 'successor of successor')).body.result!.data;
+    const sibling = await trpc<CreatedToken>(t.baseUrl, 'adminTokens.create', {
+      mutation: true,
+      input: { name: 'by session', tenantId: null },
+      headers: asAdmin(),
+    });
+    expect(sibling.status).toBe(200);
+    const listed = await trpc<{ id: string; parentTokenId: string | null }[]>(t.baseUrl, 'adminTokens.list', { headers: asAdmin() });
+    const parentOf = new Map(listed.body.result!.data.map((x) => [x.id, x.parentTokenId]));
+    expect([parentOf.get(child.token.id), parentOf.get(grandchild.token.id), parentOf.get(sibling.body.result!.data.token.id)]).toEqual([
+      root.token.id,
+      child.token.id,
+      null,
+    ]);
+    const works = async (secret: string) =>
+      (await trpc(t.baseUrl, 'keys.list', { input: { tenantId: w.tenantA.id }, headers: { authorization: `Bearer ${secret}` } })).status;
+    expect([await works(child.secret), await works(grandchild.secret)]).toEqual([200, 200]);
+
+    const revoked = await trpc(t.baseUrl, 'adminTokens.revoke', { mutation: true, input: { tokenId: root.token.id }, headers: asAdmin() });
+    expect(revoked.status).toBe(200);
+    expect([await works(root.secret), await works(child.secret), await works(grandchild.secret)]).toEqual([401, 401, 401]);
+    expect(await works(sibling.body.result!.data.secret)).toBe(200);
+    const audit = await db
+      .selectFrom('auditLog')
+      .select('detail')
+      .where('action', '=', 'admin_token.revoke')
+      .where('targetId', '=', root.token.id)
+      .executeTakeFirstOrThrow();
+    expect(new Set((audit.detail as { revokedDescendants: string[] }).revokedDescendants)).toEqual(new Set([child.token.id, grandchild.token.id]));
+  });
+
+  it('a token minted by a token never outlives it', async () => {
+    const { db } = t.database;
+    const parentExpiry = new Date(Date.now() + 3_600_000);
+    const parent = await issueAdminToken(db, { name: 'short-lived', tenantId: w.tenantA.id, userId: w.parties.ownerA.userId, expiresAt: parentExpiry });
+    const headers = { authorization: `Bearer ${parent.secret}` };
+    const unasked = await trpc<CreatedToken & { token: { expiresAt: string | null } }>(t.baseUrl, 'adminTokens.create', {
+      mutation: true,
+      input: { name: 'no expiry asked', tenantId: w.tenantA.id },
+      headers,
+    });
+    expect(unasked.status).toBe(200);
+    expect(new Date(unasked.body.result!.data.token.expiresAt!).getTime()).toBe(parentExpiry.getTime());
+    const later = await trpc(t.baseUrl, 'adminTokens.create', {
+      mutation: true,
+      input: { name: 'outlives', tenantId: w.tenantA.id, expiresAt: new Date(parentExpiry.getTime() + 60_000).toISOString() },
+      headers,
+    });
+    expect(later.status).toBe(400);
+    expect(JSON.stringify(later.body)).toContain('expiresAt may not be later');
+    const sooner = new Date(parentExpiry.getTime() - 60_000);
+    const ok = await trpc<CreatedToken & { token: { expiresAt: string | null } }>(t.baseUrl, 'adminTokens.create', {
+      mutation: true,
+      input: { name: 'sooner', tenantId: w.tenantA.id, expiresAt: sooner.toISOString() },
+      headers,
+    });
+    expect(new Date(ok.body.result!.data.token.expiresAt!).getTime()).toBe(sooner.getTime());
+  });
+
+  it('a mint racing its parent’s revocation is either refused or revoked with it', async () => {
+    const { db } = t.database;
+    for (let round = 0; round < 8; round++) {
+      const parent = await issueAdminToken(db, { name: `racing ${round}`, tenantId: null, userId: w.parties.admin.userId });
+      const [minted] = await Promise.all([
+        trpc<CreatedToken>(t.baseUrl, 'adminTokens.create', {
+          mutation: true,
+          input: { name: 'racer', tenantId: w.tenantA.id },
+          headers: { authorization: `Bearer ${parent.secret}` },
+        }),
+        trpc(t.baseUrl, 'adminTokens.revoke', { mutation: true, input: { tokenId: parent.token.id }, headers: asAdmin() }),
+      ]);
+      if (minted.status === 200) {
+        const status = (await trpc(t.baseUrl, 'tenants.mine', { headers: { authorization: `Bearer ${minted.body.result!.data.secret}` } })).status;
+        expect(status).toBe(401);
+      } else {
+        expect(minted.status).toBe(401);
+      }
+    }
+    const live = await db
+      .selectFrom('adminTokens as c')
+      .innerJoin('adminTokens as p', 'p.id', 'c.parentTokenId')
+      .select('c.id')
+      .where('p.revokedAt', 'is not', null)
+      .where('c.revokedAt', 'is', null)
+      .execute();
+    expect(live).toEqual([]);
+  });
 });

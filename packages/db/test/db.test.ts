@@ -191,6 +191,7 @@ describe.each(testBackends())('db on %s', (kind) => {
   });
 
   it("backfills each GPU-time interval's price from its entry's current one ($0 when unpriced or gone)", async () => {
+    expect(await migrateDown(db())).toEqual(['2026_11_29_1200_admin_token_parent']);
     expect(await migrateDown(db())).toEqual(['2026_11_22_1200_interval_price']);
     const priced = await db()
       .insertInto('catalogEntries')
@@ -204,7 +205,7 @@ describe.each(testBackends())('db on %s', (kind) => {
       await sql`insert into replica_intervals (replica_id, deployment_id, tenant_id, entry_id, gpu_count, phase, started_at, last_heartbeat_at)
         values (gen_random_uuid(), gen_random_uuid(), ${tenant.id}, ${entryId}, 1, 'serving', now(), now())`.execute(db());
     }
-    expect(await migrateToLatest(db())).toEqual(['2026_11_22_1200_interval_price']);
+    expect(await migrateToLatest(db())).toEqual(['2026_11_22_1200_interval_price', '2026_11_29_1200_admin_token_parent']);
     const price = async (entryId: string) =>
       (await db().selectFrom('replicaIntervals').select('usdPerGpuHour').where('entryId', '=', entryId).executeTakeFirstOrThrow()).usdPerGpuHour;
     expect([await price(ids.priced), await price(ids.unpriced), await price(ids.gone)]).toEqual([2.5, 0, 0]);

@@ -10,6 +10,8 @@ export interface AdminTokenTable {
   userId: string | null;
   /** Null means platform-wide. */
   tenantId: string | null;
+  /** The admin token that minted this one, if any: revoking it revokes this. */
+  parentTokenId: Generated<string | null>;
   lastUsedAt: NullableTimestamp;
   expiresAt: NullableTimestamp;
   revokedAt: NullableTimestamp;

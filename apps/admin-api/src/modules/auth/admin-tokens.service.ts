@@ -16,13 +16,15 @@ export interface AdminToken {
   userId: string | null;
   /** null: platform-wide. */
   tenantId: string | null;
+  /** The admin token that minted this one (null: minted by a signed-in user or a script); revoking it revokes this. */
+  parentTokenId: string | null;
   createdAt: Date;
   expiresAt: Date | null;
   revokedAt: Date | null;
   lastUsedAt: Date | null;
 }
 
-const tokenColumns = ['id', 'name', 'prefix', 'userId', 'tenantId', 'createdAt', 'expiresAt', 'revokedAt', 'lastUsedAt'] as const;
+const tokenColumns = ['id', 'name', 'prefix', 'userId', 'tenantId', 'parentTokenId', 'createdAt', 'expiresAt', 'revokedAt', 'lastUsedAt'] as const;
 
 export interface CreateAdminTokenInput {
   readonly name: string;
@@ -35,6 +37,8 @@ export interface CreateAdminTokenInput {
 export interface IssueAdminTokenInput extends CreateAdminTokenInput {
   /** The user the token acts for (audit, and the rights it may never exceed); null for automation. */
   readonly userId?: string | null;
+  /** The admin token minting this one: the new token ends when it is revoked, and never outlives it. */
+  readonly parentTokenId?: string | null;
   readonly actor?: Actor;
 }
 
@@ -56,12 +60,14 @@ function requireTokenScope(principal: Principal, tenantId: string | null): void 
 
 /**
  * Creates an admin token for the caller, within their rights (see `requireTokenScope`); it acts for the
- * caller's user (a token minted by a token inherits that token's user). The secret is in this reply only.
+ * caller's user. A token minted by a token inherits that token's user, is revoked with it, and expires no
+ * later than it. The secret is in this reply only.
  */
 export async function createAdminToken(db: Db, principal: Principal, input: CreateAdminTokenInput): Promise<CreatedAdminToken> {
   requireTokenScope(principal, input.tenantId);
   requireAuthenticated(principal);
-  return issueAdminToken(db, { ...input, userId: principal.userId, actor: actorOf(principal) });
+  const parentTokenId = principal.kind === 'admin_token' ? principal.tokenId : null;
+  return issueAdminToken(db, { ...input, userId: principal.userId, parentTokenId, actor: actorOf(principal) });
 }
 
 /** Mints an admin token without a caller (start-up scripts, seeds, tests): no authorisation here. */
@@ -70,6 +76,7 @@ export async function issueAdminToken(db: Db, input: IssueAdminTokenInput): Prom
   if (input.tenantId !== null && !isUuid(input.tenantId)) throw notFound('tenant');
   const secret = generateSecret(SECRET_PREFIX.admin);
   return withTransaction(db, async (trx) => {
+    const expiresAt = await expiryUnderParent(trx, input.parentTokenId ?? null, input.expiresAt ?? null);
     if (input.tenantId !== null) {
       const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', input.tenantId).executeTakeFirst();
       if (!tenant) throw notFound('tenant');
@@ -82,7 +89,8 @@ export async function issueAdminToken(db: Db, input: IssueAdminTokenInput): Prom
         hash: hashSecret(secret),
         userId: input.userId ?? null,
         tenantId: input.tenantId,
-        expiresAt: input.expiresAt ?? null,
+        parentTokenId: input.parentTokenId ?? null,
+        expiresAt,
       })
       .returning(tokenColumns)
       .executeTakeFirstOrThrow();
@@ -96,6 +104,29 @@ export async function issueAdminToken(db: Db, input: IssueAdminTokenInput): Prom
     });
     return { token, secret };
   });
+}
+
+/**
+ * The expiry of a token minted by `parentTokenId`: the one asked for, or the parent's when none was asked or
+ * the parent ends sooner is refused. Locks the parent's row (FOR SHARE) so a revocation running at the same
+ * moment waits for this mint and then revokes the child too, or commits first and the mint is refused.
+ */
+async function expiryUnderParent(trx: Db, parentTokenId: string | null, asked: Date | null): Promise<Date | null> {
+  if (parentTokenId === null) return asked;
+  const parent = await trx.selectFrom('adminTokens').select(['revokedAt', 'expiresAt']).where('id', '=', parentTokenId).forShare().executeTakeFirst();
+  if (!parent || parent.revokedAt !== null || (parent.expiresAt !== null && parent.expiresAt.getTime() <= Date.now())) {
+    throw new ServiceError('unauthenticated', 'admin token is invalid, revoked or expired');
+  }
+  if (parent.expiresAt === null) return asked;
+  if (asked === null) return parent.expiresAt;
+  if (asked.getTime() > parent.expiresAt.getTime()) {
+    throw new ServiceError(
+      'invalid',
+      `expiresAt may not be later than the expiry of the admin token minting it (${parent.expiresAt.toISOString()})`,
+      'expiresAt',
+    );
+  }
+  return asked;
 }
 
 /**
@@ -113,8 +144,9 @@ export async function listAdminTokens(db: Db, principal: Principal, scope: { rea
 }
 
 /**
- * Revokes a token. With `tenantId` (its owners), only a token of that tenant can be named (others are
- * "not found"); without, any token (platform admins).
+ * Revokes a token and every token minted through it (its children, theirs, and so on), in one transaction.
+ * With `tenantId` (its owners), only a token of that tenant can be named (others are "not found"); without,
+ * any token (platform admins).
  */
 export async function revokeAdminToken(db: Db, principal: Principal, input: { readonly tokenId: string; readonly tenantId?: string }): Promise<AdminToken> {
   requireTokenScope(principal, input.tenantId ?? null);
@@ -128,16 +160,31 @@ export async function revokeAdminToken(db: Db, principal: Principal, input: { re
     if (input.tenantId !== undefined) q = q.where('tenantId', '=', input.tenantId);
     const token = await q.returning(tokenColumns).executeTakeFirst();
     if (!token) throw notFound('admin token');
+    const descendants = await revokeDescendants(trx, token.id);
     await writeAudit(trx, {
       actor,
       tenantId: token.tenantId,
       action: 'admin_token.revoke',
       targetType: 'admin_token',
       targetId: token.id,
-      detail: { prefix: token.prefix },
+      detail: { prefix: token.prefix, ...(descendants.length > 0 ? { revokedDescendants: descendants } : {}) },
     });
     return token;
   });
+}
+
+/** Revokes every live token minted, directly or through others, by `tokenId`; returns their ids. */
+async function revokeDescendants(trx: Db, tokenId: string): Promise<string[]> {
+  const { rows } = await sql<{ id: string }>`
+    with recursive descendants(id) as (
+      select id from admin_tokens where parent_token_id = ${tokenId}
+      union
+      select t.id from admin_tokens t join descendants d on t.parent_token_id = d.id
+    )
+    update admin_tokens set revoked_at = now()
+    where id in (select id from descendants) and revoked_at is null
+    returning id`.execute(trx);
+  return rows.map((r) => r.id);
 }
 
 /** What a valid admin token authenticates as. */
