@@ -5,6 +5,8 @@ import { deadUrl, errorOf, post, startSim } from './helpers.ts';
 import type { StartedSim } from './helpers.ts';
 import { CHAT, DURATION, RATE_HEADERS, SECOND_A, keyLimits, smallBody, startLimitedNode, tenantLimits } from './limits-fixtures.ts';
 import type { LimitedNode } from './limits-fixtures.ts';
+import { createMemoryRateLimiter, type RateDecision } from '../src/limits/rate-limiter.ts';
+import { createRedisRateLimiter } from '../src/limits/redis-rate-limiter.ts';
 
 // CI starts Redis on 127.0.0.1:6379 (.ci/run); elsewhere these tests run when it answers.
 const REDIS_URL = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
@@ -127,6 +129,74 @@ describe('rate limits shared through Redis', () => {
     const full = await post(b.url + CHAT, smallBody({ max_tokens: 200 }), SECOND_A);
     expect(full.status).toBe(429);
     expect((await errorOf(full)).message).toMatch(/tenant \(all its keys together\) on tokens per minute \(limit 300\)/);
+  });
+
+  it("a key's refusal never holds its tenant's window, even for a moment: the tenant's last request goes to another key", async () => {
+    const node = await redisNode(tenantLimits({ rpm: 2 }, { rpm: 1 }), 'atomic');
+    const first = await post(node.url + CHAT, smallBody());
+    expect(first.status).toBe(200);
+    await first.text();
+    // k-a is spent; the tenant has one request left. k-a's refusals, arriving with it, must not take that one.
+    const refusals = Array.from({ length: 30 }, async () => {
+      const res = await post(node.url + CHAT, smallBody());
+      return { status: res.status, message: res.status === 429 ? (await errorOf(res)).message : await res.text() };
+    });
+    const other = post(node.url + CHAT, smallBody(), SECOND_A).then(async (res) => ({ status: res.status, body: await res.text() }));
+    const [spent, second] = await Promise.all([Promise.all(refusals), other]);
+    expect(second.status).toBe(200);
+    for (const r of spent) {
+      expect(r.status).toBe(429);
+      expect(r.message).toMatch(/^Rate limit reached for this API key on requests per minute/);
+    }
+  });
+
+  it('the Redis limiter charges all windows of a request or none, and settles them in one call', async () => {
+    const rl = createRedisRateLimiter({ url: REDIS_URL, prefix: `${RUN}:direct`, fallback: createMemoryRateLimiter(), onWarn: () => {} });
+    try {
+      await rl.ready(2000);
+      const tenant = { id: 'tenant:t', rpm: 3, tpm: 1000 };
+      const key = (id: string) => ({ id, rpm: 1, tpm: null });
+      const both = async (id: string) => (await rl.reserve([tenant, key(id)], 100)) as readonly RateDecision[];
+      const a = await both('a');
+      expect(a.map((d) => [d.admitted, d.store])).toEqual([
+        [true, 'redis'],
+        [true, 'redis'],
+      ]);
+      const refused = await both('a');
+      expect(refused.map((d) => [d.admitted, d.retryAfterMs > 0])).toEqual([
+        [false, false],
+        [false, true],
+      ]);
+      expect([refused[0]!.requestsUsed, refused[0]!.tokensUsed]).toEqual([1, 100]);
+      // Settled together: the tenant gets 60 tokens back, and the key's window (no TPM) is untouched.
+      rl.settle(
+        [
+          { id: 'tenant:t', d: a[0]! },
+          { id: 'a', d: a[1]! },
+        ],
+        false,
+        -60,
+      );
+      await expect.poll(async () => Number(await admin.hget(`${RUN}:direct:{tenant:t}:t`, 't'))).toBe(40);
+      expect(await admin.exists(`${RUN}:direct:{a}:t`)).toBe(0);
+      const b = await both('b');
+      expect(b.map((d) => d.admitted)).toEqual([true, true]);
+      expect(b[0]!.tokensUsed).toBe(140);
+      // Given back as never served: the request and its tokens, in both windows.
+      rl.settle(
+        [
+          { id: 'tenant:t', d: b[0]! },
+          { id: 'b', d: b[1]! },
+        ],
+        true,
+        -100,
+      );
+      await expect.poll(async () => Number(await admin.hget(`${RUN}:direct:{tenant:t}:r`, 't'))).toBe(1);
+      expect(Number(await admin.hget(`${RUN}:direct:{b}:r`, 't'))).toBe(0);
+      expect(Number(await admin.hget(`${RUN}:direct:{tenant:t}:t`, 't'))).toBe(40);
+    } finally {
+      await rl.close();
+    }
   });
 
   it('settlement gives back the unused part of a reservation', async () => {

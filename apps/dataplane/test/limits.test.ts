@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { formatDuration } from '../src/limits/ratelimit-headers.ts';
 import { createConcurrencyGate, QueueRejection } from '../src/limits/concurrency-gate.ts';
-import { createMemoryRateLimiter } from '../src/limits/rate-limiter.ts';
+import { createMemoryRateLimiter, type RateDecision } from '../src/limits/rate-limiter.ts';
 import { errorOf, post, SECRET_A, SECRET_B, startSim } from './helpers.ts';
 import type { StartedSim } from './helpers.ts';
 import { CHAT, DURATION, RATE_HEADERS, SECOND_A, keyLimits, smallBody, startLimitedNode, tenantLimits } from './limits-fixtures.ts';
@@ -366,17 +366,41 @@ describe('limit building blocks', () => {
   it('the memory window expires charges after a minute and refunds into the charged slot', () => {
     let now = 1_000_000;
     const rl = createMemoryRateLimiter(() => now);
-    const d = rl.reserve('k', 2, 100, 80) as ReturnType<typeof rl.reserve> & { admitted: boolean };
+    const reserve = (tokens: number) => (rl.reserve([{ id: 'k', rpm: 2, tpm: 100 }], tokens) as readonly RateDecision[])[0]!;
+    const d = reserve(80);
     expect(d.admitted).toBe(true);
-    expect((rl.reserve('k', 2, 100, 30) as { admitted: boolean }).admitted).toBe(false);
-    rl.settle('k', d as never, false, -60);
-    const e = rl.reserve('k', 2, 100, 30) as { admitted: boolean; requestsUsed: number; tokensUsed: number };
-    expect(e).toMatchObject({ admitted: true, requestsUsed: 2, tokensUsed: 50 });
-    const refused = rl.reserve('k', 2, 100, 1) as { admitted: boolean; retryAfterMs: number };
+    expect(reserve(30).admitted).toBe(false);
+    rl.settle([{ id: 'k', d }], false, -60);
+    expect(reserve(30)).toMatchObject({ admitted: true, requestsUsed: 2, tokensUsed: 50 });
+    const refused = reserve(1);
     expect(refused.admitted).toBe(false);
     expect(refused.retryAfterMs).toBe(60_000);
     now += 60_000;
-    expect((rl.reserve('k', 2, 100, 100) as { admitted: boolean }).admitted).toBe(true);
+    expect(reserve(100).admitted).toBe(true);
+    void rl.close();
+  });
+
+  it('the memory limiter charges all windows of a request or none', () => {
+    const rl = createMemoryRateLimiter(() => 1_000_000);
+    const tenant = { id: 'tenant:t', rpm: 3, tpm: null };
+    const key = (id: string) => ({ id, rpm: 1, tpm: null });
+    const both = (id: string) => rl.reserve([tenant, key(id)], 0) as readonly RateDecision[];
+    expect(both('a').map((d) => d.admitted)).toEqual([true, true]);
+    // Key a is full: refused, and the tenant's window is not charged for it (it told which window refused).
+    const refused = both('a');
+    expect(refused.map((d) => [d.admitted, d.retryAfterMs > 0])).toEqual([
+      [false, false],
+      [false, true],
+    ]);
+    expect(refused[0]!.requestsUsed).toBe(1);
+    expect(both('b')[0]!.requestsUsed).toBe(2);
+    expect(both('c')[0]!.requestsUsed).toBe(3);
+    expect(both('d').map((d) => [d.admitted, d.retryAfterMs > 0])).toEqual([
+      [false, true],
+      [false, false],
+    ]);
+    // Key d's own window took nothing either.
+    expect((rl.reserve([key('d')], 0) as readonly RateDecision[])[0]!.admitted).toBe(true);
     void rl.close();
   });
 

@@ -5,7 +5,7 @@ import { afterDurable, type UsageSink } from '../usage/usage-reporter.ts';
 import { ClientGoneError } from '../client-gone.ts';
 import { QueueRejection, createConcurrencyGate, queueError } from './concurrency-gate.ts';
 import { createMemoryRateLimiter } from './rate-limiter.ts';
-import type { RateDecision, RateLimiter } from './rate-limiter.ts';
+import type { Charge, RateDecision, RateLimiter, WindowLimits } from './rate-limiter.ts';
 import { rateLimitHeaders, retryAfterSeconds } from './ratelimit-headers.ts';
 import { createRedisRateLimiter } from './redis-rate-limiter.ts';
 import type { RedisBreaker } from './redis-breaker.ts';
@@ -95,12 +95,6 @@ interface ReservedAdmission extends Admission {
   settle(actualTokens: number): void;
 }
 
-/** One window a request was charged to: its key's, or its tenant's (all the tenant's keys together). */
-interface Charge {
-  readonly id: string;
-  readonly d: RateDecision;
-}
-
 /** The window id of a tenant's limits (key ids are UUIDs, so the two never meet). */
 const tenantWindow = (tenantId: string): string => `tenant:${tenantId}`;
 
@@ -160,9 +154,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
   const pending = new Map<string, ReservedAdmission>();
 
   /** Gives a request that was never served back to every window it was charged to. */
-  const refundAll = (charges: readonly Charge[], reserved: number): void => {
-    for (const c of charges) limiter.settle(c.id, c.d, true, -reserved);
-  };
+  const refundAll = (charges: readonly Charge[], reserved: number): void => limiter.settle(charges, true, -reserved);
 
   const createAdmission = (requestId: string, charges: readonly Charge[], reserved: number, gateId: string): ReservedAdmission => {
     const a: ReservedAdmission = {
@@ -170,8 +162,7 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
       settle(actualTokens) {
         if (a.settled || charges.length === 0) return;
         a.settled = true;
-        const delta = Math.ceil(actualTokens) - reserved;
-        for (const c of charges) limiter.settle(c.id, c.d, false, delta);
+        limiter.settle(charges, false, Math.ceil(actualTokens) - reserved);
       },
       end() {
         gate.release(gateId);
@@ -295,34 +286,22 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
         tokens = tpm; // no max_tokens: reserve the whole minute; real usage settles it
       }
       const allowance = maxTokens === null ? Math.max(0, tokens - prompt) : 0;
-      const admitted = (charges: readonly Charge[], told: RateDecision): Admission | Promise<Admission> =>
-        afterRate(requestId, charges, told, tokens, target, multiplier, res, wait);
-      // The key's own window, once the tenant's (if any) admitted; a refusal by the key gives the tenant's charge back.
-      const onKey = (tenantCharge: Charge | null): Admission | Promise<Admission> => {
-        if (!byKey) return admitted([tenantCharge!], tenantCharge!.d);
-        const then = (d: RateDecision): Admission | Promise<Admission> => {
-          if (!d.admitted) {
-            if (tenantCharge !== null) refundAll([tenantCharge], tokens);
-            throw rateLimited(d, false, tokens, allowance);
-          }
-          const own: Charge = { id: key.id, d };
-          return tenantCharge === null ? admitted([own], d) : admitted([tenantCharge, own], tighter(tenantCharge.d, d));
-        };
-        const d = limiter.reserve(key.id, kl.rpm, kl.tpm, tokens);
-        if (!(d instanceof Promise)) return then(d);
-        return d.then(then, (err: unknown) => {
-          if (tenantCharge !== null) refundAll([tenantCharge], tokens);
-          throw err;
-        });
+      // The tenant's window (all its keys together) and the key's own, charged together or not at all.
+      const windows: WindowLimits[] = [];
+      if (byTenant) windows.push({ id: tenantWindow(key.tenantId), rpm: tl.rpm, tpm: tl.tpm });
+      if (byKey) windows.push({ id: key.id, rpm: kl.rpm, tpm: kl.tpm });
+      const decided = (ds: readonly RateDecision[]): Admission | Promise<Admission> => {
+        if (!ds[0]!.admitted) {
+          // Told by the first window that refused (the tenant's before the key's), retrying once every one has room.
+          const at = ds.findIndex((d) => d.retryAfterMs > 0);
+          const retryAfterMs = Math.max(...ds.map((d) => d.retryAfterMs));
+          throw rateLimited({ ...ds[at]!, retryAfterMs }, byTenant && at === 0, tokens, allowance);
+        }
+        const charges: Charge[] = windows.map((w, i) => ({ id: w.id, d: ds[i]! }));
+        return afterRate(requestId, charges, ds.length === 1 ? ds[0]! : tighter(ds[0]!, ds[1]!), tokens, target, multiplier, res, wait);
       };
-      if (!byTenant) return onKey(null);
-      const tenantId = tenantWindow(key.tenantId);
-      const onTenant = (d: RateDecision): Admission | Promise<Admission> => {
-        if (!d.admitted) throw rateLimited(d, true, tokens, allowance);
-        return onKey({ id: tenantId, d });
-      };
-      const d = limiter.reserve(tenantId, tl.rpm, tl.tpm, tokens);
-      return d instanceof Promise ? d.then(onTenant) : onTenant(d);
+      const ds = limiter.reserve(windows, tokens);
+      return ds instanceof Promise ? ds.then(decided) : decided(ds);
     },
     wrapUsage(sink) {
       return {

@@ -53,7 +53,11 @@ local function add(key, total, oldest, slot, amount)
 end
 `;
 
-/** KEYS: requests hash, tokens hash. ARGV: rpm limit (-1 none), tpm limit (-1 none), tokens. */
+/**
+ * All or nothing over N windows. KEYS: each window's requests hash and tokens hash. ARGV: tokens, then each window's
+ * rpm and tpm limits (-1: none). Replies {admitted, slot, then per window: requests used, tokens used, ms until the
+ * requests fit (else until the oldest expires), the same for tokens}.
+ */
 const RESERVE_LUA = `${WINDOW_FNS}
 local function untilFits(key, total, oldest, needed, limit)
   local excess = total + needed - limit
@@ -78,37 +82,48 @@ local function untilOldest(key, total, oldest)
   return 0
 end
 
-local rpm = tonumber(ARGV[1])
-local tpm = tonumber(ARGV[2])
-local tokens = tonumber(ARGV[3])
-local rTotal, rOld, tTotal, tOld = 0, cur, 0, cur
-local waitR, waitT = 0, 0
-if rpm >= 0 then
-  rTotal, rOld = load(KEYS[1])
-  waitR = untilFits(KEYS[1], rTotal, rOld, 1, rpm)
+local tokens = tonumber(ARGV[1])
+local n = #KEYS / 2
+local ws = {}
+local admitted = 1
+for w = 1, n do
+  local s = { kr = KEYS[2 * w - 1], kt = KEYS[2 * w], rpm = tonumber(ARGV[2 * w]), tpm = tonumber(ARGV[2 * w + 1]),
+    rTotal = 0, rOld = cur, tTotal = 0, tOld = cur, waitR = 0, waitT = 0 }
+  if s.rpm >= 0 then
+    s.rTotal, s.rOld = load(s.kr)
+    s.waitR = untilFits(s.kr, s.rTotal, s.rOld, 1, s.rpm)
+  end
+  if s.tpm >= 0 then
+    s.tTotal, s.tOld = load(s.kt)
+    s.waitT = untilFits(s.kt, s.tTotal, s.tOld, tokens, s.tpm)
+  end
+  if s.waitR > 0 or s.waitT > 0 then admitted = 0 end
+  ws[w] = s
 end
-if tpm >= 0 then
-  tTotal, tOld = load(KEYS[2])
-  waitT = untilFits(KEYS[2], tTotal, tOld, tokens, tpm)
+local out = {admitted, cur}
+for w = 1, n do
+  local s = ws[w]
+  if admitted == 1 then
+    if s.rpm >= 0 then s.rTotal = add(s.kr, s.rTotal, s.rOld, cur, 1) end
+    if s.tpm >= 0 and tokens > 0 then s.tTotal = add(s.kt, s.tTotal, s.tOld, cur, tokens) end
+  end
+  local resetR, resetT = s.waitR, s.waitT
+  if s.rpm >= 0 and resetR == 0 then resetR = untilOldest(s.kr, s.rTotal, s.rOld) end
+  if s.tpm >= 0 and resetT == 0 then resetT = untilOldest(s.kt, s.tTotal, s.tOld) end
+  out[#out + 1] = s.rTotal
+  out[#out + 1] = s.tTotal
+  out[#out + 1] = resetR
+  out[#out + 1] = resetT
 end
-local admitted = 0
-if waitR == 0 and waitT == 0 then
-  admitted = 1
-  if rpm >= 0 then rTotal = add(KEYS[1], rTotal, rOld, cur, 1) end
-  if tpm >= 0 and tokens > 0 then tTotal = add(KEYS[2], tTotal, tOld, cur, tokens) end
-end
-local resetR, resetT = waitR, waitT
-if rpm >= 0 and resetR == 0 then resetR = untilOldest(KEYS[1], rTotal, rOld) end
-if tpm >= 0 and resetT == 0 then resetT = untilOldest(KEYS[2], tTotal, tOld) end
-return {admitted, rTotal, tTotal, resetR, resetT, cur}
+return out
 `;
 
-/** KEYS: requests hash, tokens hash. ARGV: slot, refund request (0/1), token delta (actual - reserved). */
+/**
+ * Settles N windows. KEYS: each window's requests hash and tokens hash. ARGV: each window's slot, refund request
+ * (0/1), token delta (actual - reserved; 0: none).
+ */
 const SETTLE_LUA = `${WINDOW_FNS}
-local slot = tonumber(ARGV[1])
-local refundReq = tonumber(ARGV[2])
-local delta = tonumber(ARGV[3])
-local function giveBack(key, amount)
+local function giveBack(key, slot, amount)
   local total, oldest = load(key)
   if total <= 0 or slot < oldest or slot > cur then return end
   local v = tonumber(redis.call('HGET', key, slot)) or 0
@@ -117,20 +132,25 @@ local function giveBack(key, amount)
   redis.call('HINCRBY', key, slot, -back)
   redis.call('HSET', key, 't', total - back)
 end
-if refundReq == 1 then giveBack(KEYS[1], 1) end
-if delta < 0 then giveBack(KEYS[2], -delta) end
-if delta > 0 then
-  local total, oldest = load(KEYS[2])
-  add(KEYS[2], total, oldest, cur, delta)
+for w = 1, #KEYS / 2 do
+  local kr, kt = KEYS[2 * w - 1], KEYS[2 * w]
+  local slot = tonumber(ARGV[3 * w - 2])
+  local refundReq = tonumber(ARGV[3 * w - 1])
+  local delta = tonumber(ARGV[3 * w])
+  if refundReq == 1 then giveBack(kr, slot, 1) end
+  if delta < 0 then giveBack(kt, slot, -delta) end
+  if delta > 0 then
+    local total, oldest = load(kt)
+    add(kt, total, oldest, cur, delta)
+  end
 end
 return 1
 `;
 
-type Reply = [number, number, number, number, number, number];
-
 interface LimitCommands {
-  inferRateReserve(kReq: string, kTok: string, rpm: number, tpm: number, tokens: number): Promise<Reply>;
-  inferRateSettle(kReq: string, kTok: string, slot: number, refundRequest: number, delta: number): Promise<number>;
+  /** (number of keys, keys..., args...): see RESERVE_LUA and SETTLE_LUA. */
+  inferRateReserve(...args: (string | number)[]): Promise<number[]>;
+  inferRateSettle(...args: (string | number)[]): Promise<number>;
 }
 
 export interface RedisRateLimiterOptions {
@@ -174,10 +194,14 @@ const requireCjs = createRequire(import.meta.url);
 const loadRedis = (): typeof RedisClient => (requireCjs('ioredis') as { Redis: typeof RedisClient }).Redis;
 
 /**
- * RPM/TPM shared by every node through Redis: one atomic Lua round trip per admission, one
- * fire-and-forget per settlement. While Redis is unreachable it fails open to `fallback` (this node's
+ * RPM/TPM shared by every node through Redis: one atomic Lua round trip per admission (over all its windows: the key's
+ * and its tenant's), one fire-and-forget per settlement. The windows of one admission live under different hash tags,
+ * so the store is one Redis server (a primary with replicas), not Redis Cluster. While Redis is unreachable it fails open to `fallback` (this node's
  * own in-memory counts) with a warning; it never fails the request.
  */
+/** Whether `needed` more fits in a window holding `used` under `limit` (the scripts' own test). */
+const fits = (limit: number | null, used: number, needed: number): boolean => limit === null || used + needed <= limit;
+
 export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RedisRateLimiter {
   const redis = new (loadRedis())(opts.url, {
     lazyConnect: false,
@@ -186,14 +210,16 @@ export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RedisRate
     commandTimeout: opts.commandTimeoutMs ?? 1000,
     retryStrategy: (times) => Math.min(times * 200, 2000),
   });
-  redis.defineCommand('inferRateReserve', { numberOfKeys: 2, lua: RESERVE_LUA });
-  redis.defineCommand('inferRateSettle', { numberOfKeys: 2, lua: SETTLE_LUA });
+  // No numberOfKeys: each call passes its own count (two keys per window).
+  redis.defineCommand('inferRateReserve', { lua: RESERVE_LUA });
+  redis.defineCommand('inferRateSettle', { lua: SETTLE_LUA });
   const cmd = redis as unknown as LimitCommands;
   const warn = throttledWarn(opts.onWarn);
   const breaker = createRedisBreaker({ probe: () => redis.ping(), probeIntervalMs: opts.probeIntervalMs });
   redis.on('error', (err: unknown) => warn('redis rate-limit store unreachable; limiting per node in memory until it is back', err));
 
-  const keysOf = (keyId: string): [string, string] => [`${opts.prefix}:{${keyId}}:r`, `${opts.prefix}:{${keyId}}:t`];
+  const requestsKey = (id: string): string => `${opts.prefix}:{${id}}:r`;
+  const tokensKey = (id: string): string => `${opts.prefix}:{${id}}:t`;
 
   const failingOpen = (): boolean => redis.status !== 'ready' || breaker.state === 'open';
 
@@ -201,42 +227,78 @@ export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RedisRate
     client: redis,
     breaker,
     failingOpen,
-    reserve(keyId, rpm, tpm, tokens) {
+    reserve(windows, tokens) {
       // Unreachable, or known to be slow (breaker open): this node's own counts, with no wait at all.
-      if (failingOpen()) return opts.fallback.reserve(keyId, rpm, tpm, tokens);
-      const [kr, kt] = keysOf(keyId);
+      if (failingOpen()) return opts.fallback.reserve(windows, tokens);
+      const n = windows.length;
+      const args: (string | number)[] = new Array(1 + 3 * n + 1);
+      args[0] = 2 * n;
+      args[1 + 2 * n] = tokens;
+      for (let i = 0; i < n; i++) {
+        const { id, rpm, tpm } = windows[i]!;
+        args[1 + 2 * i] = requestsKey(id);
+        args[2 + 2 * i] = tokensKey(id);
+        args[2 + 2 * n + 2 * i] = rpm ?? -1;
+        args[3 + 2 * n + 2 * i] = tpm ?? -1;
+      }
       return breaker
-        .run(() => cmd.inferRateReserve(kr, kt, rpm ?? -1, tpm ?? -1, tokens))
+        .run(() => cmd.inferRateReserve(...args))
         .then(
-          (r): RateDecision => ({
-            admitted: r[0] === 1,
-            rpmLimit: rpm,
-            tpmLimit: tpm,
-            requestsUsed: r[1],
-            tokensUsed: r[2],
-            resetRequestsMs: r[3],
-            resetTokensMs: r[4],
-            retryAfterMs: Math.max(r[3], r[4]) * (r[0] === 1 ? 0 : 1),
-            slot: r[5],
-            store: 'redis',
-          }),
+          (r): RateDecision[] => {
+            const admitted = r[0] === 1;
+            const decisions: RateDecision[] = new Array(n);
+            for (let i = 0; i < n; i++) {
+              const { rpm, tpm } = windows[i]!;
+              const at = 2 + 4 * i;
+              const resetR = r[at + 2]!;
+              const resetT = r[at + 3]!;
+              // Refused: a window's reset is its wait when it had no room; a window with room waits for nothing.
+              const waitR = admitted || fits(rpm, r[at]!, 1) ? 0 : resetR;
+              const waitT = admitted || fits(tpm, r[at + 1]!, tokens) ? 0 : resetT;
+              decisions[i] = {
+                admitted,
+                rpmLimit: rpm,
+                tpmLimit: tpm,
+                requestsUsed: r[at]!,
+                tokensUsed: r[at + 1]!,
+                resetRequestsMs: resetR,
+                resetTokensMs: resetT,
+                retryAfterMs: Math.max(waitR, waitT),
+                slot: r[1]!,
+                store: 'redis',
+              };
+            }
+            return decisions;
+          },
           (err: unknown) => {
             if (!(err instanceof BreakerOpenError)) warn('redis rate-limit check failed; limiting per node in memory', err);
-            return opts.fallback.reserve(keyId, rpm, tpm, tokens);
+            return opts.fallback.reserve(windows, tokens);
           },
         );
     },
-    settle(keyId, d, refundRequest, tokenDelta) {
-      if (d.store === 'memory') {
-        opts.fallback.settle(keyId, d, refundRequest, tokenDelta);
+    settle(charges, refundRequest, tokenDelta) {
+      if (charges.length === 0) return;
+      // One admission's charges share a store.
+      if (charges[0]!.d.store === 'memory') {
+        opts.fallback.settle(charges, refundRequest, tokenDelta);
         return;
       }
       if (!refundRequest && tokenDelta === 0) return;
       // The reservation simply stands until its window passes.
       if (failingOpen()) return;
-      const [kr, kt] = keysOf(keyId);
+      const n = charges.length;
+      const args: (string | number)[] = new Array(1 + 5 * n);
+      args[0] = 2 * n;
+      for (let i = 0; i < n; i++) {
+        const { id, d } = charges[i]!;
+        args[1 + 2 * i] = requestsKey(id);
+        args[2 + 2 * i] = tokensKey(id);
+        args[1 + 2 * n + 3 * i] = d.slot;
+        args[2 + 2 * n + 3 * i] = refundRequest && d.rpmLimit !== null ? 1 : 0;
+        args[3 + 2 * n + 3 * i] = d.tpmLimit === null ? 0 : tokenDelta;
+      }
       breaker
-        .run(() => cmd.inferRateSettle(kr, kt, d.slot, refundRequest && d.rpmLimit !== null ? 1 : 0, d.tpmLimit === null ? 0 : tokenDelta))
+        .run(() => cmd.inferRateSettle(...args))
         .catch((err: unknown) => {
           if (!(err instanceof BreakerOpenError)) warn('redis rate-limit settlement failed', err);
         });
