@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createDb, migrateToLatest } from '@infer/db';
+import { createDb, DataDirInUseError, migrateToLatest } from '@infer/db';
 import { buildSnapshot, createApiKey, getTenantBySlug, getUserByEmail, seedDemo, setPassword } from '@infer/admin-api';
 import { configSnapshotSchema, dedicatedModelName, type ConfigSnapshot } from '@infer/shared';
 import { releasePidLock, takePidLock } from '@infer/shared/pid-lock';
@@ -168,7 +168,11 @@ const lastDemoFile = join(dataDir, 'demo.env.last');
 const freshDatabase = !env.DATABASE_URL && !existsSync(join(dataDir, 'pglite'));
 
 // Migrate and seed before the control plane opens the database (PGlite allows one process at a time).
-const database = await createDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : { dataDir: join(dataDir, 'pglite') });
+const database = await createDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : { dataDir: join(dataDir, 'pglite') }).catch((err: unknown) => {
+  // admin:create (or a control plane started by hand) has the embedded database open.
+  if (err instanceof DataDirInUseError) refuse(`[start] ${err.dataDir} is open in process ${err.holderPid}: stop it, or set DATA_DIR to another folder`);
+  throw err;
+});
 let demo: Record<string, string>;
 let sims: ReturnType<typeof planSims>;
 let seededNow: boolean;

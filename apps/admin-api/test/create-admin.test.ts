@@ -1,7 +1,7 @@
 // `admin:create` run as an operator would: a real process against a fresh database (PostgreSQL when
 // DATABASE_URL is set, else PGlite in a temp DATA_DIR), the password piped on stdin.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -73,7 +73,19 @@ describe.each(testBackends())('admin:create on %s', (kind) => {
       expect(none.code).toBe(2);
       expect(none.out).toMatch(/no password/);
 
+      if (kind === 'pglite') {
+        // A control plane (here: this test process, alive) has the embedded database open: refused, nothing written.
+        const lock = join(dir, 'pglite.lock');
+        writeFileSync(lock, String(process.pid));
+        const busy = await run(['--email', 'busy@example.com', '--password-stdin'], env, `${PASSWORD}\n`);
+        rmSync(lock);
+        expect(busy.code).toBe(1);
+        expect(busy.out).toMatch(new RegExp(`pglite is open in process ${process.pid} \\(a running control plane or pnpm start\\): stop it first`));
+        expect(busy.out).not.toMatch(/\n\s+at /);
+      }
+
       const database = await open();
+      expect(await verifyCredentials(database.db, 'busy@example.com', PASSWORD)).toBeNull();
       const user = await verifyCredentials(database.db, 'ops@example.com', PASSWORD);
       expect(user?.isPlatformAdmin).toBe(true);
       expect(user?.displayName).toBe('Ops');

@@ -4,6 +4,7 @@ import { PGlite, types as pgliteTypes } from '@electric-sql/pglite';
 import { CamelCasePlugin, Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { DB } from './database.ts';
+import { releasePidLock, takePidLock } from '@infer/shared/pid-lock';
 import { createPGliteDialect } from './pglite-dialect.ts';
 
 export type DatabaseKind = 'pglite' | 'postgres';
@@ -19,6 +20,18 @@ export interface CreateDbOptions {
   readonly poolMax?: number;
   /** Told of errors on idle pooled connections (they are discarded and replaced on demand). */
   readonly onIdleError?: (err: Error) => void;
+}
+
+/** A PGlite data folder another live process has open (PGlite admits one process at a time). */
+export class DataDirInUseError extends Error {
+  readonly dataDir: string;
+  readonly holderPid: number;
+  constructor(dataDir: string, holderPid: number) {
+    super(`the embedded database ${dataDir} is open in another process (pid ${holderPid}); it admits one process at a time`);
+    this.name = 'DataDirInUseError';
+    this.dataDir = dataDir;
+    this.holderPid = holderPid;
+  }
 }
 
 /** An open database: the typed Kysely instance and what is needed to close it. */
@@ -89,9 +102,22 @@ export async function createDb(options: CreateDbOptions = {}): Promise<Database>
   }
 
   const dataDir = options.dataDir;
-  if (dataDir) await lockDown(dataDir, true);
   if (dataDir && options.loadDataDir) throw new Error('createDb: loadDataDir is for an in-memory database only');
-  const pglite = await PGlite.create({ dataDir, parsers: pgliteParsers, ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}) });
+  // Two processes on one PGlite folder corrupt it: a pid lock beside the folder (`<dataDir>.lock`) refuses the second
+  // (a control plane and `admin:create`, two `pnpm start`s), and is taken over from a process that died.
+  const lock = dataDir ? `${dataDir.replace(/[\\/]+$/, '')}.lock` : null;
+  if (dataDir && lock) {
+    await lockDown(dataDir, true);
+    const holder = takePidLock(lock);
+    if (holder !== null) throw new DataDirInUseError(dataDir, holder);
+  }
+  let pglite: PGlite;
+  try {
+    pglite = await PGlite.create({ dataDir, parsers: pgliteParsers, ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}) });
+  } catch (err) {
+    if (lock) releasePidLock(lock);
+    throw err;
+  }
   // PGlite's file system creates files 0666 and folders 0777 (less the umask): tighten what initdb wrote.
   if (dataDir) await lockDown(dataDir, false);
   const db = new Kysely<DB>({ dialect: createPGliteDialect(pglite), plugins: [camelCase] });
@@ -106,6 +132,7 @@ export async function createDb(options: CreateDbOptions = {}): Promise<Database>
       // Files PGlite created while open (new relations, WAL) are tightened too; the 0700 folder kept them
       // out of reach meanwhile.
       if (dataDir) await lockDown(dataDir, false);
+      if (lock) releasePidLock(lock);
     }),
   });
 }

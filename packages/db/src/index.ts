@@ -1,4 +1,4 @@
-export { createDb } from './create-db.ts';
+export { createDb, DataDirInUseError } from './create-db.ts';
 export type { CreateDbOptions, Database, DatabaseKind } from './create-db.ts';
 export { migrateDown, migrateToLatest, migrationNames } from './migrate.ts';
 export { createPGliteDialect } from './pglite-dialect.ts';

@@ -1,8 +1,9 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createDb, migrateToLatest, migrationNames } from '../src/index.ts';
+import { createDb, DataDirInUseError, migrateToLatest, migrationNames } from '../src/index.ts';
 
 describe('file-backed PGlite', () => {
   const dirs: string[] = [];
@@ -40,5 +41,25 @@ describe('file-backed PGlite', () => {
     const database = await createDb();
     await database.close();
     expect(database.pglite?.closed).toBe(true);
+  });
+
+  it('refuses a folder another live process has open, takes one over from a process that died, and frees it on close', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'infer-db-'));
+    dirs.push(dir);
+    const dataDir = join(dir, 'pgdata');
+    const lock = `${dataDir}.lock`;
+    // Another process (this one's parent, alive) holds it: refused before PGlite touches the folder.
+    await writeFile(lock, String(process.ppid));
+    const refused = await createDb({ dataDir }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(DataDirInUseError);
+    expect((refused as DataDirInUseError).holderPid).toBe(process.ppid);
+    expect(existsSync(join(dataDir, 'PG_VERSION'))).toBe(false);
+    // A process that died left it: taken over.
+    await writeFile(lock, '2147483646');
+    const database = await createDb({ dataDir });
+    expect(await readFile(lock, 'utf8')).toBe(String(process.pid));
+    await migrateToLatest(database.db);
+    await database.close();
+    expect(existsSync(lock)).toBe(false);
   });
 });

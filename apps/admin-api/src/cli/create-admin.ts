@@ -4,7 +4,7 @@
 // or an interactive prompt that does not echo; it is never printed or logged.
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createDb, migrateToLatest } from '@infer/db';
+import { createDb, DataDirInUseError, migrateToLatest } from '@infer/db';
 import { ServiceError } from '../errors.ts';
 import { createPlatformAdmin } from '../modules/auth/platform-admin.ts';
 import { loadCreateAdminEnv } from './create-admin-env.ts';
@@ -90,7 +90,15 @@ if (args['password-stdin']) {
   fail(`no password: pass --password-stdin and pipe it in, set ADMIN_PASSWORD, or run on a terminal to be asked\n${USAGE}`);
 }
 
-const database = await createDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, poolMax: 1 } : { dataDir: join(env.DATA_DIR, 'pglite') });
+const database = await createDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, poolMax: 1 } : { dataDir: join(env.DATA_DIR, 'pglite') }).catch(
+  (err: unknown) => {
+    if (!(err instanceof DataDirInUseError)) throw err;
+    return fail(
+      `${err.dataDir} is open in process ${err.holderPid} (a running control plane or pnpm start): stop it first, or set DATABASE_URL to the control plane's PostgreSQL`,
+      1,
+    );
+  },
+);
 try {
   await migrateToLatest(database.db);
   const user = await createPlatformAdmin(database.db, { email: args.email, password, displayName: args.name ?? null });
