@@ -5,6 +5,8 @@ import { issueAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
 import { resolvePrincipal } from '../src/modules/auth/resolve-principal.ts';
 import { ServiceError } from '../src/errors.ts';
 import { addMember } from '../src/modules/tenants/tenants.service.ts';
+import { createUser } from '../src/modules/auth/auth.service.ts';
+import { createSession } from '../src/modules/auth/sessions.ts';
 import { startTestApp, type TestApp } from './helpers.ts';
 import { buildWorld, trpc, type World } from './trpc-fixtures.ts';
 
@@ -233,5 +235,52 @@ describe.each(testBackends())('admin tokens (%s)', (kind) => {
       .where('c.revokedAt', 'is', null)
       .execute();
     expect(live).toEqual([]);
+  });
+  it("removal ends the member's inference keys too (not the others'), and nodes are told", async () => {
+    const { db } = t.database;
+    const user = await createUser(db, { email: `leaver-${kind}@example.com`, password: 'correct-horse-battery-9' });
+    await addMember(db, { tenantId: w.tenantA.id, userId: user.id, role: 'member' });
+    const cookie = `session=${(await createSession(db, user.id)).token}`;
+    const made = await trpc<{ key: { id: string } }>(t.baseUrl, 'keys.create', {
+      mutation: true,
+      input: { tenantId: w.tenantA.id, name: 'leaver key' },
+      headers: { cookie, origin: origin() },
+    });
+    expect(made.status).toBe(200);
+    const mine = made.body.result!.data.key.id;
+    const owners = await trpc<{ key: { id: string } }>(t.baseUrl, 'keys.create', {
+      mutation: true,
+      input: { tenantId: w.tenantA.id, name: 'stays' },
+      headers: { cookie: w.parties.ownerA.cookie!, origin: origin() },
+    });
+    const theirs = owners.body.result!.data.key.id;
+    const before = await db
+      .selectFrom('configOutbox')
+      .select((eb) => eb.fn.max('seq').as('seq'))
+      .executeTakeFirstOrThrow();
+
+    const removed = await trpc(t.baseUrl, 'tenants.members.remove', {
+      mutation: true,
+      input: { tenantId: w.tenantA.id, userId: user.id },
+      headers: { cookie: w.parties.ownerA.cookie!, origin: origin() },
+    });
+    expect(removed.status).toBe(200);
+    const keys = await db.selectFrom('apiKeys').select(['id', 'revokedAt']).where('id', 'in', [mine, theirs]).execute();
+    const revoked = new Map(keys.map((k) => [k.id, k.revokedAt !== null]));
+    expect([revoked.get(mine), revoked.get(theirs)]).toEqual([true, false]);
+    // The change reaches the data plane through the outbox, in the same transaction as the removal.
+    const changes = await db
+      .selectFrom('configOutbox')
+      .select(['kind', 'entityId'])
+      .where('seq', '>', Number(before.seq ?? 0))
+      .execute();
+    expect(changes).toContainEqual({ kind: 'key', entityId: mine });
+    const audit = await db
+      .selectFrom('auditLog')
+      .select('detail')
+      .where('action', '=', 'membership.remove')
+      .where('targetId', '=', user.id)
+      .executeTakeFirstOrThrow();
+    expect(audit.detail).toMatchObject({ revokedApiKeys: 1 });
   });
 });

@@ -44,7 +44,14 @@ function Members({ tenant }: { tenant: Tenant }) {
               {list.map((m) => (
                 <li key={m.userId} className="row">
                   {m.email} <span className="pill">{m.role}</span>
-                  <button type="button" className="danger" onClick={() => remove.mutate(m.userId)} disabled={remove.isPending} aria-label={`Remove ${m.email}`}>
+                  <button
+                    type="button"
+                    className="danger"
+                    onClick={() => remove.mutate(m.userId)}
+                    disabled={remove.isPending}
+                    aria-label={`Remove ${m.email}`}
+                    title="Removes them from the tenant and revokes the API keys and admin tokens they created"
+                  >
                     Remove
                   </button>
                 </li>

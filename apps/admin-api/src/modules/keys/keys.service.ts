@@ -118,6 +118,31 @@ export async function revokeApiKey(db: Db, input: RevokeApiKeyInput): Promise<Ap
   });
 }
 
+/**
+ * Revokes the live keys `userId` created in `tenantId` when they no longer belong to it (removed, and not a platform
+ * admin): the membership removal path calls it inside its transaction, so access ends with the membership, keys
+ * included. Nodes drop them within a second. Returns the ids revoked (for the audit row).
+ */
+export async function revokeApiKeysOfDeparted(trx: Db, input: { readonly tenantId: string; readonly userId: string }): Promise<string[]> {
+  const stays = await trx
+    .selectFrom('users as u')
+    .leftJoin('memberships as m', (j) => j.onRef('m.userId', '=', 'u.id').on('m.tenantId', '=', input.tenantId))
+    .select(['u.isPlatformAdmin', 'm.role'])
+    .where('u.id', '=', input.userId)
+    .executeTakeFirst();
+  if (stays && (stays.isPlatformAdmin || stays.role !== null)) return [];
+  const rows = await trx
+    .updateTable('apiKeys')
+    .set({ revokedAt: sql<Date>`now()` })
+    .where('tenantId', '=', input.tenantId)
+    .where('createdBy', '=', input.userId)
+    .where('revokedAt', 'is', null)
+    .returning('id')
+    .execute();
+  for (const r of rows) await recordChange(trx, 'key', r.id);
+  return rows.map((r) => r.id);
+}
+
 /** A tenant's keys, newest first (revoked ones included, flagged by `revokedAt`). */
 export async function listApiKeys(db: Db, tenantId: string): Promise<ApiKey[]> {
   return db.selectFrom('apiKeys').select(keyColumns).where('tenantId', '=', tenantId).orderBy('createdAt', 'desc').orderBy('id').execute();

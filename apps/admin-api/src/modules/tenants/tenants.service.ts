@@ -8,6 +8,7 @@ import { actorOf, type Principal } from '../access/principal.ts';
 import { checkRateLimits } from '../access/rate-limits.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { revokeAdminTokensBeyondRole } from '../auth/admin-tokens.service.ts';
+import { revokeApiKeysOfDeparted } from '../keys/keys.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import { createInvitation } from './invitations.service.ts';
 import { recordChange } from '../snapshots/snapshots.service.ts';
@@ -197,8 +198,8 @@ async function countOwners(db: Db, tenantId: string): Promise<number> {
 }
 
 /**
- * Removes a user from a tenant (not the last owner). Tenant admin tokens that user created are
- * revoked with it, so access ends with the membership.
+ * Removes a user from a tenant (not the last owner). The tenant admin tokens and the inference keys that user
+ * created are revoked with it (unless they are a platform admin), so access ends with the membership.
  */
 export async function removeMember(db: Db, input: { tenantId: string; userId: string; actor?: Actor }): Promise<void> {
   if (!isUuid(input.tenantId) || !isUuid(input.userId)) throw notFound('member');
@@ -211,13 +212,14 @@ export async function removeMember(db: Db, input: { tenantId: string; userId: st
     }
     await trx.deleteFrom('memberships').where('tenantId', '=', input.tenantId).where('userId', '=', input.userId).execute();
     const tokens = await revokeAdminTokensBeyondRole(trx, { tenantId: input.tenantId, userId: input.userId });
+    const keys = await revokeApiKeysOfDeparted(trx, { tenantId: input.tenantId, userId: input.userId });
     await writeAudit(trx, {
       actor: input.actor,
       tenantId: input.tenantId,
       action: 'membership.remove',
       targetType: 'user',
       targetId: input.userId,
-      detail: { role: before.role, revokedAdminTokens: tokens.length },
+      detail: { role: before.role, revokedAdminTokens: tokens.length, revokedApiKeys: keys.length },
     });
   });
 }
