@@ -10,7 +10,14 @@ import { buildDataplaneApp, createConfigClient, createConfigStore, type ConfigCl
 import type { FastifyInstance } from 'fastify';
 import { addMember } from '../apps/admin-api/src/modules/tenants/tenants.service.ts';
 import type { Principal } from '../apps/admin-api/src/modules/access/principal.ts';
-import { deployEndpoint, getDeployment, stopDeployment } from '../apps/admin-api/src/modules/deployments/deployments.service.ts';
+import {
+  deleteDeployment,
+  deployEndpoint,
+  getDeployment,
+  scaleDeployment,
+  startDeployment,
+  stopDeployment,
+} from '../apps/admin-api/src/modules/deployments/deployments.service.ts';
 import { createNodeChannel } from '../apps/dataplane/src/scale/node-channel.ts';
 
 const NODE_TOKEN = 'serverless-scale-down-node-token-0123';
@@ -141,8 +148,8 @@ describe('scale-down under steady load (control plane, data plane and runtime pr
     expect(final.lastScaleReason).toMatch(/down at most halfway/);
   }, 180_000);
 
-  it('a stop under running requests answers each deployment_stopped (x-should-retry: false), not a retryable upstream error', async () => {
-    expect(deploymentId).not.toBe('');
+  /** One stream and one JSON request (the replica's two slots), both under way at the runtime when `end` runs. */
+  async function cutMidAnswer(end: () => Promise<unknown>): Promise<void> {
     const url = `${dataplaneUrl}/funccall/steady/endpoints/Steady-8B/v1/chat/completions`;
     const send = (stream: boolean) =>
       fetch(url, {
@@ -150,14 +157,13 @@ describe('scale-down under steady load (control plane, data plane and runtime pr
         headers: { 'content-type': 'application/json', authorization: `Bearer ${secret}` },
         body: JSON.stringify({ messages: [{ role: 'user', content: 'a long answer' }], max_tokens: 400, stream }),
       });
-    // One stream and one JSON request (the replica's two slots), both under way at the runtime.
     const streamed = await send(true);
     expect(streamed.status).toBe(200);
     const reader = streamed.body!.getReader();
     let text = new TextDecoder().decode((await reader.read()).value);
     const json = send(false);
     await waitFor(() => dataplane.inFlightNow() === 2, 'both requests in flight');
-    await stopDeployment(admin.deployments, alice, { tenantId, deploymentId });
+    await end();
     for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
     const events = text.split('\n').filter((l) => l.startsWith('data: {"error"'));
     expect(events).toHaveLength(1);
@@ -166,7 +172,31 @@ describe('scale-down under steady load (control plane, data plane and runtime pr
     expect(answer.status).toBe(503);
     expect(answer.headers.get('x-should-retry')).toBe('false');
     expect(((await answer.json()) as { error: { code: string } }).error.code).toBe('deployment_stopped');
+  }
+
+  it('a stop under running requests answers each deployment_stopped (x-should-retry: false), not a retryable upstream error', async () => {
+    expect(deploymentId).not.toBe('');
+    await cutMidAnswer(() => stopDeployment(admin.deployments, alice, { tenantId, deploymentId }));
     // And the runtime did go: the stop is not left waiting on requests.
     await waitFor(async () => (await getDeployment(admin.deployments, alice, { tenantId, deploymentId })).replicas.length === 0, 'the replica stopped');
+  }, 60_000);
+
+  it('so does a deletion under running requests', async () => {
+    const ref = { tenantId, deploymentId };
+    await startDeployment(admin.deployments, alice, ref);
+    await scaleDeployment(admin.deployments, alice, { ...ref, minReplicas: 1, maxReplicas: 1 });
+    const routed = () => [...(store.view?.deploymentByTenantAndName.values() ?? [])].find((t) => t.deploymentId === deploymentId && t.upstreams.length > 0);
+    await waitFor(() => routed() !== undefined, 'a routed replica');
+    const runtime = routed()!.upstreams[0]!.origin;
+    await cutMidAnswer(() => deleteDeployment(admin.deployments, alice, ref));
+    deploymentId = '';
+    await admin.deployments.reconciler.settled();
+    // The runtime went after the answers: the deletion did not leave it running.
+    expect(
+      await fetch(`${runtime}/health`).then(
+        () => true,
+        () => false,
+      ),
+    ).toBe(false);
   }, 60_000);
 });

@@ -25,7 +25,7 @@ import {
   type Replica,
   type TransitionInput,
 } from './deployment-store.ts';
-import { closeReplicaInterval, gpuSecondsOf, hasGpuTime, type GpuSeconds } from './gpu-ledger.ts';
+import { gpuSecondsOf, hasGpuTime, type GpuSeconds } from './gpu-ledger.ts';
 import { resolveTargetConcurrency } from './target-concurrency.ts';
 import { normaliseRuntimeUrl } from './provisioners/external/external-provisioner.ts';
 import { AddressRefusedError } from '@infer/shared/address-guard';
@@ -333,14 +333,12 @@ export async function deleteDeployment(ctx: DeploymentsContext, principal: Princ
   const replicas = await listReplicas(ctx.db, d.id);
   await deleteDeploymentRow(ctx.db, { ...ref, actor: actorOf(principal) });
   const provisioner = ctx.provisioners[d.provisioner as ProvisionerKind];
-  // After any reconcile in flight (whose late starts stop themselves once they find the row gone).
-  await ctx.reconciler.exclusive(d.id, async () => {
-    for (const r of replicas) {
-      await provisioner?.stop(r).catch((err: unknown) => ctx.log.warn({ err, replicaId: r.id }, 'stopping a replica failed'));
-      await closeReplicaInterval(ctx.db, r.id);
-    }
-  });
-  await ctx.reconciler.schedule(d.id); // starts still in flight stop themselves
+  // The replicas go after any reconcile in flight (whose late starts stop themselves once they find the row gone) and
+  // the drain grace, in the background as a stop's do: the deletion is already in the nodes' snapshot.
+  void ctx.reconciler
+    .retireDeleted(d.id, provisioner, replicas)
+    .then(() => ctx.reconciler.schedule(d.id))
+    .catch((err: unknown) => ctx.log.warn({ err, deploymentId: d.id }, 'stopping the replicas of a deleted deployment failed'));
 }
 
 /** The tenant's deployments with their replicas. */

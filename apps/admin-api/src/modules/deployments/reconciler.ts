@@ -34,6 +34,12 @@ export interface Reconciler {
   settled(deploymentId?: string): Promise<void>;
   /** Reconciles every serving deployment, and stops replicas whose rows are gone (deleted elsewhere). */
   reconcileAll(): Promise<void>;
+  /**
+   * Stops the replicas of a deployment just deleted, after any run in flight and once every node had the drain grace
+   * to learn of the deletion: a request the deletion cuts is answered deployment_stopped, not a retryable 502.
+   * Resolves when they are stopped (`settled` waits for it too).
+   */
+  retireDeleted(deploymentId: string, provisioner: Provisioner | undefined, replicas: readonly Replica[]): Promise<void>;
   /** Forgets earlier start failures (a user asked again: scale, start, wake). */
   resetFailures(deploymentId: string): void;
   /**
@@ -412,10 +418,17 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     }
   }
 
-  return Object.freeze({
+  return Object.freeze<Reconciler>({
     schedule,
     exclusive: chain,
     settled,
+    retireDeleted(deploymentId: string, provisioner: Provisioner | undefined, replicas: readonly Replica[]) {
+      return chain(deploymentId, async () => {
+        if (replicas.length === 0) return;
+        await sleep(drainGraceMs, abort.signal);
+        for (const r of replicas) await retire(provisioner, r);
+      });
+    },
     async reconcileAll(): Promise<void> {
       if (!isLeader()) return;
       const ids = await listActiveDeploymentIds(db);
