@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createDb, migrateToLatest, type Database } from '@infer/db';
-import { addUpstream, createApiKey, createEntry, createTenant, revokeApiKey } from '@infer/admin-api';
+import { addUpstream, createApiKey, createEntry, createTenant, issueAdminToken, revokeApiKey } from '@infer/admin-api';
 import { freePort, startNode, waitReady, type Child } from '../bench/processes.ts';
 import { startCutProxy, type CutProxy } from './fault/cut-proxy.ts';
 import { startPrivatePostgres, type PrivateService } from './fault/private-services.ts';
@@ -293,9 +293,24 @@ describe('faults on real processes (private PostgreSQL)', { timeout: 90_000 }, (
   it('the control plane LISTENs again after PostgreSQL was down for several retries, and NOTIFY delivers a revocation', async () => {
     const before = await listenState();
     expect(before.listen).toBe('connected');
+    const token = (await issueAdminToken(database.db, { name: 'outage', tenantId: null })).secret;
     const stoppedAt = performance.now();
     await pg.stop();
     await until('LISTEN reported lost', async () => (await listenState().catch(() => ({ listen: 'unknown' }))).listen === 'reconnecting', 10_000, 50);
+    // Callers of the control plane are told it is the server, not them: 503 with Retry-After, on both transports, with
+    // and without a credential (one resolved against the database first).
+    const bearer = { authorization: `Bearer ${token}` };
+    const graphql = (headers: Record<string, string>, query: string) =>
+      fetch(`${adminUrl}/graphql`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify({ query }) });
+    for (const res of [
+      await graphql(bearer, '{ tenant(slug: "faults") { id } }'),
+      await graphql({}, '{ endpoints(first: 5) { edges { node { name } } } }'),
+      await fetch(`${adminUrl}/trpc/deployments.list?input=${encodeURIComponent(JSON.stringify({ tenantId }))}`, { headers: bearer }),
+    ]) {
+      const text = await res.text();
+      expect([res.status, res.headers.get('retry-after')], text).toEqual([503, '2']);
+      expect(text).toMatch(/the database is unreachable just now/);
+    }
     // Down until the control plane has failed several attempts: the old code retried exactly once, after 1 s.
     const failuresAtStop = listenFailures;
     await until('three LISTEN retries failed while PostgreSQL is down', async () => listenFailures - failuresAtStop >= 4, 30_000, 50);

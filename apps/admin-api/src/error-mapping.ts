@@ -36,6 +36,7 @@ const TRPC_CODE: Readonly<Record<ServiceErrorCode, TRPCError['code']>> = Object.
   forbidden: 'FORBIDDEN',
   unauthenticated: 'UNAUTHORIZED',
   rate_limited: 'TOO_MANY_REQUESTS',
+  service_unavailable: 'SERVICE_UNAVAILABLE',
 });
 
 /** The tRPC error for a domain failure, or undefined (left to tRPC: a masked 500). */
@@ -88,7 +89,11 @@ export function formatTrpcError<S extends { message: string; data: object }>({ s
 
 // ---- GraphQL -------------------------------------------------------------------------------
 
-const GRAPHQL_HTTP_STATUS: Readonly<Partial<Record<ServiceErrorCode, number>>> = Object.freeze({ unauthenticated: 401, rate_limited: 429 });
+const GRAPHQL_HTTP_STATUS: Readonly<Partial<Record<ServiceErrorCode, number>>> = Object.freeze({
+  unauthenticated: 401,
+  rate_limited: 429,
+  service_unavailable: 503,
+});
 
 /**
  * A ServiceError as a GraphQL error: its (safe) message, code and param; nothing else. `wholeRequest`: the request

@@ -1,6 +1,6 @@
 import { ERRORS, type OpenAIErrorBody } from '@infer/shared';
 
-export type ServiceErrorCode = 'not_found' | 'conflict' | 'invalid' | 'forbidden' | 'unauthenticated' | 'rate_limited';
+export type ServiceErrorCode = 'not_found' | 'conflict' | 'invalid' | 'forbidden' | 'unauthenticated' | 'rate_limited' | 'service_unavailable';
 
 const STATUS: Readonly<Record<ServiceErrorCode, { status: number; type: string }>> = Object.freeze({
   not_found: ERRORS.not_found,
@@ -9,6 +9,7 @@ const STATUS: Readonly<Record<ServiceErrorCode, { status: number; type: string }
   forbidden: ERRORS.permission_denied,
   unauthenticated: ERRORS.invalid_api_key,
   rate_limited: ERRORS.rate_limit_exceeded,
+  service_unavailable: ERRORS.service_unavailable,
 });
 
 export interface ServiceErrorOptions {
@@ -71,5 +72,35 @@ export function asServiceError(err: unknown): ServiceError | undefined {
   if (isDataException(err)) {
     return new ServiceError('invalid', 'a value is out of range or not valid text (e.g. it contains a NUL character)');
   }
+  if (isDatabaseUnavailable(err)) {
+    return new ServiceError('service_unavailable', 'the database is unreachable just now; try again shortly', null, { retryAfterS: DATABASE_RETRY_AFTER_S });
+  }
   return undefined;
+}
+
+/** Seconds a caller is told to wait when the database is unreachable (the pool reconnects on the next query). */
+const DATABASE_RETRY_AFTER_S = 2;
+
+/** Socket errors of a database connection that could not be made or was lost. */
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+
+/** node-postgres's own messages for a lost or unobtainable connection (they carry no code). */
+const CONNECTION_MESSAGES =
+  /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection ended unexpectedly)/;
+
+/**
+ * True when `err` says the database cannot be reached now, not that the request was wrong: no connection (refused,
+ * reset, timed out), PostgreSQL shutting down or starting (SQLSTATE 57P01-57P03), a connection exception (class 08),
+ * or too many connections (53300). The caller gets a 503 with Retry-After, never a 400 or a masked 500.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const e = err as { code?: unknown; message?: unknown; errors?: unknown };
+  if (typeof e.code === 'string') {
+    if (CONNECTION_CODES.has(e.code) || /^08[0-9A-Z]{3}$/.test(e.code) || e.code === '57P01' || e.code === '57P02' || e.code === '57P03' || e.code === '53300')
+      return true;
+  }
+  // Node's connect over several addresses (IPv4 and IPv6) fails with an AggregateError of each attempt's error.
+  if (Array.isArray(e.errors) && e.errors.length > 0 && e.errors.every((inner) => isDatabaseUnavailable(inner))) return true;
+  return typeof e.message === 'string' && CONNECTION_MESSAGES.test(e.message);
 }
