@@ -129,6 +129,22 @@ describe.each([
       expect(a.body.error!.message).toContain('GET /endpoints/v1/models');
     }
   });
+
+  it('a huge model (a megabyte of slashes) is answered at once, and quoted back only in part', async () => {
+    // Each '/' was a suffix looked up (quadratic: about 5 minutes of a blocked event loop for this one body).
+    const slashes = '/'.repeat(900_000);
+    for (const [path, model] of [
+      [SHARED, slashes],
+      [SHARED, `${'x'.repeat(100_000)}/${LLAMA}`],
+      [DEDICATED, slashes],
+    ] as const) {
+      const a = await send(path, chatBody({ model }), chunked);
+      expect(a.status).toBe(404);
+      expect(a.body.error).toMatchObject({ code: 'model_not_found', param: 'model' });
+      expect(a.body.error!.message.length).toBeLessThan(600);
+      expect(a.body.error!.message).toContain(`… (${model.length} characters)`);
+    }
+  });
 });
 
 describe('/models', () => {

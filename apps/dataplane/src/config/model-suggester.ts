@@ -14,6 +14,8 @@ export type ModelSuggester = (model: string) => string | null;
 
 /** Longer inputs are not compared letter by letter (bounded work for any request). */
 const MAX_FUZZY_LENGTH = 128;
+/** A model longer than this is no misspelling of a Name: not looked up at all (each '/' split costs its length). */
+const MAX_SUGGEST_INPUT = 512;
 
 /** Case, separators and dots folded away: `llama 3.3 70b instruct` meets `Llama-3.3-70B-Instruct`. */
 const fold = (s: string): string => s.toLowerCase().replace(/[\s._-]+/g, '');
@@ -67,6 +69,7 @@ export function createModelSuggester(entries: readonly SuggestableEntry[]): Mode
   const names = entries.map((e) => ({ name: e.name, folded: fold(e.name) }));
 
   return (model) => {
+    if (model.length > MAX_SUGGEST_INPUT) return null;
     const folded = fold(model);
     const direct = byAlias.get(folded);
     if (direct !== undefined) return direct;

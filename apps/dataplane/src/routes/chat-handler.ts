@@ -77,6 +77,9 @@ export function findDeployment(view: ConfigView, key: ResolvedKey, params: Dedic
   return target;
 }
 
+/** A caller's value quoted back in an error message: at most 200 characters of it (a 1 MiB model is not echoed whole). */
+export const shown = (value: string, max = 200): string => (value.length <= max ? value : `${value.slice(0, max)}… (${value.length} characters)`);
+
 /**
  * Dedicated `model`: absent, the Name, or `<provider>/<Name>` as the console shows it (`dedicatedModelName`).
  * The Name is matched exactly, as on the shared route; the provider without regard to case (`meta/` = `Meta/`).
@@ -89,14 +92,14 @@ export function dedicatedModel(model: string | undefined, target: RouteTarget): 
     if (model.slice(0, cut).toLowerCase() === prefixedModel.slice(0, cut).toLowerCase()) return model;
   }
   const forms = prefixedModel === null ? `'${name}'` : `'${name}' or '${prefixedModel}'`;
-  throw new ApiError('model_not_found', `The model '${model}' is not served by this endpoint; send ${forms} as 'model' (or leave it out).`, 'model');
+  throw new ApiError('model_not_found', `The model '${shown(model)}' is not served by this endpoint; send ${forms} as 'model' (or leave it out).`, 'model');
 }
 
 /** The shared surface's 404 for a model it does not offer, with the published Name the caller most likely meant. */
 export function unknownSharedModel(view: ConfigView, model: string): ApiError {
   const meant = view.suggestSharedModel(model);
   const hint = meant === null ? ' GET /endpoints/v1/models lists the published models.' : ` Did you mean '${meant}'?`;
-  return new ApiError('model_not_found', `The model '${model}' does not exist or is not offered on the shared endpoint.${hint}`, 'model');
+  return new ApiError('model_not_found', `The model '${shown(model)}' does not exist or is not offered on the shared endpoint.${hint}`, 'model');
 }
 
 /** Optional fields that OpenAI's API (and clients that serialise unset options) send as `null`, meaning "not set". */
