@@ -50,8 +50,10 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
   it('gives usage a realistic cost: 25 aliases (under the alias cap) exceed the budget', async () => {
     const before = usageQueries;
     const res = await gql(t.baseUrl, usageAliases(25), owner());
-    // The cost is checked before the root field resolves: no tenant, no usage read.
+    // The cost is checked before the root field resolves: no tenant, no usage read; the whole request is refused.
+    expect(res.status).toBe(400);
     expect(res.body.data?.tenant ?? null).toBeNull();
+    expect(res.body.errors?.[0]?.extensions).toMatchObject({ code: 'invalid', param: null });
     expect(res.body.errors?.[0]?.message).toMatch(/too costly: cost \d+ exceeds the budget of 5000/);
     expect(usageQueries).toBe(before);
     // A handful is fine.

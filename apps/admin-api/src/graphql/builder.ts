@@ -1,5 +1,6 @@
 import SchemaBuilder from '@pothos/core';
 import ComplexityPlugin from '@pothos/plugin-complexity';
+import { toGraphQLError } from '../error-mapping.ts';
 import { ServiceError } from '../errors.ts';
 import type { GraphQLContext } from './context.ts';
 
@@ -17,15 +18,21 @@ export const builder = new SchemaBuilder<{
     // Checked once per operation before any root field resolves (with the variables' values); the depth
     // limit is a validation rule (depth-limit.ts) so that it covers introspection too.
     limit: (ctx) => ({ complexity: ctx.limits.maxComplexity }),
+    // Nothing has run yet: the whole request is refused (a 400, as the alias and field caps answer), not a 200 whose
+    // data is null.
     complexityError: (kind, r) =>
-      kind === 'Depth'
-        ? new ServiceError('invalid', `Query is too deep: depth ${r.depth} exceeds the maximum of ${r.maxDepth}.`)
-        : kind === 'Complexity'
-          ? new ServiceError(
-              'invalid',
-              `Query is too costly: cost ${r.complexity} exceeds the budget of ${r.maxComplexity}. Ask for fewer items (first) or fewer fields.`,
-            )
-          : new ServiceError('invalid', `Query is too broad: breadth ${r.breadth} exceeds the maximum of ${r.maxBreadth}.`),
+      toGraphQLError(
+        new ServiceError(
+          'invalid',
+          kind === 'Depth'
+            ? `Query is too deep: depth ${r.depth} exceeds the maximum of ${r.maxDepth}.`
+            : kind === 'Complexity'
+              ? `Query is too costly: cost ${r.complexity} exceeds the budget of ${r.maxComplexity}. Ask for fewer items (first) or fewer fields.`
+              : `Query is too broad: breadth ${r.breadth} exceeds the maximum of ${r.maxBreadth}.`,
+        ),
+        undefined,
+        true,
+      ),
   },
 });
 
