@@ -193,15 +193,15 @@ export function throttledWarn(onWarn: (message: string, err: unknown) => void): 
 const requireCjs = createRequire(import.meta.url);
 const loadRedis = (): typeof RedisClient => (requireCjs('ioredis') as { Redis: typeof RedisClient }).Redis;
 
-/**
- * RPM/TPM shared by every node through Redis: one atomic Lua round trip per admission (over all its windows: the key's
- * and its tenant's), one fire-and-forget per settlement. The windows of one admission live under different hash tags,
- * so the store is one Redis server (a primary with replicas), not Redis Cluster. While Redis is unreachable it fails open to `fallback` (this node's
- * own in-memory counts) with a warning; it never fails the request.
- */
 /** Whether `needed` more fits in a window holding `used` under `limit` (the scripts' own test). */
 const fits = (limit: number | null, used: number, needed: number): boolean => limit === null || used + needed <= limit;
 
+/**
+ * RPM/TPM shared by every node through Redis: one atomic Lua round trip per admission (over all its windows: the key's
+ * and its tenant's), one fire-and-forget per settlement. The windows of one admission live under different hash tags,
+ * so the store is one Redis server (a primary with replicas), not Redis Cluster. While Redis is unreachable it fails
+ * open to `fallback` (this node's own in-memory counts) with a warning; it never fails the request.
+ */
 export function createRedisRateLimiter(opts: RedisRateLimiterOptions): RedisRateLimiter {
   const redis = new (loadRedis())(opts.url, {
     lazyConnect: false,
