@@ -107,8 +107,8 @@ export async function issueAdminToken(db: Db, input: IssueAdminTokenInput): Prom
 }
 
 /**
- * The expiry of a token minted by `parentTokenId`: the one asked for, or the parent's when none was asked or
- * the parent ends sooner is refused. Locks the parent's row (FOR SHARE) so a revocation running at the same
+ * The expiry of a token minted by `parentTokenId`: the one asked for, or the parent's when none was asked; one later
+ * than the parent's is refused. Locks the parent's row (FOR SHARE) so a revocation running at the same
  * moment waits for this mint and then revokes the child too, or commits first and the mint is refused.
  */
 async function expiryUnderParent(trx: Db, parentTokenId: string | null, asked: Date | null): Promise<Date | null> {
