@@ -1,7 +1,17 @@
 // Reliability 8 (issue 9): the prompt of a cut stream was estimated as characters / 4 (11% low). The
 // runtime's count is used when it sent one; otherwise a real tokenizer of the model's family counts it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { countPromptTokens, encodingFor, MESSAGE_OVERHEAD_TOKENS, REPLY_PRIMING_TOKENS } from '../src/usage/prompt-tokens.ts';
+import { createRequire } from 'node:module';
+import {
+  countPromptTokens,
+  encodingFor,
+  EXACT_CHARS,
+  MESSAGE_OVERHEAD_TOKENS,
+  PIECE_CHARS,
+  REPLY_PRIMING_TOKENS,
+  SAMPLE_PIECES,
+  type Encoding,
+} from '../src/usage/prompt-tokens.ts';
 import { NAME, SERVED, chatBody, deadUrl, makeSnapshot, memorySink, post, startDataplane, startSim, waitFor } from './helpers.ts';
 import type { StartedApp, StartedSim } from './helpers.ts';
 
@@ -21,6 +31,47 @@ describe('prompt token count without the runtime usage', () => {
     expect(countPromptTokens(body)).toBe(10 + 15 + overhead(2));
     expect(countPromptTokens({ model: 'x', messages: [{ role: 'user', content: [{ type: 'text', text: 'hello world' }] }] })).toBe(2 + overhead(1));
     expect(countPromptTokens({ model: 'x', messages: [{ role: 'user', content: 'a <|endoftext|> in the text' }] })).toBeGreaterThan(overhead(1));
+  });
+
+  it('bounds its work on a huge prompt without spaces, and stays close on a long real one', () => {
+    const cl100k = createRequire(import.meta.url)('gpt-tokenizer/encoding/cl100k_base') as Encoding;
+    const pieces: number[] = [];
+    const watched: Encoding = {
+      countTokens: (text, options) => {
+        pieces.push(text.length);
+        return cl100k.countTokens(text, options);
+      },
+    };
+    // A megabyte of letters without a space (counted whole, BPE over it took minutes) in two messages.
+    let seed = 7;
+    const letters = Array.from({ length: 500_000 }, () => String.fromCharCode(97 + ((seed = (seed * 48271) % 2147483647) % 26))).join('');
+    const huge = {
+      model: 'x',
+      messages: [
+        { role: 'user', content: letters },
+        { role: 'user', content: letters.toUpperCase() },
+      ],
+    };
+    const tokens = countPromptTokens(huge, watched);
+    expect(Math.max(...pieces)).toBeLessThanOrEqual(PIECE_CHARS);
+    expect(pieces.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(SAMPLE_PIECES * PIECE_CHARS);
+    expect(tokens).toBeGreaterThan(1_000_000 / 4);
+
+    // Long English, sampled: within 3% of the whole count (which is quick for text with spaces).
+    const words =
+      'the board asked for a summary of revenue growth across regions while engineering shipped seven releases and support closed tickets faster than planned'.split(
+        ' ',
+      );
+    const essay = Array.from({ length: 60_000 }, (_, i) => words[(i * 7 + (i >> 3)) % words.length]).join(' ');
+    expect(essay.length).toBeGreaterThan(EXACT_CHARS * 10);
+    const whole = cl100k.countTokens(essay, { disallowedSpecial: new Set() });
+    const sampled = countPromptTokens({ model: 'x', messages: [{ role: 'user', content: essay }] }) - overhead(1);
+    expect(Math.abs(sampled - whole) / whole).toBeLessThan(0.03);
+    // Up to EXACT_CHARS, the count is the tokenizer's own, whatever the pieces.
+    const short = essay.slice(0, EXACT_CHARS - 10);
+    expect(countPromptTokens({ model: 'x', messages: [{ role: 'user', content: short }] })).toBe(
+      cl100k.countTokens(short, { disallowedSpecial: new Set() }) + overhead(1),
+    );
   });
 
   it('picks the ranks by model family', () => {

@@ -5,7 +5,7 @@
 // usage never pays for them.
 import { createRequire } from 'node:module';
 
-interface Encoding {
+export interface Encoding {
   countTokens(text: string, options?: { disallowedSpecial?: Set<string> }): number;
 }
 
@@ -49,16 +49,86 @@ function textOf(content: unknown): string {
   return content == null ? '' : JSON.stringify(content);
 }
 
-/** Prompt tokens of a chat body: every message's text with the family's tokenizer, plus template overheads. */
-export function countPromptTokens(body: Record<string, unknown>): number {
-  const model = typeof body['model'] === 'string' ? body['model'] : '';
-  const enc = encoding(encodingFor(model));
-  const messages = Array.isArray(body['messages']) ? body['messages'] : [];
-  let tokens = REPLY_PRIMING_TOKENS;
-  for (const m of messages) {
-    const msg = m as { role?: unknown; content?: unknown; name?: unknown } | null;
-    tokens += MESSAGE_OVERHEAD_TOKENS + enc.countTokens(textOf(msg?.content), { disallowedSpecial: NO_SPECIAL });
-    if (typeof msg?.name === 'string') tokens += enc.countTokens(msg.name, { disallowedSpecial: NO_SPECIAL });
+/** Characters a prompt may hold and still be counted in full; a longer one is counted from a sample. */
+export const EXACT_CHARS = 8192;
+/** Longest piece handed to the tokenizer at once: BPE over one long word without spaces grows with its square. */
+export const PIECE_CHARS = 1024;
+/** Pieces of a longer prompt, spread evenly over it, whose tokens per character count for the whole. */
+export const SAMPLE_PIECES = 8;
+
+const isSpace = (c: number): boolean => c === 32 || c === 10 || c === 9 || c === 13;
+
+/**
+ * Where a piece starting at `from` ends: at most PIECE_CHARS on, just before a space when one is in its last eighth
+ * (the tokenizer joins a space to the word after it, so the cut splits no word), never inside a surrogate pair.
+ */
+function pieceEnd(text: string, from: number): number {
+  let end = Math.min(text.length, from + PIECE_CHARS);
+  if (end === text.length) return end;
+  for (let i = end; i > end - PIECE_CHARS / 8; i--) {
+    if (isSpace(text.charCodeAt(i))) return i;
+  }
+  const c = text.charCodeAt(end - 1);
+  if (c >= 0xd800 && c <= 0xdbff) end--;
+  return end;
+}
+
+/** Tokens of `text` counted piece by piece (bounded work per call). */
+function countPieces(enc: Encoding, text: string): number {
+  let tokens = 0;
+  for (let at = 0; at < text.length;) {
+    const end = pieceEnd(text, at);
+    tokens += enc.countTokens(text.slice(at, end), { disallowedSpecial: NO_SPECIAL });
+    at = end;
   }
   return tokens;
+}
+
+/**
+ * Tokens of the texts together: counted in full up to EXACT_CHARS; beyond, SAMPLE_PIECES pieces spread evenly over
+ * them are counted and their tokens per character scaled to the whole. The work is bounded whatever the prompt (a
+ * megabyte of text without spaces took minutes counted whole), and a long prompt of one kind of text is within a few
+ * percent.
+ */
+export function countTexts(enc: Encoding, texts: readonly string[]): number {
+  let total = 0;
+  for (const t of texts) total += t.length;
+  if (total <= EXACT_CHARS) {
+    let tokens = 0;
+    for (const t of texts) tokens += countPieces(enc, t);
+    return tokens;
+  }
+  const joined = texts.join('\n');
+  const stride = Math.floor(joined.length / SAMPLE_PIECES);
+  let chars = 0;
+  let tokens = 0;
+  for (let i = 0; i < SAMPLE_PIECES; i++) {
+    let from = i * stride;
+    // Start at a word (after a space) when one begins nearby, so the sample cuts no word at its start either.
+    for (let j = from; j < Math.min(joined.length, from + PIECE_CHARS / 8); j++) {
+      if (isSpace(joined.charCodeAt(j))) {
+        from = j;
+        break;
+      }
+    }
+    const end = pieceEnd(joined, from);
+    chars += end - from;
+    tokens += enc.countTokens(joined.slice(from, end), { disallowedSpecial: NO_SPECIAL });
+  }
+  return chars === 0 ? 0 : Math.round((tokens * total) / chars);
+}
+
+/** Prompt tokens of a chat body: every message's text with the family's tokenizer (`countTexts`), plus template overheads. */
+export function countPromptTokens(
+  body: Record<string, unknown>,
+  enc: Encoding = encoding(encodingFor(typeof body['model'] === 'string' ? body['model'] : '')),
+): number {
+  const messages = Array.isArray(body['messages']) ? body['messages'] : [];
+  const texts: string[] = [];
+  for (const m of messages) {
+    const msg = m as { content?: unknown; name?: unknown } | null;
+    texts.push(textOf(msg?.content));
+    if (typeof msg?.name === 'string') texts.push(msg.name);
+  }
+  return REPLY_PRIMING_TOKENS + MESSAGE_OVERHEAD_TOKENS * messages.length + countTexts(enc, texts);
 }
