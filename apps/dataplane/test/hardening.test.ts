@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { ConfigSnapshot, UsageRecord } from '@infer/shared';
+import { chatRequestSchema } from '@infer/shared';
 import { describe, expect, it } from 'vitest';
 import { NAME, SECRET_A, SECRET_B, chatBody, makeSnapshot, memorySink, sendRequest, startDataplane, useSimDataplane, waitFor } from './helpers.ts';
 import type { RawAnswer, SendOptions } from './helpers.ts';
@@ -305,6 +306,29 @@ describe('metering around retries and limits', () => {
       expect(local.records.map((r) => r.requestId.split('.')[0])).toEqual(['rl-0', 'rl-1']);
     } finally {
       await node.app.close();
+    }
+  });
+});
+
+describe('number fields sent as strings', () => {
+  it('a long run of digits then a letter is refused at once (the pattern once tried every split of the run)', () => {
+    // 60,000 digits took seconds (hours at the 1 MiB body limit) before the pattern matched each digit one way.
+    for (const field of ['temperature', 'top_p', 'presence_penalty', 'frequency_penalty']) {
+      const r = chatRequestSchema.safeParse({ ...chatBody({ model: NAME }), [field]: `${'1'.repeat(60_000)}x` });
+      expect(r.success).toBe(false);
+      expect(r.error?.issues[0]?.path).toEqual([field]);
+    }
+    for (const [value, ok] of [
+      ['1', true],
+      ['1.', true],
+      ['.5', true],
+      ['0.5e0', true],
+      ['-0', true],
+      ['1.2.3', false],
+      ['1e', false],
+      ['.', false],
+    ] as const) {
+      expect(chatRequestSchema.safeParse({ ...chatBody({ model: NAME }), top_p: value }).success, value).toBe(ok);
     }
   });
 });

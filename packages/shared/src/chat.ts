@@ -15,7 +15,8 @@ const numberLike = z.union([
   z
     .string()
     .trim()
-    .regex(/^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/, 'must be a number')
+    // One way to match each digit (`\d+\.?\d*` split a run of digits every way: quadratic on "111...1x").
+    .regex(/^-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$/, 'must be a number')
     .transform(Number),
 ]);
 const boolLike = z.union([z.boolean(), z.enum(['true', 'false']).transform((v) => v === 'true')]);
