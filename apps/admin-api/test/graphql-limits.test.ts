@@ -63,6 +63,25 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
     expect(usageQueries).toBeGreaterThan(before); // the counter does see usage reads
   });
 
+  // Under 1 KB, anonymous: F0 spreads F1 twice, F1 spreads F2 twice... The depth and field walks took each path, 2^n.
+  const diamond = (n: number, leaf: string) =>
+    `query { ...F0 } ${Array.from({ length: n }, (_, i) => `fragment F${i} on Query { ...F${i + 1} ...F${i + 1} }`).join(' ')} fragment F${n} on Query { ${leaf} }`;
+
+  it('measures a diamond of fragments once per fragment: refused or answered at once, never walked per path', async () => {
+    // Ending in a field: 2^40 selections of __typename, too many fields (the depth is one).
+    const wide = await gql(t.baseUrl, diamond(40, '__typename'));
+    expect(wide.status).toBe(400);
+    expect(wide.body.errors?.map((e) => e.extensions?.code)).toContain('too_many_fields');
+    // Ending in a fragment that does not exist: no field is ever counted, so only the selections bound the walk.
+    const missing = await gql(t.baseUrl, diamond(40, '...Missing'));
+    expect(missing.status).toBe(400);
+    expect(missing.body.errors?.map((e) => e.message).join(' ')).toMatch(/Unknown fragment "Missing"/);
+    // A few levels are an ordinary (if odd) query: 2^4 spreads of __typename merge into one field.
+    const small = await gql(t.baseUrl, diamond(4, '__typename'));
+    expect(small.status).toBe(200);
+    expect(small.body.data).toEqual({ __typename: 'Query' });
+  });
+
   it('caps the fields of one operation, fragments counted where they are spread', async () => {
     const spreads = Array.from({ length: 40 }, () => '...T').join(' ');
     const query = `query { tenant(id: "${w.tenantA.id}") { ${spreads} } } fragment T on Tenant { id slug name rpmLimit tpmLimit createdAt viewerRole }`;

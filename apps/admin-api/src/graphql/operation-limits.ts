@@ -17,17 +17,20 @@ export interface OperationSize {
 
 /**
  * Counts what executing an operation selects: every field (fragments counted at each spread, as
- * execution does) and every alias. Stops once past `stopAt` fields, so measuring a hostile
+ * execution does) and every alias. Stops once past `stopAt` fields, or past four times as many selections of any
+ * kind (a diamond of fragments ending in no field at all would otherwise be walked 2^n times), so measuring a hostile
  * document costs no more than the limit.
  */
 export function measureOperation(op: OperationDefinitionNode, fragments: ReadonlyMap<string, FragmentDefinitionNode>, stopAt = Infinity): OperationSize {
   let fields = 0;
   let aliases = 0;
+  let selections = 0;
+  const maxSelections = stopAt * 4;
   const seen = new Set<string>();
   const walk = (set: SelectionSetNode | undefined): void => {
     if (!set) return;
     for (const sel of set.selections) {
-      if (fields > stopAt) return;
+      if (fields > stopAt || ++selections > maxSelections) return;
       if (sel.kind === 'Field') {
         fields++;
         if (sel.alias && sel.alias.value !== sel.name.value) aliases++;
@@ -42,7 +45,7 @@ export function measureOperation(op: OperationDefinitionNode, fragments: Readonl
     }
   };
   walk(op.selectionSet);
-  return { fields, aliases, truncated: fields > stopAt };
+  return { fields, aliases, truncated: fields > stopAt || selections > maxSelections };
 }
 
 const fragmentsOf = (doc: DocumentNode): Map<string, FragmentDefinitionNode> => {
@@ -72,7 +75,7 @@ export function operationSizeRule(limits: OperationSizeLimits) {
               },
             ) as Parameters<ValidationContext['reportError']>[0],
           );
-        } else if (size.fields > limits.maxFields) {
+        } else if (size.fields > limits.maxFields || size.truncated) {
           context.reportError(
             createGraphQLError(`Query selects too many fields: more than ${limits.maxFields} (the maximum). Ask for fewer fields or split it.`, {
               nodes: [node],
