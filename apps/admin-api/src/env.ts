@@ -1,3 +1,4 @@
+import { trimTrailingSlashes } from '@infer/shared';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { cidrListEnv } from '@infer/shared/address-guard';
@@ -31,11 +32,11 @@ const schema = z.object({
       } catch {
         url = undefined;
       }
-      if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.origin !== o.replace(/\/+$/, '')) {
+      if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.origin !== trimTrailingSlashes(o)) {
         ctx.addIssue({ code: 'custom', message: `${JSON.stringify(o)} is not an origin like https://console.example.com (comma-separated)` });
       }
     }
-    return Object.freeze(list.map((o) => o.replace(/\/+$/, '')));
+    return Object.freeze(list.map((o) => trimTrailingSlashes(o)));
   }),
   LOCAL_SIM_TTFT_MS: z.coerce.number().min(0).default(120),
   LOCAL_SIM_ITL_MS: z.coerce.number().min(0).default(15),
@@ -213,7 +214,7 @@ export function loadEnv(source: Readonly<Record<string, string | undefined>> = p
       'Invalid admin-api environment:\n  K8S_NAMESPACE: needs KUBECONFIG (a kubeconfig file) or to run inside a Kubernetes pod (service account)',
     );
   }
-  const dataplaneUrl = (e.DATAPLANE_URL ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
+  const dataplaneUrl = trimTrailingSlashes(e.DATAPLANE_URL ?? 'http://127.0.0.1:8080');
   return Object.freeze({
     ...e,
     DATABASE_URL: e.DATABASE_URL,
@@ -221,7 +222,7 @@ export function loadEnv(source: Readonly<Record<string, string | undefined>> = p
     NODE_TOKEN: e.NODE_TOKEN,
     K8S_NAMESPACE: e.K8S_NAMESPACE,
     DATAPLANE_URL: dataplaneUrl,
-    SHARED_BASE_URL: (e.SHARED_BASE_URL ?? `${dataplaneUrl}/endpoints/v1`).replace(/\/+$/, ''),
+    SHARED_BASE_URL: trimTrailingSlashes(e.SHARED_BASE_URL ?? `${dataplaneUrl}/endpoints/v1`),
   });
 }
 

@@ -134,6 +134,16 @@ describe.each(testBackends())('external deployment addresses (%s)', (kind) => {
     expect(internal.hits()).toBe(0);
   });
 
+  it('refuses an over-long URL before any work on it (a public host, then 300,000 slashes and a letter)', async () => {
+    const ctx = contextWith(createAddressGuard({ resolve: attackerDns({ 'public.example': [['93.184.216.34']] }) }));
+    // Trimming the slashes with a regex took minutes of the event loop (each position retried the run).
+    await expect(deploy(ctx, alice, `http://public.example/${'/'.repeat(300_000)}a`)).rejects.toMatchObject({
+      code: 'invalid',
+      param: 'externalUrl',
+      message: 'externalUrl must be at most 2000 characters',
+    });
+  });
+
   it('resolves with the system resolver by default: localhost is refused', async () => {
     const ctx = createDeploymentsContext({ db: database.db, provisioners: { external: createExternalProvisioner() } });
     contexts.push(ctx);

@@ -59,7 +59,7 @@ export { SECRET_PREFIX, generateSecret, hasValidChecksum, secretDisplayPrefix, h
 export { isSealed, sealedKeyId, sealSecret, openSecret, deriveSecretKey } from './secret-box.ts';
 export { KEY_PLACEHOLDER, requestBody, shellQuote, curlSnippet, pythonSnippet, nodeSnippet } from './snippets.ts';
 export type { SnippetInput } from './snippets.ts';
-export { TENANT_PLACEHOLDER, sharedBaseUrl, dedicatedBaseUrl, dedicatedModelName, endpointAddress } from './public-urls.ts';
+export { TENANT_PLACEHOLDER, sharedBaseUrl, dedicatedBaseUrl, dedicatedModelName, endpointAddress, trimTrailingSlashes } from './public-urls.ts';
 export type { PublicUrls, Surface } from './public-urls.ts';
 export { MAX_REPLICAS, AUTOSCALING_LIMITS } from './deployment-limits.ts';
 export type { AutoscalingKnob } from './deployment-limits.ts';

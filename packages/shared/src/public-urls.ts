@@ -14,7 +14,7 @@ export type Surface = 'shared' | 'dedicated';
 /** The <tenant> segment shown to callers who cannot see a tenant-scoped URL; left unencoded. */
 export const TENANT_PLACEHOLDER = '<tenant>';
 
-const trimSlash = (s: string): string => s.replace(/\/+$/, '');
+const trimSlash = (s: string): string => trimTrailingSlashes(s);
 
 /** The shared surface's base URL, up to and including `v1`. */
 export const sharedBaseUrl = (urls: PublicUrls): string => trimSlash(urls.sharedBaseUrl);
@@ -47,4 +47,14 @@ export function endpointAddress(
     apiBaseUrl: dedicatedBaseUrl(urls, tenantSlug ?? TENANT_PLACEHOLDER, entry.name),
     modelName: dedicatedModelName(entry.name, entry.provider),
   };
+}
+
+/**
+ * `s` without its trailing slashes, in linear time: `replace(/\/+$/, '')` retries the run of slashes from each
+ * position, quadratic on a caller's URL of many slashes followed by anything else.
+ */
+export function trimTrailingSlashes(s: string): string {
+  let end = s.length;
+  while (end > 0 && s.charCodeAt(end - 1) === 47) end--;
+  return end === s.length ? s : s.slice(0, end);
 }

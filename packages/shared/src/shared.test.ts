@@ -12,6 +12,7 @@ import {
   parseColdStart,
   parseConcurrency,
   parseParameterSize,
+  trimTrailingSlashes,
   DEFAULT_SUMMARY,
   type ConfigSnapshot,
 } from './index.ts';
@@ -79,5 +80,18 @@ describe('applyDeltas', () => {
     expect(next.version).toBe(2);
     expect(base.keys).toHaveLength(0);
     expect(applyDeltas(next, [{ version: 3, kind: 'key', id: 'k1', op: 'delete', value: null }]).keys).toHaveLength(0);
+  });
+});
+
+describe('trimTrailingSlashes', () => {
+  it('drops only the trailing run, in one pass', () => {
+    expect(trimTrailingSlashes('http://h/v1///')).toBe('http://h/v1');
+    expect(trimTrailingSlashes('http://h/v1')).toBe('http://h/v1');
+    expect(trimTrailingSlashes('///')).toBe('');
+    expect(trimTrailingSlashes('')).toBe('');
+    // Half a million slashes then a letter: the regex it replaced retried the run from each slash.
+    const many = `${'/'.repeat(500_000)}a`;
+    expect(trimTrailingSlashes(many)).toBe(many);
+    expect(trimTrailingSlashes(`a${'/'.repeat(500_000)}`)).toBe('a');
   });
 });

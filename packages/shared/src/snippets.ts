@@ -1,3 +1,5 @@
+import { trimTrailingSlashes } from './public-urls.ts';
+
 /** The integration snippets the console and GraphQL show; the same text is what a user copies and runs. */
 export const KEY_PLACEHOLDER = '<INFERENCE_API_KEY>';
 
@@ -32,7 +34,7 @@ export function requestBody(input: SnippetInput): Record<string, unknown> {
 /** Single-quotes a string for POSIX shells. */
 export const shellQuote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
 
-const trimSlash = (s: string): string => s.replace(/\/+$/, '');
+const trimSlash = (s: string): string => trimTrailingSlashes(s);
 
 export function curlSnippet(input: SnippetInput): string {
   const key = input.apiKey ?? KEY_PLACEHOLDER;

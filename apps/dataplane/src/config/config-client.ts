@@ -1,3 +1,4 @@
+import { trimTrailingSlashes } from '@infer/shared';
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -52,7 +53,7 @@ class CredentialRefused extends Error {
 /** Follows the control plane's config stream (snapshot, then deltas) and swaps the store's view. */
 export function createConfigClient(opts: ConfigClientOptions): ConfigClient {
   const { store } = opts;
-  const streamUrl = `${opts.url.replace(/\/+$/, '')}/internal/v1/config/stream`;
+  const streamUrl = `${trimTrailingSlashes(opts.url)}/internal/v1/config/stream`;
   const authorization = `Bearer ${opts.nodeToken}`;
   // Upstream API keys in the snapshot file are sealed with a key derived from this node's credential.
   const fileKey = snapshotFileKey(opts.nodeToken);

@@ -1,3 +1,4 @@
+import { trimTrailingSlashes } from '@infer/shared';
 import { dedicatedModelName } from '@infer/shared';
 import { adapterFor } from '../runtimes/runtime-registry.ts';
 import type { ConfigSnapshot, RuntimeKind, SnapshotDeployment, SnapshotEndpoint, SnapshotRouting, SnapshotTenant, SnapshotUpstream } from '@infer/shared';
@@ -103,7 +104,7 @@ function resolveUpstream(u: SnapshotUpstream): ResolvedUpstream | null {
     id: u.id,
     kind: u.kind,
     origin: url.origin,
-    chatPath: url.pathname.replace(/\/+$/, '') + adapterFor(u.kind).chatPath,
+    chatPath: trimTrailingSlashes(url.pathname) + adapterFor(u.kind).chatPath,
     servedModel: u.servedModel,
     authorization: u.apiKey ? `Bearer ${u.apiKey}` : null,
   });

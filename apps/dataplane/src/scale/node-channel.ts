@@ -1,3 +1,4 @@
+import { trimTrailingSlashes } from '@infer/shared';
 import { LOAD_REPORT_PATH, WAKE_PATH } from '@infer/shared';
 import type { LoadReport } from '@infer/shared';
 import { request } from 'undici';
@@ -24,7 +25,7 @@ export interface NodeChannelOptions {
 
 /** POSTs JSON to the control plane's node routes with the node's bearer credential. */
 export function createNodeChannel(opts: NodeChannelOptions): NodeChannel {
-  const base = opts.url.replace(/\/+$/, '');
+  const base = trimTrailingSlashes(opts.url);
   const authorization = `Bearer ${opts.nodeToken}`;
   const timeout = opts.timeoutMs ?? 2000;
 

@@ -1,3 +1,4 @@
+import { trimTrailingSlashes } from '@infer/shared';
 import { request } from 'undici';
 import type { UsageRecord } from '@infer/shared';
 import { openUsageSpool, type SpoolEntry, type UsageSpool } from './usage-spool.ts';
@@ -58,7 +59,7 @@ const MAX_BACKOFF_MS = 5000;
  * acknowledgement and the spool's truncation) bills once.
  */
 export function createUsageReporter(opts: UsageReporterOptions): UsageReporter {
-  const endpoint = `${opts.url.replace(/\/+$/, '')}/internal/v1/usage`;
+  const endpoint = `${trimTrailingSlashes(opts.url)}/internal/v1/usage`;
   const authorization = `Bearer ${opts.nodeToken}`;
   const flushMs = opts.flushMs ?? 1000;
   const maxBatch = opts.maxBatch ?? 500;

@@ -75,6 +75,8 @@ const PRICE = /^\$?\s*(\d+(?:\.\d+)?)\s*(?:\/\s*\$?\s*(\d+(?:\.\d+)?))?(?:\s*(?:
 export function parseTokenPrice(value: string): { input: number; output: number } | null {
   const v = value.trim();
   if (v === '') return null;
+  // The pattern's optional spaces backtrack on a long run of them: no price is this long.
+  if (v.length > 200) throw invalid('tokenPrice', 'must be at most 200 characters');
   const m = PRICE.exec(v);
   if (!m?.[1]) throw invalid('tokenPrice', 'expected "$<input> / $<output> per 1M tokens" (USD per million input and output tokens) or empty');
   const input = Number(m[1]);

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { RuntimeKind } from '@infer/shared';
+import { trimTrailingSlashes } from '@infer/shared';
 import { isUuid, type Db } from '../../db.ts';
 import { checkName, checkNameCharacters } from '../../check-name.ts';
 import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
@@ -165,6 +166,7 @@ export interface AddUpstreamInput {
 
 /** Adds a shared-surface replica to an entry. */
 export async function addUpstream(db: Db, input: AddUpstreamInput): Promise<Upstream> {
+  if (input.url.length > 2000) throw new ServiceError('invalid', 'url must be at most 2000 characters', 'url');
   let url: URL;
   try {
     url = new URL(input.url);
@@ -188,7 +190,7 @@ export async function addUpstream(db: Db, input: AddUpstreamInput): Promise<Upst
       .insertInto('endpointUpstreams')
       .values({
         entryId: input.entryId,
-        url: input.url.replace(/\/+$/, ''),
+        url: trimTrailingSlashes(input.url),
         kind: input.kind,
         servedModel: input.servedModel,
         // Sealed at rest (finding 8): the database, its WAL and the config outbox never hold the key in clear.

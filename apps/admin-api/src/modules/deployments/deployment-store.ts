@@ -2,6 +2,7 @@
 import { sql } from 'kysely';
 import type { JsonObject, ReplicaState } from '@infer/db';
 import type { DeploymentState, RuntimeKind } from '@infer/shared';
+import { trimTrailingSlashes } from '@infer/shared';
 import { isUuid, type Db } from '../../db.ts';
 import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
@@ -235,7 +236,7 @@ export async function registerReplica(db: Db, input: RegisterReplicaInput): Prom
       .insertInto('deploymentReplicas')
       .values({
         deploymentId: input.deploymentId,
-        url: input.url.replace(/\/+$/, ''),
+        url: trimTrailingSlashes(input.url),
         kind: input.kind,
         servedModel: input.servedModel,
         state: input.state ?? 'starting',
@@ -554,7 +555,7 @@ export async function markReplicaReady(
     const replica = await trx
       .updateTable('deploymentReplicas')
       .set({
-        url: started.url.replace(/\/+$/, ''),
+        url: trimTrailingSlashes(started.url),
         kind: started.kind,
         servedModel: started.servedModel,
         pid: started.pid,

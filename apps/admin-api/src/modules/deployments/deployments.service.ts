@@ -129,8 +129,12 @@ function validateScaling(minReplicas: number, maxReplicas: number, autoscaling: 
   return out;
 }
 
+/** The longest runtime URL taken (GraphQL's argument has no cap of its own; tRPC's input is capped at the same). */
+const MAX_URL_LENGTH = 2000;
+
 async function validateExternalUrl(ctx: DeploymentsContext, raw: string | null | undefined): Promise<string> {
   if (!raw) throw new ServiceError('invalid', 'externalUrl is required for the external provisioner', 'externalUrl');
+  if (raw.length > MAX_URL_LENGTH) throw new ServiceError('invalid', `externalUrl must be at most ${MAX_URL_LENGTH} characters`, 'externalUrl');
   let url: URL;
   try {
     url = new URL(raw);

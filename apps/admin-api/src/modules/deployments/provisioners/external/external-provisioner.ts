@@ -1,5 +1,6 @@
 import { Agent, buildConnector, request } from 'undici';
 import type { RuntimeKind } from '@infer/shared';
+import { trimTrailingSlashes } from '@infer/shared';
 import { AddressRefusedError, createAddressGuard, guardConnector, type AddressGuard } from '@infer/shared/address-guard';
 import type { Provisioner, ReplicaRef, ReplicaSpec, StartedReplica } from '../provisioner.ts';
 import { parseRuntimeLoad, type RuntimeLoad } from '../../runtime-metrics.ts';
@@ -18,7 +19,7 @@ export interface ExternalProvisionerOptions {
 
 /** `http://host:port/v1/` -> `http://host:port` (replica URLs are stored without `/v1`). */
 export function normaliseRuntimeUrl(url: string): string {
-  return url.trim().replace(/\/+$/, '').replace(/\/v1$/, '');
+  return trimTrailingSlashes(url.trim()).replace(/\/v1$/, '');
 }
 
 interface Answer {

@@ -3,6 +3,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { RuntimeKind } from '@infer/shared';
+import { trimTrailingSlashes } from '@infer/shared';
 import { probe, type Provisioner, type ReplicaRef, type ReplicaSpec, type StartedReplica } from '../provisioner.ts';
 
 export interface LocalProvisionerOptions {
@@ -114,7 +115,7 @@ export function createLocalProvisioner(opts: LocalProvisionerOptions = {}): Prov
         pending = (lines.pop() ?? '').slice(-4000);
         for (const line of lines) {
           const m = /listening on (https?:\/\/\S+)/.exec(line);
-          if (m?.[1]) resolve(m[1].replace(/\/+$/, ''));
+          if (m?.[1]) resolve(trimTrailingSlashes(m[1]));
           else if (/\bready on https?:\/\//.test(line)) markReady();
         }
       };
