@@ -53,6 +53,20 @@ describe('sse rewriter', () => {
     }
   });
 
+  it('a 4 MiB line in 1 KiB chunks comes through whole, rewritten, with its usage read (joined once, not per chunk)', () => {
+    const content = 'x'.repeat(4 << 20);
+    const line = `data: {"model":"served","choices":[{"delta":{"content":"${content}"}}],"usage":{"prompt_tokens":4,"completion_tokens":9,"total_tokens":13}}\n\n`;
+    const chunks: string[] = [];
+    for (let i = 0; i < line.length; i += 1024) chunks.push(line.slice(i, i + 1024));
+    const { out, rw } = run([...chunks, 'data: [DONE]\n\n'], { from: 'served', to: 'n', dropUsageChunk: false });
+    expect(out).toBe(`${line.replace('"model":"served"', '"model":"n"')}data: [DONE]\n\n`);
+    expect(rw.usage).toEqual({ prompt_tokens: 4, completion_tokens: 9, total_tokens: 13 });
+    expect(rw.sawDone).toBe(true);
+    // And a stream that ends inside such a line hands back what it had.
+    const cut = run(chunks.slice(0, 3), { from: 'served', to: 'n', dropUsageChunk: false });
+    expect(cut.out).toBe(chunks.slice(0, 3).join('').replace('"model":"served"', '"model":"n"'));
+  });
+
   it('does not take [DONE] inside content for the end', () => {
     const { rw } = run(['data: {"choices":[{"delta":{"content":"data: [DONE]"}}]}\n\n'], { from: 'a', to: 'a', dropUsageChunk: true });
     expect(rw.sawDone).toBe(false);

@@ -131,6 +131,8 @@ class Rewriter implements SseRewriter {
   /** Replacement lines (UTF-8) of the current text's error edits, in order. */
   private readonly errorLines: Buffer[] = [];
   private rest: Buffer | null = null;
+  /** Chunks without a newline that came after `rest` (with it first), not joined yet. */
+  private waiting: Buffer[] | null = null;
   sawDone = false;
   usage: ChatUsage | null = null;
   contentChunks = 0;
@@ -172,14 +174,17 @@ class Rewriter implements SseRewriter {
   }
 
   push(chunk: Buffer): SseOutput | null {
-    const rest = this.rest;
+    // A chunk without a newline only waits: joined once a newline comes (joining at each chunk copied a long line again
+    // and again, quadratic in its length).
+    if (chunk.lastIndexOf(NL) < 0) {
+      if (this.rest === null) this.rest = chunk;
+      else (this.waiting ??= [this.rest]).push(chunk);
+      return null;
+    }
+    const rest = this.joinedRest();
     const buf = rest === null ? chunk : Buffer.concat([rest, chunk]);
     // Cut at the last newline: a newline byte never sits inside a multi-byte UTF-8 character.
     const nl = buf.lastIndexOf(NL);
-    if (nl < 0) {
-      this.rest = buf;
-      return null;
-    }
     if (nl === buf.length - 1) {
       this.rest = null;
       return this.processLines(buf);
@@ -188,8 +193,17 @@ class Rewriter implements SseRewriter {
     return this.processLines(buf.subarray(0, nl + 1));
   }
 
+  /** The bytes after the last newline so far, as one buffer. */
+  private joinedRest(): Buffer | null {
+    if (this.waiting !== null) {
+      this.rest = Buffer.concat(this.waiting);
+      this.waiting = null;
+    }
+    return this.rest;
+  }
+
   end(): SseOutput | null {
-    const r = this.rest;
+    const r = this.joinedRest();
     if (r === null) return null;
     this.rest = null;
     return this.processLines(r);
