@@ -7,6 +7,7 @@ import { withTransaction } from '../snapshots/outbox.ts';
 import { checkCredentialInput } from '../access/credential-input.ts';
 import { requireAuthenticated, requirePlatformAdmin, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
+import { storedRights } from '../access/stored-rights.ts';
 
 /** An admin token as listed; never its secret or hash. */
 export interface AdminToken {
@@ -250,12 +251,7 @@ export async function authenticateAdminToken(db: Db, secret: string): Promise<Ad
  * removal) call it inside their transaction. Returns the ids revoked (for the audit row).
  */
 export async function revokeAdminTokensBeyondRole(trx: Db, input: { tenantId: string; userId: string }): Promise<string[]> {
-  const creator = await trx
-    .selectFrom('users as u')
-    .leftJoin('memberships as m', (j) => j.onRef('m.userId', '=', 'u.id').on('m.tenantId', '=', input.tenantId))
-    .select(['u.isPlatformAdmin', 'm.role'])
-    .where('u.id', '=', input.userId)
-    .executeTakeFirst();
+  const creator = await storedRights(trx, input);
   if (creator && (creator.isPlatformAdmin || creator.role === 'owner')) return [];
   const rows = await trx
     .updateTable('adminTokens')
