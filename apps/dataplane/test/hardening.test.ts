@@ -332,3 +332,64 @@ describe('number fields sent as strings', () => {
     }
   });
 });
+
+describe('a runtime that answers without end', () => {
+  it('an SSE event or a JSON answer past its bound is cut with upstream_error, not held in memory', async () => {
+    // A runtime (a tenant's external one, say) that streams one line that never ends, or a JSON body that never ends.
+    const endless = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString()));
+      req.on('end', () => {
+        if (req.method !== 'POST') return void res.end('{}'); // health probes
+        const stream = (JSON.parse(body) as { stream?: boolean }).stream === true;
+        res.writeHead(200, { 'content-type': stream ? 'text/event-stream' : 'application/json' });
+        // A stream starts with one whole event (the client has its first token), then a line that never ends.
+        res.write(
+          stream
+            ? 'data: {"id":"x","model":"sim-llama","choices":[{"delta":{"content":"Hi"}}]}\n\ndata: {"id":"x","model":"sim-llama","choices":[{"delta":{"content":"'
+            : '{"id":"x","choices":[{"message":{"content":"',
+        );
+        const piece = Buffer.alloc(64 * 1024, 'y');
+        const more = (): void => {
+          while (!res.destroyed && res.write(piece));
+          if (!res.destroyed) res.once('drain', more);
+        };
+        res.on('close', () => res.destroy());
+        more();
+      });
+    });
+    endless.listen(0, '127.0.0.1');
+    await once(endless, 'listening');
+    const url = `http://127.0.0.1:${(endless.address() as AddressInfo).port}`;
+    const snap: ConfigSnapshot = makeSnapshot({ sim: world.sim.url, faulty: world.sim.url, dead: url });
+    snap.endpoints.find((e) => e.name === NAME)!.upstreams = [{ id: 'endless', url, kind: 'sim', servedModel: 'sim-llama', apiKey: null }];
+    const node = await startDataplane(snap, memorySink());
+    try {
+      const ask = (stream: boolean) =>
+        fetch(`${node.url}${SHARED}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET_A}` },
+          body: JSON.stringify(chatBody({ model: NAME, stream })),
+        });
+      const json = await ask(false);
+      expect(json.status).toBe(502);
+      expect(((await json.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+        code: 'upstream_error',
+        message: expect.stringMatching(/an answer over 64 MiB: the answer is cut/),
+      });
+      const sse = await ask(true);
+      expect(sse.status).toBe(200);
+      const text = await sse.text();
+      // The first event, then nothing of the endless line: the error event and the end.
+      expect(text).toMatch(/^data: \{"id":"x","model":"[^"]+","choices":\[\{"delta":\{"content":"Hi"\}\}\]\}\n\n/);
+      expect(text.length).toBeLessThan(1024);
+      expect(text).toMatch(/"code":"upstream_error"/);
+      expect(text).toMatch(/an event over 4 MiB/);
+      expect(text.trimEnd().endsWith('data: [DONE]'), text).toBe(true);
+    } finally {
+      await node.app.close();
+      endless.close();
+      endless.closeAllConnections();
+    }
+  }, 60_000);
+});

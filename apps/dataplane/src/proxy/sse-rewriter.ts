@@ -14,6 +14,10 @@ export interface SseRewriter {
   push(chunk: Buffer): SseOutput | null;
   /** The trailing partial line, if the upstream ended without a newline. */
   end(): SseOutput | null;
+  /** Bytes of the line still waiting for its newline. */
+  readonly partialBytes: number;
+  /** Forgets the line waiting for its newline (the stream is being cut: it is never sent). */
+  dropPartial(): void;
   /** True once `data: [DONE]` went through. */
   readonly sawDone: boolean;
   readonly usage: ChatUsage | null;
@@ -133,6 +137,7 @@ class Rewriter implements SseRewriter {
   private rest: Buffer | null = null;
   /** Chunks without a newline that came after `rest` (with it first), not joined yet. */
   private waiting: Buffer[] | null = null;
+  partialBytes = 0;
   sawDone = false;
   usage: ChatUsage | null = null;
   contentChunks = 0;
@@ -179,6 +184,7 @@ class Rewriter implements SseRewriter {
     if (chunk.lastIndexOf(NL) < 0) {
       if (this.rest === null) this.rest = chunk;
       else (this.waiting ??= [this.rest]).push(chunk);
+      this.partialBytes += chunk.length;
       return null;
     }
     const rest = this.joinedRest();
@@ -187,10 +193,18 @@ class Rewriter implements SseRewriter {
     const nl = buf.lastIndexOf(NL);
     if (nl === buf.length - 1) {
       this.rest = null;
+      this.partialBytes = 0;
       return this.processLines(buf);
     }
     this.rest = buf.subarray(nl + 1);
+    this.partialBytes = this.rest.length;
     return this.processLines(buf.subarray(0, nl + 1));
+  }
+
+  dropPartial(): void {
+    this.rest = null;
+    this.waiting = null;
+    this.partialBytes = 0;
   }
 
   /** The bytes after the last newline so far, as one buffer. */
@@ -206,6 +220,7 @@ class Rewriter implements SseRewriter {
     const r = this.joinedRest();
     if (r === null) return null;
     this.rest = null;
+    this.partialBytes = 0;
     return this.processLines(r);
   }
 

@@ -95,6 +95,14 @@ export interface UpstreamAttempt {
 }
 
 const MAX_ERROR_BODY = 64 * 1024;
+/**
+ * Longest SSE line (one event) and longest JSON answer a runtime may send. A runtime is not always the platform's
+ * (a tenant's external deployment): past these it is cut, rather than held in the shared node's memory without end.
+ */
+export const MAX_SSE_LINE_BYTES = 4 << 20;
+export const MAX_JSON_ANSWER_BYTES = 64 << 20;
+
+const tooLarge = (what: string): ApiError => new ApiError('upstream_error', `The model runtime sent ${what}: the answer is cut.`);
 const SSE_HEADERS = { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' } as const;
 const noop = (): void => {};
 
@@ -292,8 +300,16 @@ class AttemptHandler implements H1Handler {
     }
 
     if (this.mode === 'sse') {
-      const out = this.rw!.push(chunk);
-      if (out === null) return;
+      const rw = this.rw!;
+      const out = rw.push(chunk);
+      if (out === null) {
+        if (rw.partialBytes > MAX_SSE_LINE_BYTES) {
+          rw.dropPartial();
+          this.failAfterStart(tooLarge(`an event over ${MAX_SSE_LINE_BYTES >> 20} MiB`), 'bad_answer', null);
+          this.cancel(new Error('event too large'));
+        }
+        return;
+      }
       // Chunks parsed from one socket read (often a whole short answer, with its end) leave in one
       // write at the end of this tick: no added latency, far fewer syscalls.
       if (this.pending === null) {
@@ -305,6 +321,11 @@ class AttemptHandler implements H1Handler {
     if (this.mode === 'error' && this.size >= MAX_ERROR_BODY) return;
     this.chunks.push(chunk);
     this.size += chunk.length;
+    if (this.size > MAX_JSON_ANSWER_BYTES && this.mode !== 'error') {
+      this.chunks = [];
+      this.failAfterStart(tooLarge(`an answer over ${MAX_JSON_ANSWER_BYTES >> 20} MiB`), 'bad_answer', null);
+      this.cancel(new Error('answer too large'));
+    }
   }
 
   /** Undici is done with the request: the replica's slot frees. */
