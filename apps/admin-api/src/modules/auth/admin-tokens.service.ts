@@ -174,18 +174,26 @@ export async function revokeAdminToken(db: Db, principal: Principal, input: { re
   });
 }
 
-/** Revokes every live token minted, directly or through others, by `tokenId`; returns their ids. */
+/**
+ * Revokes every live token minted, directly or through others, by `tokenId`; returns their ids. Repeated until a pass
+ * finds none: a statement's tree is read before it waits on a row a mint holds (FOR SHARE, `expiryUnderParent`), so
+ * a grandchild that mint committed meanwhile is only seen by the next statement.
+ */
 async function revokeDescendants(trx: Db, tokenId: string): Promise<string[]> {
-  const { rows } = await sql<{ id: string }>`
-    with recursive descendants(id) as (
-      select id from admin_tokens where parent_token_id = ${tokenId}
-      union
-      select t.id from admin_tokens t join descendants d on t.parent_token_id = d.id
-    )
-    update admin_tokens set revoked_at = now()
-    where id in (select id from descendants) and revoked_at is null
-    returning id`.execute(trx);
-  return rows.map((r) => r.id);
+  const revoked: string[] = [];
+  for (;;) {
+    const { rows } = await sql<{ id: string }>`
+      with recursive descendants(id) as (
+        select id from admin_tokens where parent_token_id = ${tokenId}
+        union
+        select t.id from admin_tokens t join descendants d on t.parent_token_id = d.id
+      )
+      update admin_tokens set revoked_at = now()
+      where id in (select id from descendants) and revoked_at is null
+      returning id`.execute(trx);
+    if (rows.length === 0) return revoked;
+    for (const r of rows) revoked.push(r.id);
+  }
 }
 
 /** What a valid admin token authenticates as. */
