@@ -246,9 +246,13 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
     const deletedAt = Date.now();
     await deleteDeployment(ctx, alice, { tenantId: tenantA, deploymentId });
     expect(await snapshotOf(deploymentId)).toBeUndefined();
-    await ctx.reconciler.settled(deploymentId);
-    // As after a stop, the runtime outlived the deletion by the drain grace: the nodes had it before the runtime went.
+    // As after a stop, the runtime outlives the deletion by the drain grace (the nodes have it before the runtime goes),
+    // even when the periodic sweep runs meanwhile (it stopped replicas whose rows were gone at once).
+    const sweep = ctx.reconciler.reconcileAll();
+    while (await answers(replica!.url)) await new Promise((r) => setTimeout(r, 20));
     expect(Date.now() - deletedAt).toBeGreaterThanOrEqual(950);
+    await sweep;
+    await ctx.reconciler.settled(deploymentId);
     expect(await answers(replica!.url)).toBe(false);
     await expect(getDeployment(ctx, alice, { tenantId: tenantA, deploymentId })).rejects.toMatchObject({ code: 'not_found' });
     await expect(scaleDeployment(ctx, alice, { tenantId: tenantA, deploymentId, minReplicas: 1, maxReplicas: 1 })).rejects.toMatchObject({ code: 'not_found' });

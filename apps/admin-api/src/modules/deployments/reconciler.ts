@@ -129,6 +129,8 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
   const queued = new Map<string, Promise<void>>();
   const starts = new Map<string, StartTask>();
   const drains = new Map<string, { deploymentId: string; done: Promise<void> }>();
+  /** Replicas of deleted deployments waiting out the drain grace (`retireDeleted`): the sweep leaves them be. */
+  const retiring = new Set<string>();
   const owned = new Map<string, OwnedReplica & { ref: ReplicaRef; provisioner: Provisioner }>();
   const failures = new Map<string, number>();
   const floors = new Map<string, Set<{ readonly n: number }>>();
@@ -423,10 +425,15 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     exclusive: chain,
     settled,
     retireDeleted(deploymentId: string, provisioner: Provisioner | undefined, replicas: readonly Replica[]) {
+      for (const r of replicas) retiring.add(r.id);
       return chain(deploymentId, async () => {
-        if (replicas.length === 0) return;
-        await sleep(drainGraceMs, abort.signal);
-        for (const r of replicas) await retire(provisioner, r);
+        try {
+          if (replicas.length === 0) return;
+          await sleep(drainGraceMs, abort.signal);
+          for (const r of replicas) await retire(provisioner, r);
+        } finally {
+          for (const r of replicas) retiring.delete(r.id);
+        }
       });
     },
     async reconcileAll(): Promise<void> {
@@ -444,7 +451,7 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
               .execute();
       const present = new Set(rows.map((r) => r.id));
       for (const o of [...owned.values()])
-        if (!present.has(o.id) && !drains.has(o.id)) {
+        if (!present.has(o.id) && !drains.has(o.id) && !retiring.has(o.id)) {
           await stopOwned(o.id);
           await closeReplicaInterval(db, o.id).catch(() => undefined);
         }
