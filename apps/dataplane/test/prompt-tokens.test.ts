@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRequire } from 'node:module';
 import {
   countPromptTokens,
+  countTexts,
   encodingFor,
   EXACT_CHARS,
   MESSAGE_OVERHEAD_TOKENS,
@@ -67,11 +68,27 @@ describe('prompt token count without the runtime usage', () => {
     const whole = cl100k.countTokens(essay, { disallowedSpecial: new Set() });
     const sampled = countPromptTokens({ model: 'x', messages: [{ role: 'user', content: essay }] }) - overhead(1);
     expect(Math.abs(sampled - whole) / whole).toBeLessThan(0.03);
-    // Up to EXACT_CHARS, the count is the tokenizer's own, whatever the pieces.
+    // Up to EXACT_CHARS, single-spaced words are counted as the tokenizer counts them whole (pieces cut at a word).
     const short = essay.slice(0, EXACT_CHARS - 10);
     expect(countPromptTokens({ model: 'x', messages: [{ role: 'user', content: short }] })).toBe(
       cl100k.countTokens(short, { disallowedSpecial: new Set() }) + overhead(1),
     );
+  });
+
+  it('a long prompt whose filler sits where fixed samples fell still bills at least its estimate, close to its count', () => {
+    const cl100k = createRequire(import.meta.url)('gpt-tokenizer/encoding/cl100k_base') as Encoding;
+    // 8 stretches of 25,000 characters: 1,500 of ASCII filler where a fixed sample would start, then CJK (a token or
+    // more each). Counting only the filler's stretches billed the prompt about ten times low.
+    let seed = 3;
+    const cjk = (n: number) => Array.from({ length: n }, () => String.fromCharCode(0x4e00 + ((seed = (seed * 48271) % 2147483647) % 3000))).join('');
+    const content = Array.from({ length: 8 }, () => `${'a'.repeat(1_500)}${cjk(23_500)}`).join('');
+    const body = { model: 'x', messages: [{ role: 'user', content }] };
+    let real = 0;
+    for (let i = 0; i < content.length; i += 1000) real += cl100k.countTokens(content.slice(i, i + 1000), { disallowedSpecial: new Set() });
+    // Wherever the random pieces fall, even all in the filler (a sampler that always answers 0), the bill is at least
+    // half a token per CJK character.
+    expect(countTexts(cl100k, [content], () => 0)).toBeGreaterThanOrEqual(188_000 / 2);
+    expect(countPromptTokens(body) - overhead(1)).toBeGreaterThan(real * 0.8);
   });
 
   it('picks the ranks by model family', () => {

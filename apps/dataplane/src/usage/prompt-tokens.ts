@@ -3,7 +3,9 @@
 // a characters/4 guess, which ran 11% low. The ranks are bundled in the `gpt-tokenizer` package (no
 // download at run time) and loaded on the first count only, so a node whose runtimes always report
 // usage never pays for them.
+import { randomInt } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { weightedLength } from '../limits/token-budget.ts';
 
 export interface Encoding {
   countTokens(text: string, options?: { disallowedSpecial?: Set<string> }): number;
@@ -59,14 +61,21 @@ export const SAMPLE_PIECES = 8;
 const isSpace = (c: number): boolean => c === 32 || c === 10 || c === 9 || c === 13;
 
 /**
- * Where a piece starting at `from` ends: at most PIECE_CHARS on, just before a space when one is in its last eighth
- * (the tokenizer joins a space to the word after it, so the cut splits no word), never inside a surrogate pair.
+ * True where a cut changes nothing the tokenizer does: at a single space between two non-space characters (the space
+ * joins the word after it either way, and neither side's run of letters, digits or punctuation crosses it).
+ */
+const wordStart = (text: string, i: number): boolean =>
+  i > 0 && i + 1 < text.length && text.charCodeAt(i) === 32 && !isSpace(text.charCodeAt(i - 1)) && !isSpace(text.charCodeAt(i + 1));
+
+/**
+ * Where a piece starting at `from` ends: at most PIECE_CHARS on, at a word start (`wordStart`) when one is in its last
+ * eighth, never inside a surrogate pair.
  */
 function pieceEnd(text: string, from: number): number {
   let end = Math.min(text.length, from + PIECE_CHARS);
   if (end === text.length) return end;
   for (let i = end; i > end - PIECE_CHARS / 8; i--) {
-    if (isSpace(text.charCodeAt(i))) return i;
+    if (wordStart(text, i)) return i;
   }
   const c = text.charCodeAt(end - 1);
   if (c >= 0xd800 && c <= 0xdbff) end--;
@@ -85,12 +94,13 @@ function countPieces(enc: Encoding, text: string): number {
 }
 
 /**
- * Tokens of the texts together: counted in full up to EXACT_CHARS; beyond, SAMPLE_PIECES pieces spread evenly over
- * them are counted and their tokens per character scaled to the whole. The work is bounded whatever the prompt (a
- * megabyte of text without spaces took minutes counted whole), and a long prompt of one kind of text is within a few
- * percent.
+ * Tokens of the texts together: counted in full up to EXACT_CHARS; beyond, SAMPLE_PIECES pieces, one at a random place
+ * in each of as many equal stretches, are counted and their tokens per character scaled to the whole, and never less
+ * than half a token per wide character. The work is bounded whatever the prompt (a megabyte without spaces took
+ * minutes counted whole); a caller cannot know where the pieces fall (fixed places let filler placed there bill a
+ * prompt ten times low), and dense CJK or emoji around sampled filler still bills at least that bound.
  */
-export function countTexts(enc: Encoding, texts: readonly string[]): number {
+export function countTexts(enc: Encoding, texts: readonly string[], random: (below: number) => number = randomInt): number {
   let total = 0;
   for (const t of texts) total += t.length;
   if (total <= EXACT_CHARS) {
@@ -102,11 +112,15 @@ export function countTexts(enc: Encoding, texts: readonly string[]): number {
   const stride = Math.floor(joined.length / SAMPLE_PIECES);
   let chars = 0;
   let tokens = 0;
+  // Wide characters (CJK, kana, Hangul, emoji halves): each is at least about half a token in any text, so half a token
+  // each is a bound the bill never goes under, whatever the samples met.
+  let wide = 0;
+  for (const t of texts) wide += (weightedLength(t) - t.length) / 3;
   for (let i = 0; i < SAMPLE_PIECES; i++) {
-    let from = i * stride;
-    // Start at a word (after a space) when one begins nearby, so the sample cuts no word at its start either.
+    let from = i * stride + random(Math.max(1, stride - PIECE_CHARS));
+    // Start at a word when one begins nearby, so the sample cuts no word at its start either.
     for (let j = from; j < Math.min(joined.length, from + PIECE_CHARS / 8); j++) {
-      if (isSpace(joined.charCodeAt(j))) {
+      if (wordStart(joined, j)) {
         from = j;
         break;
       }
@@ -115,7 +129,8 @@ export function countTexts(enc: Encoding, texts: readonly string[]): number {
     chars += end - from;
     tokens += enc.countTokens(joined.slice(from, end), { disallowedSpecial: NO_SPECIAL });
   }
-  return chars === 0 ? 0 : Math.round((tokens * total) / chars);
+  const sampled = chars === 0 ? 0 : Math.round((tokens * total) / chars);
+  return Math.max(sampled, Math.ceil(wide / 2));
 }
 
 /** Prompt tokens of a chat body: every message's text with the family's tokenizer (`countTexts`), plus template overheads. */
