@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { createDb, migrateToLatest, type Database } from '@infer/db';
+import { createDb, DataDirInUseError, migrateToLatest, type Database } from '@infer/db';
 import { buildAdminApp } from './app.ts';
 import { loadEnv, type AdminEnv } from './env.ts';
 import { createDefaultProvisioners } from './modules/deployments/deployments-context.ts';
@@ -44,7 +44,11 @@ database = await createDb(
   env.DATABASE_URL
     ? { databaseUrl: env.DATABASE_URL, onIdleError: (err) => console.warn(`idle database connection lost: ${err.message}`) }
     : { dataDir: join(env.DATA_DIR, 'pglite') },
-);
+).catch((err: unknown) => {
+  if (!(err instanceof DataDirInUseError)) throw err;
+  console.error(`${err.message}: stop it, or set DATA_DIR to another folder (or DATABASE_URL to a PostgreSQL)`);
+  return process.exit(1);
+});
 await migrateToLatest(database.db);
 try {
   installSecretKeyring(parseKeyring(env.SECRETS_ENCRYPTION_KEY ?? loadOrCreateKeyFile(join(env.DATA_DIR, 'secrets.key'))));

@@ -123,6 +123,23 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
     }
   });
 
+  it('charges tRPC calls refused for their origin (CSRF) to the caller’s budget too', async () => {
+    const limited = await appOn(database, { principalPointsPerMinute: 4 });
+    try {
+      // A session cookie with no Origin on a mutation: refused, but the session was looked up all the same.
+      const cookieOnly = { cookie: w.parties.ownerB.cookie! };
+      for (let i = 0; i < 4; i++) {
+        const r = await trpc(limited.baseUrl, 'keys.create', { mutation: true, input: { tenantId: w.tenantB.id, name: 'x' }, headers: cookieOnly });
+        expect(r.status).toBe(403);
+      }
+      const spent = await trpc(limited.baseUrl, 'keys.create', { mutation: true, input: { tenantId: w.tenantB.id, name: 'x' }, headers: cookieOnly });
+      expect(spent.status).toBe(429);
+      expect((await trpc(limited.baseUrl, 'tenants.mine', { headers: { ...cookieOnly, origin: limited.baseUrl } })).status).toBe(429);
+    } finally {
+      await limited.close();
+    }
+  });
+
   it('charges documents refused at parse or validation to the caller’s budget, before parsing', async () => {
     const limited = await appOn(database, { principalPointsPerMinute: 4 });
     try {

@@ -4,6 +4,7 @@ import { PGlite, types as pgliteTypes } from '@electric-sql/pglite';
 import { CamelCasePlugin, Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { DB } from './database.ts';
+import { trimTrailingSlashes } from '@infer/shared';
 import { releasePidLock, takePidLock } from '@infer/shared/pid-lock';
 import { createPGliteDialect } from './pglite-dialect.ts';
 
@@ -105,34 +106,39 @@ export async function createDb(options: CreateDbOptions = {}): Promise<Database>
   if (dataDir && options.loadDataDir) throw new Error('createDb: loadDataDir is for an in-memory database only');
   // Two processes on one PGlite folder corrupt it: a pid lock beside the folder (`<dataDir>.lock`) refuses the second
   // (a control plane and `admin:create`, two `pnpm start`s), and is taken over from a process that died.
-  const lock = dataDir ? `${dataDir.replace(/[\\/]+$/, '')}.lock` : null;
+  const lock = dataDir ? `${trimTrailingSlashes(dataDir)}.lock` : null;
   if (dataDir && lock) {
     await lockDown(dataDir, true);
     const holder = takePidLock(lock);
     if (holder !== null) throw new DataDirInUseError(dataDir, holder);
   }
-  let pglite: PGlite;
+  let pglite: PGlite | undefined;
   try {
     pglite = await PGlite.create({ dataDir, parsers: pgliteParsers, ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}) });
+    // PGlite's file system creates files 0666 and folders 0777 (less the umask): tighten what initdb wrote.
+    if (dataDir) await lockDown(dataDir, false);
   } catch (err) {
+    if (pglite && !pglite.closed) await pglite.close().catch(() => undefined);
     if (lock) releasePidLock(lock);
     throw err;
   }
-  // PGlite's file system creates files 0666 and folders 0777 (less the umask): tighten what initdb wrote.
-  if (dataDir) await lockDown(dataDir, false);
-  const db = new Kysely<DB>({ dialect: createPGliteDialect(pglite), plugins: [camelCase] });
+  const opened = pglite;
+  const db = new Kysely<DB>({ dialect: createPGliteDialect(opened), plugins: [camelCase] });
   return Object.freeze({
     db,
     kind: 'pglite' as const,
-    pglite,
+    pglite: opened,
     close: once(async () => {
-      await db.destroy();
-      // destroy() only reaches the driver once a query has initialised it.
-      if (!pglite.closed) await pglite.close();
-      // Files PGlite created while open (new relations, WAL) are tightened too; the 0700 folder kept them
-      // out of reach meanwhile.
-      if (dataDir) await lockDown(dataDir, false);
-      if (lock) releasePidLock(lock);
+      try {
+        await db.destroy();
+        // destroy() only reaches the driver once a query has initialised it.
+        if (!opened.closed) await opened.close();
+        // Files PGlite created while open (new relations, WAL) are tightened too; the 0700 folder kept them
+        // out of reach meanwhile.
+        if (dataDir) await lockDown(dataDir, false);
+      } finally {
+        if (lock) releasePidLock(lock);
+      }
     }),
   });
 }

@@ -77,10 +77,15 @@ export function operationSizeRule(limits: OperationSizeLimits) {
           );
         } else if (size.fields > limits.maxFields || size.truncated) {
           context.reportError(
-            createGraphQLError(`Query selects too many fields: more than ${limits.maxFields} (the maximum). Ask for fewer fields or split it.`, {
-              nodes: [node],
-              extensions: { code: 'too_many_fields' },
-            }) as Parameters<ValidationContext['reportError']>[0],
+            createGraphQLError(
+              size.fields > limits.maxFields
+                ? `Query selects too many fields: more than ${limits.maxFields} (the maximum). Ask for fewer fields or split it.`
+                : `Query spreads fragments too many times: more than ${4 * limits.maxFields} selections before its fields (the maximum). Spread fewer fragments.`,
+              {
+                nodes: [node],
+                extensions: { code: 'too_many_fields' },
+              },
+            ) as Parameters<ValidationContext['reportError']>[0],
           );
         }
       },

@@ -34,13 +34,14 @@ const requestGuard = t.middleware(({ ctx, type, path, next }) => {
   if (credential && ctx.batchSize > 1) {
     throw new TRPCError({ code: 'BAD_REQUEST', message: `${path} cannot be batched: send it in a request of its own` });
   }
-  const refusal = csrfRefusal(ctx.caller, { mutation: type === 'mutation', credential });
-  if (refusal) throw toTrpcError(refusal) ?? refusal;
+  // The budget first: a refused call cost a session lookup too (GraphQL charges before its CSRF check as well).
   try {
     ctx.rateLimit?.take(ctx.principal, ctx.ip);
   } catch (err) {
     throw toTrpcError(err) ?? err;
   }
+  const refusal = csrfRefusal(ctx.caller, { mutation: type === 'mutation', credential });
+  if (refusal) throw toTrpcError(refusal) ?? refusal;
   return next();
 });
 
