@@ -8,6 +8,7 @@ import * as m1000 from './migrations/2026_11_22_1000_serverless.ts';
 import * as m1100 from './migrations/2026_11_22_1100_runtime_config.ts';
 import * as m1200 from './migrations/2026_11_22_1200_interval_price.ts';
 import * as m2912 from './migrations/2026_11_29_1200_admin_token_parent.ts';
+import * as m2913 from './migrations/2026_11_29_1300_audit_tenant_id_index.ts';
 
 // Static list, not FileMigrationProvider: works the same from source, a bundle or a container image.
 const migrations: Readonly<Record<string, Migration>> = Object.freeze({
@@ -19,6 +20,7 @@ const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '2026_11_22_1100_runtime_config': m1100,
   '2026_11_22_1200_interval_price': m1200,
   '2026_11_29_1200_admin_token_parent': m2912,
+  '2026_11_29_1300_audit_tenant_id_index': m2913,
 });
 
 /** Every migration's name, in the order they apply. */
