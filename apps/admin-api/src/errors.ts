@@ -73,7 +73,9 @@ export function asServiceError(err: unknown): ServiceError | undefined {
     return new ServiceError('invalid', 'a value is out of range or not valid text (e.g. it contains a NUL character)');
   }
   if (isDatabaseUnavailable(err)) {
-    return new ServiceError('service_unavailable', 'the database is unreachable just now; try again shortly', null, { retryAfterS: DATABASE_RETRY_AFTER_S });
+    return new ServiceError('service_unavailable', 'the database is unreachable or busy just now; try again shortly', null, {
+      retryAfterS: DATABASE_RETRY_AFTER_S,
+    });
   }
   return undefined;
 }

@@ -19,7 +19,14 @@ export interface RequestDb {
 export function createRequestDb(opts: { db: Db; kind: DbKind; pool?: pg.Pool; timeoutMs: number }): RequestDb {
   if (opts.kind !== 'postgres' || !opts.pool || opts.timeoutMs <= 0) return { db: opts.db, close: async () => {} };
   const base = opts.pool.options;
-  const pool = new pg.Pool({ ...base, max: Math.max(2, Math.ceil((base.max ?? 10) / 2)), statement_timeout: opts.timeoutMs });
+  // A caller waits for a connection at most twice the statement timeout: past it the request is answered 503 with
+  // Retry-After (a busy database), not left waiting behind others' aggregates without end.
+  const pool = new pg.Pool({
+    ...base,
+    max: Math.max(2, Math.ceil((base.max ?? 10) / 2)),
+    statement_timeout: opts.timeoutMs,
+    connectionTimeoutMillis: Math.max(1000, 2 * opts.timeoutMs),
+  });
   // An idle client the server drops must not crash the process (the pool replaces it on demand).
   pool.on('error', () => {});
   // ...and neither may a checked-out one (pg-pool listens only on idle clients; see @infer/db createDb).

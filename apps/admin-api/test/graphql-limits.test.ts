@@ -123,6 +123,22 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
     }
   });
 
+  it('charges a usage aggregate 50 points on GraphQL and tRPC alike (an ordinary call costs one)', async () => {
+    const limited = await appOn(database, { principalPointsPerMinute: 120 });
+    try {
+      const headers = { cookie: w.parties.ownerA.cookie!, origin: limited.baseUrl };
+      const usage = `query { tenant(id: "${w.tenantA.id}") { usage { totals { requests } } } }`;
+      expect((await gql(limited.baseUrl, usage, headers)).status).toBe(200); // 51 points
+      expect((await trpc(limited.baseUrl, 'usage.summary', { input: { tenantId: w.tenantA.id }, headers })).status).toBe(200); // 50
+      // 19 points left: no third aggregate on either transport, but an ordinary call still fits.
+      expect((await trpc(limited.baseUrl, 'usage.summary', { input: { tenantId: w.tenantA.id }, headers })).status).toBe(429);
+      expect((await gql(limited.baseUrl, usage, headers)).status).toBe(429);
+      expect((await trpc(limited.baseUrl, 'tenants.mine', { headers })).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+
   it('charges tRPC calls refused for their origin (CSRF) to the caller’s budget too', async () => {
     const limited = await appOn(database, { principalPointsPerMinute: 4 });
     try {

@@ -35,6 +35,11 @@ export interface GraphQLContext {
   readonly deployments: DeploymentsContext;
   /** Per-request memo (e.g. the caller's deployments, read once for a whole catalog page). */
   readonly memo: Map<string, Promise<unknown>>;
+  /**
+   * Takes more of the caller's work budget (throws `rate_limited` past it): a resolver that runs a database aggregate
+   * charges it before running, so an operation the cost limit refuses (before any resolver) is never charged for it.
+   */
+  readonly charge: (points: number) => void;
 }
 
 /** Runs `load` once per request for `key`. */

@@ -183,7 +183,8 @@ export function createGraphQLServer(opts: GraphQLServerOptions) {
         throw domain ? toGraphQLError(domain, undefined, true) : err;
       }
       const memo = new Map<string, Promise<unknown>>();
-      return { db: opts.db, principal: caller.principal, caller, publicUrls: opts.publicUrls, deployments: opts.deployments, limits, memo };
+      const charge = (points: number): void => rateLimit.take(caller.principal, caller.ip, points);
+      return { db: opts.db, principal: caller.principal, caller, publicUrls: opts.publicUrls, deployments: opts.deployments, limits, memo, charge };
     },
     maskedErrors: { maskError: (error, message) => maskGraphQLError(error, message, opts.onUnexpectedError) },
   });

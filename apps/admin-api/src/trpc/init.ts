@@ -6,7 +6,12 @@ import type { Principal } from '../modules/access/principal.ts';
 import { csrfRefusal } from '../modules/auth/request-caller.ts';
 import type { TrpcContext } from './context.ts';
 
-const t = initTRPC.context<TrpcContext>().create({ errorFormatter: formatTrpcError });
+/** A procedure's `points`: what one call costs the caller's work budget (default 1). */
+export interface ProcedureMeta {
+  readonly points?: number;
+}
+
+const t = initTRPC.context<TrpcContext>().meta<ProcedureMeta>().create({ errorFormatter: formatTrpcError });
 
 /** Domain errors (and database data exceptions) keep their safe message; anything else stays a masked 500. */
 const serviceErrors = t.middleware(async ({ next }) => {
@@ -29,14 +34,14 @@ const CREDENTIAL_PROCEDURES: ReadonlySet<string> = new Set(['auth.login', 'auth.
  * Every call, before its procedure runs: credential procedures alone in their request; the CSRF
  * decision (`csrfRefusal`, the same one GraphQL applies); the caller's work budget.
  */
-const requestGuard = t.middleware(({ ctx, type, path, next }) => {
+const requestGuard = t.middleware(({ ctx, type, path, meta, next }) => {
   const credential = CREDENTIAL_PROCEDURES.has(path);
   if (credential && ctx.batchSize > 1) {
     throw new TRPCError({ code: 'BAD_REQUEST', message: `${path} cannot be batched: send it in a request of its own` });
   }
   // The budget first: a refused call cost a session lookup too (GraphQL charges before its CSRF check as well).
   try {
-    ctx.rateLimit?.take(ctx.principal, ctx.ip);
+    ctx.rateLimit?.take(ctx.principal, ctx.ip, meta?.points ?? 1);
   } catch (err) {
     throw toTrpcError(err) ?? err;
   }

@@ -51,3 +51,9 @@ export function createPrincipalRateLimit(opts: PrincipalRateLimitOptions = {}): 
     },
   };
 }
+
+/**
+ * Points one database aggregate costs a caller (a tenant's usage over up to a year: seconds of database time, where
+ * an ordinary call costs one point): the default budget of 1,200 a minute then allows 24 a minute.
+ */
+export const AGGREGATE_POINTS = 50;

@@ -2,6 +2,7 @@ import { builder } from '../../graphql/builder.ts';
 import { Surface } from '../catalog/catalog.graphql.ts';
 import { TenantRef } from '../tenants/tenants.graphql.ts';
 import { summariseUsage, type UsageSummary, type UsageTotals } from './usage.service.ts';
+import { AGGREGATE_POINTS } from '../auth/principal-rate-limit.ts';
 
 const UsageTotalsRef = builder.objectRef<UsageTotals>('UsageTotals').implement({
   fields: (t) => ({
@@ -58,6 +59,9 @@ builder.objectField(TenantRef, 'usage', (t) =>
     args: { from: t.arg({ type: 'DateTime' }), to: t.arg({ type: 'DateTime' }) },
     // An aggregate over up to a year of usage records (hundreds of ms on a busy tenant), not one row.
     complexity: 250,
-    resolve: (tenant, args, ctx) => summariseUsage(ctx.db, ctx.principal, { tenantId: tenant.id, from: args.from, to: args.to }),
+    resolve: (tenant, args, ctx) => {
+      ctx.charge(AGGREGATE_POINTS); // as tRPC's usage.summary costs
+      return summariseUsage(ctx.db, ctx.principal, { tenantId: tenant.id, from: args.from, to: args.to });
+    },
   }),
 );
