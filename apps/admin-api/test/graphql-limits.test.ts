@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
 import { parse } from 'graphql';
 import { asServiceError } from '../src/errors.ts';
+import { createEntry } from '../src/modules/catalog/catalog.service.ts';
 import { operationSize } from '../src/graphql/operation-limits.ts';
 import { createRequestDb } from '../src/request-db.ts';
 import { appOn, gql, type RunningApp } from './app-on.ts';
@@ -15,13 +16,17 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
   let t: RunningApp;
   /** Queries on usage_records the app ran (a Kysely plugin on the app's database handle). */
   let usageQueries = 0;
+  /** Queries on cold_starts (Endpoint.observedColdStart). */
+  let coldStartQueries = 0;
 
   beforeAll(async () => {
     database = await createTestDb(kind);
     w = await buildWorld(database.db);
     const counted = database.db.withPlugin({
       transformQuery(args) {
-        if (/usage_?records/i.test(JSON.stringify(args.node))) usageQueries++;
+        const node = JSON.stringify(args.node);
+        if (/usage_?records/i.test(node)) usageQueries++;
+        if (/cold_?starts/i.test(node)) coldStartQueries++;
         return args.node;
       },
       transformResult: async (args) => args.result,
@@ -80,6 +85,17 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
     const small = await gql(t.baseUrl, diamond(4, '__typename'));
     expect(small.status).toBe(200);
     expect(small.body.data).toEqual({ __typename: 'Query' });
+  });
+
+  it("reads a page's observed cold starts in one query, not one per endpoint", async () => {
+    for (let i = 0; i < 4; i++) await createEntry(database.db, { name: `Batch-${kind}-${i}`, published: true, offeredDedicated: true });
+    const before = coldStartQueries;
+    const res = await gql(t.baseUrl, '{ endpoints(first: 50) { edges { node { name observedColdStart { samples p50Seconds } } } } }');
+    expect(res.status).toBe(200);
+    const nodes = (res.body.data as { endpoints: { edges: { node: { name: string; observedColdStart: { samples: number } } }[] } }).endpoints.edges;
+    expect(nodes.length).toBeGreaterThanOrEqual(4);
+    expect(nodes.every((e) => e.node.observedColdStart.samples === 0)).toBe(true);
+    expect(coldStartQueries - before).toBe(1);
   });
 
   it('caps the fields of one operation, fragments counted where they are spread', async () => {

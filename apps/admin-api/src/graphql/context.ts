@@ -51,3 +51,28 @@ export function memoise<T>(ctx: GraphQLContext, key: string, load: () => Promise
   }
   return hit;
 }
+
+interface Batch<V> {
+  readonly ids: Set<string>;
+  readonly result: Promise<Map<string, V>>;
+}
+
+/**
+ * The value for `id` from one `load` of every id asked for under `key` in the same tick (the items of a list are
+ * resolved together): a per-row field costs one query per page, not one per row. `none` where `load` has no entry.
+ */
+export function batched<V>(ctx: GraphQLContext, key: string, id: string, load: (ids: string[]) => Promise<Map<string, V>>, none: V): Promise<V> {
+  const slot = `batch:${key}`;
+  let batch = ctx.memo.get(slot) as unknown as Batch<V> | undefined;
+  if (batch === undefined) {
+    const ids = new Set<string>();
+    const result = Promise.resolve().then(() => {
+      ctx.memo.delete(slot); // ids asked for later go in a batch of their own
+      return load([...ids]);
+    });
+    batch = { ids, result };
+    ctx.memo.set(slot, batch as unknown as Promise<unknown>);
+  }
+  batch.ids.add(id);
+  return batch.result.then((m) => m.get(id) ?? none);
+}
