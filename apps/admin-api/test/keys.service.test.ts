@@ -1,8 +1,9 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
 import { hashSecret, SECRET_PREFIX } from '@infer/shared';
 import { ServiceError } from '../src/errors.ts';
-import { createApiKey, listApiKeys, revokeApiKey } from '../src/modules/keys/keys.service.ts';
+import { createApiKey, listApiKeys, MAX_LIVE_KEYS_PER_TENANT, revokeApiKey } from '../src/modules/keys/keys.service.ts';
 import { buildSnapshot } from '../src/modules/snapshots/snapshots.service.ts';
 import { createTenant } from '../src/modules/tenants/tenants.service.ts';
 
@@ -34,6 +35,31 @@ describe.each(testBackends())('keys service (%s)', (kind) => {
     const audit = await db.selectFrom('auditLog').select(['action', 'detail']).where('targetId', '=', created.key.id).execute();
     expect(audit.map((a) => a.action)).toEqual(['api_key.create']);
     expect(JSON.stringify(audit)).not.toContain(created.secret);
+  });
+
+  it('holds a tenant to MAX_LIVE_KEYS_PER_TENANT live keys; revoked and expired ones do not count', async () => {
+    const { db } = database;
+    const tenant = await createTenant(db, { slug: `capped-${kind}`, name: 'Capped' });
+    // All but one place taken directly (creating a thousand through the service is slow, not different).
+    await sql`insert into api_keys (tenant_id, name, prefix, hash)
+      select ${tenant.id}, 'bulk', 'infk_bulk', 'h-' || ${tenant.id}::text || '-' || g from generate_series(1, ${MAX_LIVE_KEYS_PER_TENANT - 1}) g`.execute(db);
+    await sql`insert into api_keys (tenant_id, name, prefix, hash, revoked_at) values (${tenant.id}, 'gone', 'infk_gone', ${`gone-${tenant.id}`}, now())`.execute(
+      db,
+    );
+    await sql`insert into api_keys (tenant_id, name, prefix, hash, expires_at) values (${tenant.id}, 'old', 'infk_old', ${`old-${tenant.id}`}, now() - interval '1 day')`.execute(
+      db,
+    );
+    const last = await createApiKey(db, { tenantId: tenant.id, name: 'the last place' });
+    const refused = await createApiKey(db, { tenantId: tenant.id, name: 'one too many' }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ServiceError);
+    expect(refused).toMatchObject({
+      code: 'conflict',
+      message: `a tenant holds at most ${MAX_LIVE_KEYS_PER_TENANT} live API keys: revoke keys no longer used first`,
+    });
+    // Revoking one frees its place.
+    await revokeApiKey(db, { tenantId: tenant.id, keyId: last.key.id });
+    await expect(createApiKey(db, { tenantId: tenant.id, name: 'in its place' })).resolves.toMatchObject({ key: { name: 'in its place' } });
+    await sql`delete from api_keys where tenant_id = ${tenant.id}`.execute(db);
   });
 
   it("treats another tenant's key as not found", async () => {

@@ -45,6 +45,12 @@ export interface CreatedApiKey {
   secret: string;
 }
 
+/**
+ * Live (unrevoked, unexpired) keys a tenant may hold: every key is in every data-plane node's snapshot and pushed to
+ * each through the outbox, so a member minting keys without end (tens of thousands an hour) grew every node's config.
+ */
+export const MAX_LIVE_KEYS_PER_TENANT = 1000;
+
 /** Issues an inference key for a tenant (serves shared and dedicated modes). */
 export async function createApiKey(db: Db, input: CreateApiKeyInput): Promise<CreatedApiKey> {
   const name = checkCredentialInput(input.name, input.expiresAt);
@@ -52,8 +58,19 @@ export async function createApiKey(db: Db, input: CreateApiKeyInput): Promise<Cr
   if (!isUuid(input.tenantId)) throw notFound('tenant');
   const secret = generateSecret(SECRET_PREFIX.inference);
   return withTransaction(db, async (trx) => {
-    const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', input.tenantId).executeTakeFirst();
+    // The tenant's row held while its live keys are counted: two creations at once cannot both take the last place.
+    const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', input.tenantId).forNoKeyUpdate().executeTakeFirst();
     if (!tenant) throw notFound('tenant');
+    const live = await trx
+      .selectFrom('apiKeys')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('tenantId', '=', input.tenantId)
+      .where('revokedAt', 'is', null)
+      .where((eb) => eb.or([eb('expiresAt', 'is', null), eb('expiresAt', '>', sql<Date>`now()`)]))
+      .executeTakeFirstOrThrow();
+    if (Number(live.n) >= MAX_LIVE_KEYS_PER_TENANT) {
+      throw new ServiceError('conflict', `a tenant holds at most ${MAX_LIVE_KEYS_PER_TENANT} live API keys: revoke keys no longer used first`);
+    }
     const row = await trx
       .insertInto('apiKeys')
       .values({
