@@ -100,6 +100,17 @@ describe.each(testBackends())('login throttle (%s)', (kind) => {
       // Unknown accounts cost the same as known ones, and count against the address all the same.
       for (let i = 0; i < 8; i++) statuses.push((await login(c, `spray-${i}@example.com`, 'guess', { 'x-forwarded-for': `10.0.0.${i}` })).status);
       expect(statuses).toEqual([401, 401, 401, 401, 401, 401, 429, 429]);
+      // A refused address makes no counters for the accounts it tries: one for the address, two per account it got to.
+      const rows = await spray.db
+        .selectFrom('authThrottle')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow();
+      for (let i = 8; i < 40; i++) expect((await login(c, `spray-${i}@example.com`, 'guess')).status).toBe(429);
+      const after = await spray.db
+        .selectFrom('authThrottle')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow();
+      expect([Number(rows.n), Number(after.n)]).toEqual([1 + 2 * 6, 1 + 2 * 6]);
     } finally {
       await c.close();
       await spray.close();

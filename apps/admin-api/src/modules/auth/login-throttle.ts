@@ -21,8 +21,8 @@ export interface LoginAttempt {
 
 /**
  * Login attempts counted in PostgreSQL, so every control-plane replica shares them. An attempt is
- * counted (atomically, one statement) BEFORE the password is checked, so parallel or batched
- * guesses cannot all slip through before the first failure is recorded.
+ * counted (atomically: the address's counter, then the account's two) BEFORE the password is checked, so parallel
+ * or batched guesses cannot all slip through before the first failure is recorded.
  */
 export interface LoginThrottle {
   /** Counts one attempt for email + IP; throws `rate_limited` (without checking anything) past a limit. */
@@ -45,26 +45,33 @@ export function createLoginThrottle(db: Db, opts: LoginThrottleOptions = {}): Lo
   return {
     async begin(email, ip) {
       const keys = keysOf(email, ip);
-      const rows = await db
-        .insertInto('authThrottle')
-        .values([keys.accountIp, keys.account, keys.ip].map((key) => ({ key, windowStart: sql<Date>`now()`, attempts: 1 })))
-        .onConflict((oc) =>
-          oc.column('key').doUpdateSet({
-            attempts: sql<number>`case when ${expired} then 1 else auth_throttle.attempts + 1 end`,
-            windowStart: sql<Date>`case when ${expired} then now() else auth_throttle.window_start end`,
-          }),
-        )
-        .returning(['key', 'attempts', 'windowStart', sql<number>`extract(epoch from now())`.as('nowS')])
-        .execute();
-      for (const row of rows) {
-        const limit = row.key === keys.accountIp ? limits.accountIp : row.key === keys.account ? limits.account : limits.ip;
-        if (row.attempts > limit) {
-          const leftS = row.windowStart.getTime() / 1000 + windowS - Number(row.nowS);
-          throw new ServiceError('rate_limited', `too many failed login attempts; try again in ${Math.max(1, Math.ceil(leftS / 60))} minute(s)`, null, {
-            retryAfterS: leftS,
-          });
+      const limitOf = (key: string): number => (key === keys.accountIp ? limits.accountIp : key === keys.account ? limits.account : limits.ip);
+      /** Counts one attempt on each key (atomically, one statement); throws past any key's limit. */
+      const count = async (counted: readonly string[]): Promise<void> => {
+        const rows = await db
+          .insertInto('authThrottle')
+          .values(counted.map((key) => ({ key, windowStart: sql<Date>`now()`, attempts: 1 })))
+          .onConflict((oc) =>
+            oc.column('key').doUpdateSet({
+              attempts: sql<number>`case when ${expired} then 1 else auth_throttle.attempts + 1 end`,
+              windowStart: sql<Date>`case when ${expired} then now() else auth_throttle.window_start end`,
+            }),
+          )
+          .returning(['key', 'attempts', 'windowStart', sql<number>`extract(epoch from now())`.as('nowS')])
+          .execute();
+        for (const row of rows) {
+          if (row.attempts > limitOf(row.key)) {
+            const leftS = row.windowStart.getTime() / 1000 + windowS - Number(row.nowS);
+            throw new ServiceError('rate_limited', `too many failed login attempts; try again in ${Math.max(1, Math.ceil(leftS / 60))} minute(s)`, null, {
+              retryAfterS: leftS,
+            });
+          }
         }
-      }
+      };
+      // The address first, alone: an address past its limit is refused before any counter of the accounts it tries is
+      // made (spraying random emails once added two rows per attempt, refused or not).
+      await count([keys.ip]);
+      await count([keys.accountIp, keys.account]);
       return {
         async succeeded() {
           await db
