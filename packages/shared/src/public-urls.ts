@@ -14,15 +14,13 @@ export type Surface = 'shared' | 'dedicated';
 /** The <tenant> segment shown to callers who cannot see a tenant-scoped URL; left unencoded. */
 export const TENANT_PLACEHOLDER = '<tenant>';
 
-const trimSlash = (s: string): string => trimTrailingSlashes(s);
-
 /** The shared surface's base URL, up to and including `v1`. */
-export const sharedBaseUrl = (urls: PublicUrls): string => trimSlash(urls.sharedBaseUrl);
+export const sharedBaseUrl = (urls: PublicUrls): string => trimTrailingSlashes(urls.sharedBaseUrl);
 
 /** `{dataplane}/funccall/<tenant>/endpoints/<Name>/v1` (spec 4 #2, up to and including v1). */
 export function dedicatedBaseUrl(urls: PublicUrls, tenantSlug: string, name: string): string {
   const tenant = tenantSlug === TENANT_PLACEHOLDER ? tenantSlug : encodeURIComponent(tenantSlug);
-  return `${trimSlash(urls.dataplaneUrl)}/funccall/${tenant}/endpoints/${encodeURIComponent(name)}/v1`;
+  return `${trimTrailingSlashes(urls.dataplaneUrl)}/funccall/${tenant}/endpoints/${encodeURIComponent(name)}/v1`;
 }
 
 /**

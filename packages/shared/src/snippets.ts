@@ -34,13 +34,11 @@ export function requestBody(input: SnippetInput): Record<string, unknown> {
 /** Single-quotes a string for POSIX shells. */
 export const shellQuote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
 
-const trimSlash = (s: string): string => trimTrailingSlashes(s);
-
 export function curlSnippet(input: SnippetInput): string {
   const key = input.apiKey ?? KEY_PLACEHOLDER;
   const body = JSON.stringify(requestBody(input), null, 2);
   return [
-    `curl ${input.stream ? '-N ' : ''}${shellQuote(`${trimSlash(input.baseUrl)}/chat/completions`)} \\`,
+    `curl ${input.stream ? '-N ' : ''}${shellQuote(`${trimTrailingSlashes(input.baseUrl)}/chat/completions`)} \\`,
     `  -H ${shellQuote(`Authorization: Bearer ${key}`)} \\`,
     `  -H 'Content-Type: application/json' \\`,
     `  -d ${shellQuote(body)}`,
@@ -58,7 +56,7 @@ export function pythonSnippet(input: SnippetInput): string {
     'from openai import OpenAI',
     '',
     'client = OpenAI(',
-    `    base_url=${pyStr(trimSlash(input.baseUrl))},`,
+    `    base_url=${pyStr(trimTrailingSlashes(input.baseUrl))},`,
     `    api_key=${pyStr(input.apiKey ?? KEY_PLACEHOLDER)},`,
     ')',
     '',
@@ -78,7 +76,7 @@ export function nodeSnippet(input: SnippetInput): string {
     "import OpenAI from 'openai';",
     '',
     'const client = new OpenAI({',
-    `  baseURL: ${JSON.stringify(trimSlash(input.baseUrl))},`,
+    `  baseURL: ${JSON.stringify(trimTrailingSlashes(input.baseUrl))},`,
     `  apiKey: ${JSON.stringify(input.apiKey ?? KEY_PLACEHOLDER)},`,
     '});',
     '',

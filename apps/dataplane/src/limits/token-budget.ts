@@ -10,12 +10,17 @@ const PROMPT_LOWER_BOUND = 0.75;
 const HAS_WIDE = /[\u2e80-\uffff]/;
 const WIDE_FROM = 0x2e80;
 
-/** Characters of `text` as the estimate weighs them: 1 each, 4 (a whole token) for a wide one. No allocation. */
-export function weightedLength(text: string): number {
-  if (!HAS_WIDE.test(text)) return text.length;
+/** Wide characters of `text` (UTF-16 units from U+2E80). No allocation. */
+export function wideChars(text: string): number {
+  if (!HAS_WIDE.test(text)) return 0;
   let wide = 0;
   for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) >= WIDE_FROM) wide++;
-  return text.length + 3 * wide;
+  return wide;
+}
+
+/** Characters of `text` as the estimate weighs them: 1 each, 4 (a whole token) for a wide one. No allocation. */
+export function weightedLength(text: string): number {
+  return text.length + 3 * wideChars(text);
 }
 
 /**

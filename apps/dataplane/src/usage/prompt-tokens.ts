@@ -5,7 +5,7 @@
 // usage never pays for them.
 import { randomInt } from 'node:crypto';
 import { createRequire } from 'node:module';
-import { weightedLength } from '../limits/token-budget.ts';
+import { wideChars } from '../limits/token-budget.ts';
 
 export interface Encoding {
   countTokens(text: string, options?: { disallowedSpecial?: Set<string> }): number;
@@ -115,7 +115,7 @@ export function countTexts(enc: Encoding, texts: readonly string[], random: (bel
   // Wide characters (CJK, kana, Hangul, emoji halves): each is at least about half a token in any text, so half a token
   // each is a bound the bill never goes under, whatever the samples met.
   let wide = 0;
-  for (const t of texts) wide += (weightedLength(t) - t.length) / 3;
+  for (const t of texts) wide += wideChars(t);
   for (let i = 0; i < SAMPLE_PIECES; i++) {
     let from = i * stride + random(Math.max(1, stride - PIECE_CHARS));
     // Start at a word when one begins nearby, so the sample cuts no word at its start either.

@@ -19,10 +19,8 @@ import {
   type DeploymentView,
   type ReplicaView,
 } from './deployments.service.ts';
-import { observedColdStarts, type ObservedColdStart } from './node-load.ts';
+import { NO_SAMPLES, observedColdStarts, type ObservedColdStart } from './node-load.ts';
 import { batched } from '../../graphql/context.ts';
-
-const NO_COLD_STARTS: ObservedColdStart = Object.freeze({ samples: 0, p50Seconds: null, p95Seconds: null });
 import { provisionerKinds } from './provisioners/provisioner.ts';
 import { availableProvisioners } from './available-provisioners.ts';
 
@@ -95,7 +93,7 @@ builder.objectField(Endpoint, 'observedColdStart', (t) =>
     description: 'Cold starts measured on dedicated deployments of this entry, beside the stated Cold Start TTFT.',
     complexity: 5,
     // Every entry of a page asks in the same tick: one query for all of them (it was one per entry: 500 for a page).
-    resolve: (entry, _args, ctx) => batched(ctx, 'observedColdStart', entry.id, (ids) => observedColdStarts(ctx.db, ids), NO_COLD_STARTS),
+    resolve: (entry, _args, ctx) => batched(ctx, 'observedColdStart', entry.id, (ids) => observedColdStarts(ctx.db, ids), NO_SAMPLES),
   }),
 );
 

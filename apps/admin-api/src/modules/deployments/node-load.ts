@@ -125,7 +125,8 @@ export async function measuredColdStarts(db: Db, entryIds: readonly string[]): P
   return out;
 }
 
-const NO_SAMPLES: ObservedColdStart = Object.freeze({ samples: 0, p50Seconds: null, p95Seconds: null });
+/** An entry with no cold start measured. */
+export const NO_SAMPLES: ObservedColdStart = Object.freeze({ samples: 0, p50Seconds: null, p95Seconds: null });
 
 /**
  * Observed time to first token of requests that waited for a cold start, per catalog entry (its last `limit` samples),
