@@ -46,3 +46,11 @@ export function checkName(raw: string, field: string, rules: NameRules): string 
   }
   return name;
 }
+
+/** The longest runtime URL a service takes (an upstream's, a deployment's externalUrl): the routers cap theirs the same. */
+export const MAX_URL_LENGTH = 2000;
+
+/** Refuses a URL longer than MAX_URL_LENGTH (before any parsing or trimming of it), naming `param`. */
+export function checkUrlLength(url: string, param: string): void {
+  if (url.length > MAX_URL_LENGTH) throw new ServiceError('invalid', `${param} must be at most ${MAX_URL_LENGTH} characters`, param);
+}

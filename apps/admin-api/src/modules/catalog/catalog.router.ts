@@ -1,3 +1,4 @@
+import { MAX_URL_LENGTH } from '../../check-name.ts';
 import { z } from 'zod';
 import { runtimeKinds } from '@infer/shared';
 import { notFound } from '../../errors.ts';
@@ -116,7 +117,7 @@ export const catalogRouter = router({
       .input(
         z.object({
           entryId: z.uuid(),
-          url: z.string().min(1).max(2000),
+          url: z.string().min(1).max(MAX_URL_LENGTH),
           kind: z.enum(runtimeKinds),
           servedModel: z.string().min(1).max(300),
           apiKey: z.string().max(2000).nullable().optional(),

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { RuntimeKind } from '@infer/shared';
 import { trimTrailingSlashes } from '@infer/shared';
 import { isUuid, type Db } from '../../db.ts';
-import { checkName, checkNameCharacters } from '../../check-name.ts';
+import { checkName, checkNameCharacters, checkUrlLength } from '../../check-name.ts';
 import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
 import { requirePlatformAdmin } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
@@ -166,7 +166,7 @@ export interface AddUpstreamInput {
 
 /** Adds a shared-surface replica to an entry. */
 export async function addUpstream(db: Db, input: AddUpstreamInput): Promise<Upstream> {
-  if (input.url.length > 2000) throw new ServiceError('invalid', 'url must be at most 2000 characters', 'url');
+  checkUrlLength(input.url, 'url');
   let url: URL;
   try {
     url = new URL(input.url);

@@ -1,3 +1,4 @@
+import { MAX_URL_LENGTH } from '../../check-name.ts';
 import { z } from 'zod';
 import { authedProcedure, router, tenantProcedure } from '../../trpc/init.ts';
 import {
@@ -46,7 +47,7 @@ export const deploymentsRouter = router({
         maxReplicas: replicas.default(1),
         autoscaling,
         provisioner: z.enum(provisionerKinds).default('local'),
-        externalUrl: z.string().max(2000).nullable().optional(),
+        externalUrl: z.string().max(MAX_URL_LENGTH).nullable().optional(),
       }),
     )
     .mutation(({ ctx, input }) => deployEndpoint(ctx.deployments, ctx.principal, { ...input, tenantId: ctx.tenantId })),

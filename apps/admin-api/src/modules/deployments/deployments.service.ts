@@ -2,7 +2,7 @@
 // GraphQL call these functions. Replicas are started in the background by the reconciler.
 import type { DeploymentState, RuntimeKind } from '@infer/shared';
 import type { ReplicaState } from '@infer/db';
-import { checkNameCharacters } from '../../check-name.ts';
+import { checkNameCharacters, checkUrlLength } from '../../check-name.ts';
 import { notFound, ServiceError } from '../../errors.ts';
 import { isPlatformAdmin, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
@@ -129,12 +129,9 @@ function validateScaling(minReplicas: number, maxReplicas: number, autoscaling: 
   return out;
 }
 
-/** The longest runtime URL taken (GraphQL's argument has no cap of its own; tRPC's input is capped at the same). */
-const MAX_URL_LENGTH = 2000;
-
 async function validateExternalUrl(ctx: DeploymentsContext, raw: string | null | undefined): Promise<string> {
   if (!raw) throw new ServiceError('invalid', 'externalUrl is required for the external provisioner', 'externalUrl');
-  if (raw.length > MAX_URL_LENGTH) throw new ServiceError('invalid', `externalUrl must be at most ${MAX_URL_LENGTH} characters`, 'externalUrl');
+  checkUrlLength(raw, 'externalUrl'); // GraphQL's argument has no cap of its own
   let url: URL;
   try {
     url = new URL(raw);
