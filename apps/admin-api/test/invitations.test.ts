@@ -3,12 +3,14 @@
 // on both transports.
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
 import { buildAdminApp } from '../src/app.ts';
 import { listAudit } from '../src/modules/audit/audit.service.ts';
 import { createUser } from '../src/modules/auth/auth.service.ts';
 import { createSession } from '../src/modules/auth/sessions.ts';
+import { MAX_OPEN_INVITATIONS_PER_TENANT } from '../src/modules/tenants/invitations.service.ts';
 import { addMember, createTenant, getMembership } from '../src/modules/tenants/tenants.service.ts';
 import { NODE_TOKEN } from './helpers.ts';
 
@@ -276,5 +278,43 @@ describe.each(testBackends())('tenant invitations (%s)', (kind) => {
     const g = await gql(ownerA, INVITE, { t: tenantA, e: 'no-at-sign' });
     expect(g).toMatchObject({ code: 'invalid', param: 'email' });
     expect(g.message).toMatch(/email/);
+  });
+
+  it('holds a tenant to MAX_OPEN_INVITATIONS_PER_TENANT open invitations; renewals, expired and withdrawn ones take no new place', async () => {
+    const capped = (await createTenant(database.db, { slug: `inv-cap-${kind}`, name: 'Capped' })).id;
+    const owner = await user('cap-owner');
+    await addMember(database.db, { tenantId: capped, userId: owner.userId, role: 'owner' });
+    // All but one place taken directly (inviting a thousand through the API is slow, not different).
+    await sql`insert into invitations (tenant_id, email, role, token_hash, expires_at)
+      select ${capped}, 'bulk-' || g || '@example.com', 'member', md5(${capped}::text || g), now() + interval '1 day'
+      from generate_series(1, ${MAX_OPEN_INVITATIONS_PER_TENANT - 1}) g`.execute(database.db);
+    await sql`insert into invitations (tenant_id, email, role, token_hash, expires_at)
+      values (${capped}, 'expired@example.com', 'member', md5(${capped}::text || 'x'), now() - interval '1 day')`.execute(database.db);
+
+    const last = await gql(owner, INVITE, { t: capped, e: 'the-last-place@example.com' });
+    expect(last.code).toBeNull();
+    const refused = await gql(owner, INVITE, { t: capped, e: 'one-too-many@example.com' });
+    expect(refused).toMatchObject({
+      status: 200,
+      code: 'conflict',
+      message: `a tenant holds at most ${MAX_OPEN_INVITATIONS_PER_TENANT} open invitations: withdraw ones no longer wanted first`,
+    });
+    const refusedTrpc = await trpc(owner, 'tenants.invitations.create', { tenantId: capped, email: 'one-too-many@example.com' });
+    expect(refusedTrpc).toMatchObject({ status: 409, code: 'CONFLICT' });
+    // Nothing half-written: no row and no audit row for the refused email.
+    const rows = await database.db.selectFrom('invitations').select('id').where('email', '=', 'one-too-many@example.com').execute();
+    expect(rows).toEqual([]);
+    // Renewing an open invitation takes no new place; neither does inviting the expired address again (it renews that row).
+    expect((await gql(owner, INVITE, { t: capped, e: 'bulk-7@example.com', r: 'OWNER' })).code).toBeNull();
+    expect((await gql(owner, INVITE, { t: capped, e: 'the-last-place@example.com' })).code).toBeNull();
+    // Withdrawing one frees its place.
+    const withdrawn = await gql(owner, `mutation($t: ID!, $id: ID!) { revokeInvitation(tenantId: $t, id: $id) }`, {
+      t: capped,
+      id: last.data.inviteMember.invitationId,
+    });
+    expect(withdrawn.code).toBeNull();
+    expect((await gql(owner, INVITE, { t: capped, e: 'one-too-many@example.com' })).code).toBeNull();
+    // Another tenant's places are its own.
+    expect((await gql(ownerB, INVITE, { t: tenantB, e: `elsewhere-${++seq}@example.com` })).code).toBeNull();
   });
 });

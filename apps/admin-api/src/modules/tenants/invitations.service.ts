@@ -13,6 +13,8 @@ import { withTransaction } from '../snapshots/outbox.ts';
 
 /** How long an invitation can be accepted. */
 export const INVITATION_TTL_MS = 7 * 24 * 60 * 60 * 1000;
+/** Open (pending, unexpired) invitations a tenant may hold at once; renewing one does not take a new place. */
+export const MAX_OPEN_INVITATIONS_PER_TENANT = 1000;
 const TOKEN_PREFIX = 'infi_';
 const EMAIL = /^[^\s@\p{Cc}]+@[^\s@\p{Cc}]+$/u;
 const ROLES: readonly MembershipRole[] = ['owner', 'member'];
@@ -100,7 +102,22 @@ export async function createInvitation(
   const tokenHash = hashSecret(token);
   const expiresAt = new Date(Date.now() + INVITATION_TTL_MS);
   const invitedBy = input.actor?.userId ?? null;
+  if (!isUuid(input.tenantId)) throw notFound('tenant');
   return withTransaction(db, async (trx) => {
+    // The tenant's row held while its open invitations are counted: two invitations at once cannot both take the last place.
+    const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', input.tenantId).forNoKeyUpdate().executeTakeFirst();
+    if (!tenant) throw notFound('tenant');
+    const open = await trx
+      .selectFrom('invitations')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('tenantId', '=', input.tenantId)
+      .where('status', '=', 'pending')
+      .where('expiresAt', '>', sql<Date>`now()`)
+      .where('email', '<>', email)
+      .executeTakeFirstOrThrow();
+    if (Number(open.n) >= MAX_OPEN_INVITATIONS_PER_TENANT) {
+      throw new ServiceError('conflict', `a tenant holds at most ${MAX_OPEN_INVITATIONS_PER_TENANT} open invitations: withdraw ones no longer wanted first`);
+    }
     const row = await trx
       .insertInto('invitations')
       .values({ tenantId: input.tenantId, email, role, tokenHash, invitedBy, expiresAt })
