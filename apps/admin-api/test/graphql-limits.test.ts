@@ -1,9 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
 import { parse } from 'graphql';
 import { asServiceError } from '../src/errors.ts';
 import { createEntry } from '../src/modules/catalog/catalog.service.ts';
+import { createDeployment, registerReplica, type Deployment } from '../src/modules/deployments/deployment-store.ts';
 import { operationSize } from '../src/graphql/operation-limits.ts';
 import { createRequestDb } from '../src/request-db.ts';
 import { appOn, gql, type RunningApp } from './app-on.ts';
@@ -18,6 +20,9 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
   let usageQueries = 0;
   /** Queries on cold_starts (Endpoint.observedColdStart). */
   let coldStartQueries = 0;
+  /** Queries on replica_intervals (the GPU ledger) and deployment_replicas. */
+  let ledgerQueries = 0;
+  let replicaQueries = 0;
 
   beforeAll(async () => {
     database = await createTestDb(kind);
@@ -27,6 +32,8 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
         const node = JSON.stringify(args.node);
         if (/usage_?records/i.test(node)) usageQueries++;
         if (/cold_?starts/i.test(node)) coldStartQueries++;
+        if (/replica_?intervals/i.test(node)) ledgerQueries++;
+        if (/deployment_?replicas/i.test(node)) replicaQueries++;
         return args.node;
       },
       transformResult: async (args) => args.result,
@@ -96,6 +103,53 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
     expect(nodes.length).toBeGreaterThanOrEqual(4);
     expect(nodes.every((e) => e.node.observedColdStart.samples === 0)).toBe(true);
     expect(coldStartQueries - before).toBe(1);
+  });
+
+  it("reads a tenant's deployments' GPU time and replicas in one query each, not one per deployment", async () => {
+    // A tenant deploys an entry once: four entries, one deployment each.
+    const made: Deployment[] = [];
+    for (let i = 0; i < 4; i++) {
+      const entry = await createEntry(database.db, { name: `Gpu-batch-${kind}-${i}`, published: true, offeredDedicated: true, gpuCount: 2 });
+      made.push(await createDeployment(database.db, { tenantId: w.tenantA.id, entryName: entry.name, minReplicas: 0, maxReplicas: 1, provisioner: 'local' }));
+    }
+    const day = new Date(Date.UTC(2026, 0, 5));
+    const at = (sec: number) => new Date(day.getTime() + sec * 1000);
+    // Deployment i ran (i + 1) x 100 s on 2 GPUs; the last one never ran. Another tenant's interval on a deployment id of A's is not A's.
+    const interval = (deploymentId: string, tenantId: string, seconds: number) => ({
+      replicaId: randomUUID(),
+      deploymentId,
+      tenantId,
+      entryId: made[0]!.entryId,
+      gpuCount: 2,
+      phase: 'serving' as const,
+      startedAt: at(0),
+      endedAt: at(seconds),
+      lastHeartbeatAt: at(seconds),
+    });
+    await database.db
+      .insertInto('replicaIntervals')
+      .values([...made.slice(0, 3).map((d, i) => interval(d.id, w.tenantA.id, (i + 1) * 100)), interval(made[3]!.id, w.tenantB.id, 999)])
+      .execute();
+    for (const d of made.slice(0, 2)) {
+      await registerReplica(database.db, { deploymentId: d.id, url: 'http://127.0.0.1:9', kind: 'sim', servedModel: d.entryName });
+    }
+
+    const ledger = ledgerQueries;
+    const replicas = replicaQueries;
+    const res = await gql(
+      t.baseUrl,
+      `query($t: ID!, $from: DateTime, $to: DateTime) { tenant(id: $t) { deployments { id gpuSeconds(from: $from, to: $to) replicas { id } } } }`,
+      owner(),
+      { t: w.tenantA.id, from: day.toISOString(), to: at(86_400).toISOString() },
+    );
+    expect(res.status).toBe(200);
+    expect(res.body.errors).toBeUndefined();
+    const rows = (res.body.data as { tenant: { deployments: { id: string; gpuSeconds: number; replicas: { id: string }[] }[] } }).tenant.deployments;
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    expect(made.map((d) => byId.get(d.id)?.gpuSeconds)).toEqual([200, 400, 600, 0]);
+    expect(made.map((d) => byId.get(d.id)?.replicas.length)).toEqual([1, 1, 0, 0]);
+    expect(ledgerQueries - ledger).toBe(1);
+    expect(replicaQueries - replicas).toBe(1);
   });
 
   it('caps the fields of one operation, fragments counted where they are spread', async () => {

@@ -18,6 +18,7 @@ import {
   deployEndpoint,
   getDeployment,
   getDeploymentGpuSeconds,
+  getDeploymentsGpuSeconds,
   MAX_REPLICAS,
 } from '../src/modules/deployments/deployments.service.ts';
 import { openReplicaInterval } from '../src/modules/deployments/gpu-ledger.ts';
@@ -197,6 +198,13 @@ describe.each(testBackends())('services check the caller themselves (%s)', (kind
     await deleteDeploymentRow(database.db, ref);
     expect((await getDeploymentGpuSeconds(deployments, p.memberA, ref)).total).toBeGreaterThanOrEqual(0);
     await expect(getDeploymentGpuSeconds(deployments, p.ownerB, { tenantId: w.tenantB.id, deploymentId: own.id })).rejects.toMatchObject(notFound);
+    // The batched read (GraphQL lists): the tenant's role is checked, and another tenant's ledger answers nothing.
+    await expect(getDeploymentsGpuSeconds(deployments, p.ownerB, { tenantId: w.tenantA.id, deploymentIds: [own.id] })).rejects.toMatchObject({
+      code: 'not_found',
+    });
+    expect(await getDeploymentsGpuSeconds(deployments, p.ownerB, { tenantId: w.tenantB.id, deploymentIds: [own.id] })).toEqual(new Map());
+    // An id that is no uuid is no deployment (not a database error); a zero-length open interval has no GPU time yet.
+    expect(await getDeploymentsGpuSeconds(deployments, p.memberA, { tenantId: w.tenantA.id, deploymentIds: [own.id, 'not-a-uuid'] })).toEqual(new Map());
   });
 
   describe('deployment limits', () => {

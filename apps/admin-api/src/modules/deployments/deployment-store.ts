@@ -308,6 +308,20 @@ export async function listReplicas(db: Db, deploymentId: string): Promise<Replic
   return db.selectFrom('deploymentReplicas').select(replicaColumns).where('deploymentId', '=', deploymentId).orderBy('createdAt').execute();
 }
 
+/** The replicas of each of `deploymentIds`, oldest first, in one query; a deployment without any is absent. */
+export async function listReplicasOf(db: Db, deploymentIds: readonly string[]): Promise<Map<string, Replica[]>> {
+  const ids = deploymentIds.filter(isUuid);
+  const out = new Map<string, Replica[]>();
+  if (ids.length === 0) return out;
+  const rows = await db.selectFrom('deploymentReplicas').select(replicaColumns).where('deploymentId', 'in', ids).orderBy('createdAt').execute();
+  for (const r of rows) {
+    const list = out.get(r.deploymentId);
+    if (list) list.push(r);
+    else out.set(r.deploymentId, [r]);
+  }
+  return out;
+}
+
 /** A deployment by id (no tenant scope: the reconciler's view), or null. */
 export async function findDeploymentById(db: Db, deploymentId: string): Promise<Deployment | null> {
   if (!isUuid(deploymentId)) return null;

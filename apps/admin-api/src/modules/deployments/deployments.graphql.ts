@@ -9,7 +9,7 @@ import {
   deleteDeployment,
   deployEndpoint,
   getDeployment,
-  getDeploymentGpuSeconds,
+  getDeploymentsGpuSeconds,
   listDeployments,
   scaleDeployment,
   startDeployment,
@@ -116,8 +116,23 @@ const Deployment = builder.objectRef<DeploymentShape>('Deployment').implement({
       description: 'GPU-seconds billed in [from, to) (default: the last 30 days): replica lifetime x the entry GPU Count, boot, serving and idle.',
       args: { from: t.arg({ type: 'DateTime' }), to: t.arg({ type: 'DateTime' }) },
       complexity: 5,
-      resolve: async (d, args, ctx) =>
-        (await getDeploymentGpuSeconds(ctx.deployments, ctx.principal, { tenantId: d.tenantId, deploymentId: d.id, from: args.from, to: args.to })).total,
+      // Every deployment of a list (same tenant and range) in one ledger query.
+      resolve: (d, args, ctx) =>
+        batched(
+          ctx,
+          `gpuSeconds:${d.tenantId}:${args.from?.toISOString() ?? ''}:${args.to?.toISOString() ?? ''}`,
+          d.id,
+          async (ids) => {
+            const byId = await getDeploymentsGpuSeconds(ctx.deployments, ctx.principal, {
+              tenantId: d.tenantId,
+              deploymentIds: ids,
+              from: args.from,
+              to: args.to,
+            });
+            return new Map([...byId].map(([id, s]) => [id, s.total]));
+          },
+          0,
+        ),
     }),
     replicas: t.field({ type: [ReplicaRef], complexity: { field: 1, multiplier: 4 }, resolve: (d) => [...d.replicas] }),
     provisioner: t.exposeString('provisioner'),

@@ -14,6 +14,7 @@ import {
   findDeploymentById,
   findTenantDeployment,
   listReplicas,
+  listReplicasOf,
   listTenantDeployments,
   setReplicasState,
   recordScaleDecision,
@@ -25,7 +26,7 @@ import {
   type Replica,
   type TransitionInput,
 } from './deployment-store.ts';
-import { gpuSecondsOf, hasGpuTime, type GpuSeconds } from './gpu-ledger.ts';
+import { gpuSecondsByDeployment, gpuSecondsOf, hasGpuTime, type GpuSeconds } from './gpu-ledger.ts';
 import { resolveTargetConcurrency } from './target-concurrency.ts';
 import { normaliseRuntimeUrl } from './provisioners/external/external-provisioner.ts';
 import { AddressRefusedError } from '@infer/shared/address-guard';
@@ -155,7 +156,11 @@ async function validateExternalUrl(ctx: DeploymentsContext, raw: string | null |
 }
 
 async function toView(ctx: DeploymentsContext, d: Deployment): Promise<DeploymentView> {
-  const replicas = (await listReplicas(ctx.db, d.id)).map(({ id, state, kind, servedModel, createdAt }: Replica): ReplicaView => ({
+  return viewOf(ctx, d, await listReplicas(ctx.db, d.id));
+}
+
+function viewOf(ctx: DeploymentsContext, d: Deployment, rows: readonly Replica[]): DeploymentView {
+  const replicas = rows.map(({ id, state, kind, servedModel, createdAt }: Replica): ReplicaView => ({
     id,
     state,
     kind,
@@ -298,6 +303,20 @@ export async function getDeploymentGpuSeconds(
   return gpuSecondsOf(ctx.db, { tenantId: ref.tenantId, deploymentId: ref.deploymentId, from, to });
 }
 
+/**
+ * GPU-seconds in [from, to) of several of the tenant's deployments in one query (GraphQL's Deployment.gpuSeconds over a
+ * list). The ledger is read within the tenant, so an id of another tenant's (or no) deployment answers zero.
+ */
+export async function getDeploymentsGpuSeconds(
+  ctx: DeploymentsContext,
+  principal: Principal,
+  ref: { readonly tenantId: string; readonly deploymentIds: readonly string[]; readonly from?: Date | null; readonly to?: Date | null },
+): Promise<Map<string, GpuSeconds>> {
+  requireTenantRole(principal, ref.tenantId, 'member');
+  const { from, to } = usageRange(ref);
+  return gpuSecondsByDeployment(ctx.db, { tenantId: ref.tenantId, deploymentIds: ref.deploymentIds, from, to });
+}
+
 /** Stops serving at once (replicas leave the routing table in the same step) and stops the replicas in the background. */
 export async function stopDeployment(ctx: DeploymentsContext, principal: Principal, ref: DeploymentRef): Promise<DeploymentView> {
   requireTenantRole(principal, ref.tenantId, 'member');
@@ -346,7 +365,11 @@ export async function deleteDeployment(ctx: DeploymentsContext, principal: Princ
 export async function listDeployments(ctx: DeploymentsContext, principal: Principal, tenantId: string): Promise<DeploymentView[]> {
   requireTenantRole(principal, tenantId, 'member');
   const rows = await listTenantDeployments(ctx.db, tenantId);
-  return Promise.all(rows.map((d) => toView(ctx, d)));
+  const replicas = await listReplicasOf(
+    ctx.db,
+    rows.map((d) => d.id),
+  );
+  return rows.map((d) => viewOf(ctx, d, replicas.get(d.id) ?? []));
 }
 
 /** One of the tenant's deployments; another tenant's is "not found". */

@@ -150,6 +150,8 @@ export interface GpuSeconds {
 export interface GpuScope {
   readonly tenantId: string;
   readonly deploymentId?: string;
+  /** Only these deployments (with `deploymentId`, both apply). */
+  readonly deploymentIds?: readonly string[];
   readonly from: Date;
   readonly to: Date;
 }
@@ -173,6 +175,8 @@ const DAY_MS = 86_400_000;
  */
 export async function gpuPieces(db: Db, scope: GpuScope): Promise<GpuPiece[]> {
   if (!isUuid(scope.tenantId) || (scope.deploymentId !== undefined && !isUuid(scope.deploymentId))) return [];
+  const ids = scope.deploymentIds?.filter(isUuid);
+  if (ids !== undefined && ids.length === 0) return [];
   let q = db
     .selectFrom('replicaIntervals')
     .select([
@@ -191,6 +195,7 @@ export async function gpuPieces(db: Db, scope: GpuScope): Promise<GpuPiece[]> {
     .where('startedAt', '<', scope.to)
     .where(sql<boolean>`coalesce(ended_at, last_heartbeat_at) > ${scope.from}`);
   if (scope.deploymentId !== undefined) q = q.where('deploymentId', '=', scope.deploymentId);
+  if (ids !== undefined) q = q.where('deploymentId', 'in', ids);
   const rows = await q.execute();
   const out = new Map<string, { -readonly [K in keyof GpuPiece]: GpuPiece[K] }>();
   for (const r of rows) {
@@ -224,12 +229,29 @@ export async function hasGpuTime(db: Db, ref: { readonly tenantId: string; reado
   return row !== undefined;
 }
 
-/** GPU-seconds of a tenant (or one of its deployments) in [from, to), by phase. */
-export async function gpuSecondsOf(db: Db, scope: GpuScope): Promise<GpuSeconds> {
-  const sums = { boot: 0, serving: 0, idle: 0 };
-  for (const p of await gpuPieces(db, scope)) sums[p.phase] += p.gpuSeconds;
+type PhaseSums = Record<ReplicaPhase, number>;
+
+function gpuSecondsOfSums(sums: PhaseSums): GpuSeconds {
   const r = roundGpuSeconds;
   return { boot: r(sums.boot), serving: r(sums.serving), idle: r(sums.idle), total: r(sums.boot + sums.serving + sums.idle) };
+}
+
+/** GPU-seconds of a tenant (or one of its deployments) in [from, to), by phase. */
+export async function gpuSecondsOf(db: Db, scope: GpuScope): Promise<GpuSeconds> {
+  const sums: PhaseSums = { boot: 0, serving: 0, idle: 0 };
+  for (const p of await gpuPieces(db, scope)) sums[p.phase] += p.gpuSeconds;
+  return gpuSecondsOfSums(sums);
+}
+
+/** GPU-seconds in [from, to) of each of `deploymentIds` (of the tenant), in one query; a deployment without any is absent. */
+export async function gpuSecondsByDeployment(db: Db, scope: GpuScope & { readonly deploymentIds: readonly string[] }): Promise<Map<string, GpuSeconds>> {
+  const sums = new Map<string, PhaseSums>();
+  for (const p of await gpuPieces(db, scope)) {
+    const s = sums.get(p.deploymentId) ?? { boot: 0, serving: 0, idle: 0 };
+    s[p.phase] += p.gpuSeconds;
+    sums.set(p.deploymentId, s);
+  }
+  return new Map([...sums].map(([id, s]) => [id, gpuSecondsOfSums(s)]));
 }
 
 /** GPU-seconds to the millisecond, as answered (sums of float intervals carry noise: 415.59999999999997). */
