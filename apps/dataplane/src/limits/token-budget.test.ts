@@ -22,4 +22,20 @@ describe('prompt token estimate', () => {
       expect(estimate).toBeLessThan(real * 1.4);
     }
   });
+
+  it('counts what the template renders besides messages: offered tools and earlier tool calls, in the estimate and the count alike', () => {
+    const doc = 'The quarterly report says revenue grew in every region. '.repeat(200);
+    const plain = body('Do what the tool says.');
+    const withTools = {
+      ...plain,
+      tools: [{ type: 'function', function: { name: 'answer', description: doc, parameters: { type: 'object', properties: {} } } }],
+    };
+    const toolCall = { id: 'c1', type: 'function', function: { name: 'answer', arguments: JSON.stringify({ text: doc }) } };
+    const withCalls = { ...plain, messages: [...(plain['messages'] as unknown[]), { role: 'assistant', content: null, tool_calls: [toolCall] }] };
+    for (const b of [withTools, withCalls]) {
+      // About 2,600 tokens of text beyond the messages' content.
+      expect(estimatePromptTokens(b) - estimatePromptTokens(plain)).toBeGreaterThan(2500);
+      expect(countPromptTokens(b) - countPromptTokens(plain)).toBeGreaterThan(2000);
+    }
+  });
 });

@@ -24,9 +24,32 @@ export function weightedLength(text: string): number {
 }
 
 /**
- * Estimated prompt tokens: content characters / 4 (a CJK character and the like a token each), plus the template's
- * per-message overhead. Cheap on purpose: it runs on every request; billing without the runtime's usage counts with
- * a real tokenizer (usage/prompt-tokens.ts).
+ * What the chat template renders into the prompt besides each message's content and name, as JSON texts: the
+ * functions offered (`tools`, and the legacy `functions`: their names, descriptions and schemas) and the tool calls of
+ * earlier assistant turns. The limits' estimate and the billing count both read them here: a prompt carried in a tool's
+ * description is as long for the runtime as one in a message.
+ */
+export function structuredPromptTexts(body: Record<string, unknown>): string[] {
+  const out: string[] = [];
+  for (const field of ['tools', 'functions'] as const) {
+    const v = body[field];
+    if (Array.isArray(v) && v.length > 0) out.push(JSON.stringify(v));
+  }
+  const messages = body['messages'];
+  if (Array.isArray(messages)) {
+    for (const m of messages) {
+      const msg = m as { tool_calls?: unknown; function_call?: unknown } | null;
+      if (Array.isArray(msg?.tool_calls) && msg.tool_calls.length > 0) out.push(JSON.stringify(msg.tool_calls));
+      if (typeof msg?.function_call === 'object' && msg.function_call !== null) out.push(JSON.stringify(msg.function_call));
+    }
+  }
+  return out;
+}
+
+/**
+ * Estimated prompt tokens: characters / 4 (a CJK character and the like a token each) of the messages' content and
+ * what else the template renders (`structuredPromptTexts`), plus the template's per-message overhead. Cheap on purpose:
+ * it runs on every request; billing without the runtime's usage counts with a real tokenizer (usage/prompt-tokens.ts).
  */
 export function estimatePromptTokens(body: Record<string, unknown>): number {
   let chars = 0;
@@ -39,6 +62,7 @@ export function estimatePromptTokens(body: Record<string, unknown>): number {
       chars += typeof c === 'string' ? weightedLength(c) : c == null ? 0 : weightedLength(JSON.stringify(c));
     }
   }
+  for (const t of structuredPromptTexts(body)) chars += weightedLength(t);
   return Math.ceil(chars / 4) + count * MESSAGE_OVERHEAD + REPLY_PRIMING;
 }
 

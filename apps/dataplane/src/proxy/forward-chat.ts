@@ -162,10 +162,13 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
     metrics.countRequest('chat', call.mode, status, target.name);
     if (deps.logInfo === true) logRequest(log, call.requestId, 'chat', call.mode, target.name, status, latencyMs, { promptTokens, completionTokens, ttftMs });
   };
-  /** The record is in the spool before the stream's last bytes go (see AttemptOutcome 'streamed'). */
+  /**
+   * The record is in the spool before the stream's last bytes go (see AttemptOutcome 'streamed'). A first byte relayed
+   * proves the runtime read the prompt: it is billed even when the stream was cut before any text.
+   */
   const recordThenEnd = (o: Extract<AttemptOutcome, { kind: 'streamed' }>, status: number): void => {
     try {
-      record(status, o.usage, o.usage === null ? o.contentChunks : 0);
+      record(status, o.usage, o.usage === null ? o.contentChunks : 0, ttftMs !== null);
     } catch (err) {
       o.end();
       throw err;

@@ -34,6 +34,16 @@ describe('json answer', () => {
     expect(a.usage).toBeNull();
     expect(a.completionEstimate).toBe(2);
     expect(readJsonAnswer(Buffer.from('[1,2]'), 's', 'c')).toBeNull();
+    // Without usage, tool calls and reasoning are estimated as generated text too.
+    const message = {
+      role: 'assistant',
+      content: null,
+      reasoning_content: 'r'.repeat(40),
+      tool_calls: [{ id: 'c', type: 'function', function: { name: 'fn', arguments: 'a'.repeat(398) } }],
+    };
+    const tools = readJsonAnswer(Buffer.from(JSON.stringify({ model: 's', choices: [{ index: 0, message }] })), 's', 'c')!;
+    expect(tools.usage).toBeNull();
+    expect(tools.completionEstimate).toBe(110);
     expect(readJsonAnswer(Buffer.from('{"usage":{"prompt_tokens":1'), 's', 'c')).toBeNull();
   });
 });

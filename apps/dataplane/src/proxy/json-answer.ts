@@ -22,13 +22,31 @@ function readUsage(u: unknown): ChatUsage | null {
   return typeof p === 'number' && typeof c === 'number' ? { prompt_tokens: p, completion_tokens: c, total_tokens: p + c } : null;
 }
 
+/** Characters / 4 of everything the model generated: the content, the reasoning, and the tool calls' names and arguments. */
 function estimateCompletion(obj: Record<string, unknown>): number {
   let chars = 0;
+  const text = (v: unknown): void => {
+    if (typeof v === 'string') chars += v.length;
+  };
   const choices = obj['choices'];
   if (Array.isArray(choices)) {
     for (const ch of choices) {
-      const c = (ch as { message?: { content?: unknown } }).message?.content;
-      if (typeof c === 'string') chars += c.length;
+      const m = (ch as { message?: Record<string, unknown> } | null)?.message;
+      if (typeof m !== 'object' || m === null) continue;
+      text(m['content']);
+      text(m['reasoning_content']);
+      text(m['reasoning']);
+      const calls = m['tool_calls'];
+      if (Array.isArray(calls)) {
+        for (const call of calls) {
+          const f = (call as { function?: { name?: unknown; arguments?: unknown } } | null)?.function;
+          text(f?.name);
+          text(f?.arguments);
+        }
+      }
+      const legacy = m['function_call'] as { name?: unknown; arguments?: unknown } | null | undefined;
+      text(legacy?.name);
+      text(legacy?.arguments);
     }
   }
   return Math.ceil(chars / 4);

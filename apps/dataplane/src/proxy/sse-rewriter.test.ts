@@ -86,6 +86,24 @@ describe('sse rewriter', () => {
     }
   });
 
+  it('counts chunks of tool-call arguments and of reasoning as generated tokens, never an empty one', () => {
+    const chunk = (delta: Record<string, unknown>) => `data: ${JSON.stringify({ model: 'served', choices: [{ index: 0, delta }] })}\n\n`;
+    const call = (args: string) => chunk({ tool_calls: [{ index: 0, function: { arguments: args } }] });
+    const { rw } = run(
+      [
+        chunk({ role: 'assistant', content: null, tool_calls: [{ index: 0, id: 'c1', type: 'function', function: { name: 'f', arguments: '' } }] }),
+        call('{"a":'),
+        call('"x"}'),
+        chunk({ reasoning_content: 'think' }),
+        chunk({ reasoning: 'more' }),
+        chunk({ reasoning_content: '' }),
+        chunk({ content: 'done' }),
+      ],
+      { from: 'served', to: 'n', dropUsageChunk: true },
+    );
+    expect(rw.contentChunks).toBe(5);
+  });
+
   it('reads usage with nested details, and keeps a usage event that still has choices', () => {
     const nested =
       'data: {"model":"served","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":4},"note":"a}b"}}\n\n';

@@ -21,7 +21,7 @@ export interface SseRewriter {
   /** True once `data: [DONE]` went through. */
   readonly sawDone: boolean;
   readonly usage: ChatUsage | null;
-  /** Chunks that carried non-empty `content` (one token each, when the runtime reports no usage). */
+  /** Chunks that carried non-empty generated text: content, reasoning or tool-call arguments (one token each, when the runtime reports no usage). */
   readonly contentChunks: number;
 }
 
@@ -57,13 +57,15 @@ const BRACE = 0x7b;
 const LAST_L = 0x6c; // "model"
 const LAST_T = 0x74; // "content"
 const LAST_R = 0x72; // "error"
+const LAST_S = 0x73; // "arguments"
+const LAST_G = 0x67; // "reasoning"
 
 /**
  * The keys the rewriter acts on, found in one pass (a regex scans as fast as one indexOf, where a
  * search per key would scan the text once per key). JSON escapes quotes inside strings, so a match
  * is always a real key.
  */
-const KEYS = /"(?:model|content|usage|error)":/g;
+const KEYS = /"(?:model|content|usage|error|arguments|reasoning_content|reasoning)":/g;
 
 function hasDone(text: string): boolean {
   // [DONE] ends a stream: search from the end.
@@ -281,8 +283,9 @@ class Rewriter implements SseRewriter {
           if (end >= 0) errorLineEnd = end;
           else errorScanEnd = -end;
         }
-      } else if (key === LAST_T) {
-        // "content": one token per chunk that carries non-empty content (when the runtime reports no usage).
+      } else if (key === LAST_T || key === LAST_S || key === LAST_G) {
+        // "content", "reasoning_content", "reasoning", a tool call's "arguments": one token per chunk that carries
+        // non-empty generated text (when the runtime reports no usage).
         if (text.charCodeAt(value) === QUOTE && text.charCodeAt(value + 1) !== QUOTE) this.contentChunks++;
       } else if (key === LAST_L) {
         if (!this.rewrite || at < dropEnd || at < errorLineEnd) continue;

@@ -5,7 +5,7 @@
 // usage never pays for them.
 import { randomInt } from 'node:crypto';
 import { createRequire } from 'node:module';
-import { wideChars } from '../limits/token-budget.ts';
+import { structuredPromptTexts, wideChars } from '../limits/token-budget.ts';
 
 export interface Encoding {
   countTokens(text: string, options?: { disallowedSpecial?: Set<string> }): number;
@@ -133,7 +133,10 @@ export function countTexts(enc: Encoding, texts: readonly string[], random: (bel
   return Math.max(sampled, Math.ceil(wide / 2));
 }
 
-/** Prompt tokens of a chat body: every message's text with the family's tokenizer (`countTexts`), plus template overheads. */
+/**
+ * Prompt tokens of a chat body: every message's text and what else the template renders (`structuredPromptTexts`)
+ * with the family's tokenizer (`countTexts`), plus template overheads.
+ */
 export function countPromptTokens(
   body: Record<string, unknown>,
   enc: Encoding = encoding(encodingFor(typeof body['model'] === 'string' ? body['model'] : '')),
@@ -145,5 +148,6 @@ export function countPromptTokens(
     texts.push(textOf(msg?.content));
     if (typeof msg?.name === 'string') texts.push(msg.name);
   }
+  texts.push(...structuredPromptTexts(body));
   return REPLY_PRIMING_TOKENS + MESSAGE_OVERHEAD_TOKENS * messages.length + countTexts(enc, texts);
 }
