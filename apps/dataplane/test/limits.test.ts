@@ -84,6 +84,19 @@ describe('rate limits (in memory)', () => {
     await c.text();
   });
 
+  it("holds a tenant without limits of its own to the node's default over all its keys: more keys, or a key's own higher limit, get no more", async () => {
+    // Key k-a's own limit is far above the default (members may set one); SECOND_A sets none.
+    node = await startLimitedNode(sim.url, tenantLimits({}, { rpm: 1_000_000_000 }), { defaultRpm: 3 });
+    const statuses: number[] = [];
+    for (const key of [SECRET_A, SECRET_A, SECOND_A, SECRET_A, SECOND_A]) {
+      const res = await post(node.url + CHAT, smallBody(), key);
+      statuses.push(res.status);
+      if (res.status === 429) expect(res.headers.get('x-ratelimit-limit-requests')).toBe('3');
+      await res.text();
+    }
+    expect(statuses).toEqual([200, 200, 200, 429, 429]);
+  });
+
   it("counts a tenant's limit over all its keys together: more keys, or a key's own higher limit, get no more", async () => {
     // A member's own key limit (1000) cannot lift the tenant's.
     node = await startLimitedNode(sim.url, tenantLimits({ rpm: 3 }, { rpm: 1000 }), {});

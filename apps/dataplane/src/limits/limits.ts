@@ -120,16 +120,19 @@ function tighter(a: RateDecision, b: RateDecision): RateDecision {
 /**
  * Per-key and per-tenant RPM/TPM (in memory, or shared through Redis), per-target replica concurrency, context-length
  * pre-check. The limits themselves come from the config view (`ResolvedKey.limits`, `.tenantLimits`,
- * `RouteTarget.limits`); the node's defaults apply, per key, where neither the key nor its tenant sets one.
+ * `RouteTarget.limits`); the node's defaults apply to the tenant's window where the tenant sets none.
  */
 export function createLimits(opts: LimitsOptions, warn: (message: string, err: unknown) => void): Limits {
   const defaultRpm = opts.defaultRpm ?? null;
   const defaultTpm = opts.defaultTpm ?? null;
-  /** The key's own window: its limits, else the node's default where its tenant sets none either. */
-  const keyLimitsOf = (k: ResolvedKey): KeyRateLimits => {
-    const own = k.limits;
-    const rpm = own.rpm ?? (k.tenantLimits.rpm === null ? defaultRpm : null);
-    const tpm = own.tpm ?? (k.tenantLimits.tpm === null ? defaultTpm : null);
+  /**
+   * The tenant's window (every key of the tenant together): its own limits, else the node's defaults. A key's own limit
+   * (which members set) only narrows it: neither more keys nor a higher key limit get past the operator's default.
+   */
+  const tenantLimitsOf = (k: ResolvedKey): KeyRateLimits => {
+    const own = k.tenantLimits;
+    const rpm = own.rpm ?? defaultRpm;
+    const tpm = own.tpm ?? defaultTpm;
     return rpm === own.rpm && tpm === own.tpm ? own : { rpm, tpm };
   };
   const defaultCompletion = opts.defaultCompletionTokens ?? 4096;
@@ -265,8 +268,8 @@ export function createLimits(opts: LimitsOptions, warn: (message: string, err: u
       const prompt = estimatePromptTokens(body);
       const maxTokens = requestedCompletion(body);
       checkContextLength(contextLength, prompt, maxTokens);
-      const kl = keyLimitsOf(key);
-      const tl = key.tenantLimits;
+      const kl = key.limits;
+      const tl = tenantLimitsOf(key);
       const byKey = kl.rpm !== null || kl.tpm !== null;
       const byTenant = tl.rpm !== null || tl.tpm !== null;
       if (!byKey && !byTenant) return afterRate(requestId, NO_CHARGES, null, 0, target, multiplier, res, wait);
