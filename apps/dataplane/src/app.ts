@@ -247,7 +247,15 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   const routes = collectRoutes(app);
   app.register(healthRoutes, { store: opts.store });
   app.register(corsRoutes);
+  /** Chat calls in flight (forwardChat): the node's shutdown stops them once its drain time is over. */
+  const live = new Set<() => void>();
+  app.decorate('stopInFlight', () => {
+    const n = live.size;
+    for (const stop of [...live]) stop();
+    return n;
+  });
   const chat = createChatHandler({
+    live,
     store: opts.store,
     usage: scale.wrapUsage(limits.wrapUsage(opts.usage)),
     limits,

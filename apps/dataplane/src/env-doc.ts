@@ -25,6 +25,10 @@ export const DATAPLANE_ENV_DOC: Readonly<Record<string, EnvVarDoc>> = {
     default: '`.data/dataplane-usage-<PORT>` under the working directory',
   },
   USAGE_FSYNC_MS: { meaning: 'group-commit interval of the spool’s fdatasync' },
+  SHUTDOWN_DRAIN_MS: {
+    meaning:
+      'after SIGTERM, requests in flight may finish this long; then streams end with an error event and waiting answers with a 503, each billed what the client got. The process exits at most 5 s later: give the pod that much more grace',
+  },
   BODY_LIMIT_BYTES: { meaning: 'largest request body; beyond it 413' },
   CONNECT_TIMEOUT_MS: { meaning: 'connect timeout to a runtime' },
   FIRST_BYTE_TIMEOUT_MS: { meaning: 'time a runtime may take to the first byte of a streamed answer (504, or an error event mid-stream)' },

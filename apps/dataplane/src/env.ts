@@ -24,6 +24,8 @@ const envSchema = z
     // Durable usage spool (src/usage/usage-spool.ts); default .data/dataplane-usage-<PORT> under the working directory.
     USAGE_SPOOL_DIR: optionalString,
     USAGE_FSYNC_MS: ms(100),
+    // After SIGTERM/SIGINT, requests in flight may finish this long; then they are stopped with their usage recorded.
+    SHUTDOWN_DRAIN_MS: ms(25_000),
     BODY_LIMIT_BYTES: z.coerce
       .number({ error: 'must be a number of bytes' })
       .int('must be an integer')
@@ -38,7 +40,7 @@ const envSchema = z
     // Operator allow-list: non-public CIDRs tenants' external runtimes may be dialled at (comma-separated).
     ALLOWED_PRIVATE_CIDRS: cidrListEnv,
     UPSTREAM_MAX_RETRIES: z.coerce.number({ error: 'must be a number' }).int('must be an integer').min(0).max(5).default(2),
-    // Limits (src/limits): unset RPM/TPM defaults mean unlimited for keys and tenants that set none.
+    // Limits (src/limits): the RPM/TPM defaults are the window of a tenant that sets none; unset: unlimited.
     DEFAULT_RPM_LIMIT: count('requests per minute', 1).optional(),
     DEFAULT_TPM_LIMIT: count('tokens per minute', 1).optional(),
     DEFAULT_COMPLETION_TOKENS: count('tokens', 1).default(4096),

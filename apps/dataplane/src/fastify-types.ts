@@ -6,6 +6,11 @@ declare module 'fastify' {
     metricsUrl(): string | null;
     /** Chat requests in flight on this node now. */
     inFlightNow(): number;
+    /**
+     * Stops every chat call in flight (a stream ends with an error event, an answer not started is a 503), each with
+     * its usage record: for a shutdown whose drain time ran out. Answers how many there were.
+     */
+    stopInFlight(): number;
     /** Client connections the node's own HTTP/1.1 front holds now (src/front; 0 with the front off). */
     frontConnections(): number;
   }

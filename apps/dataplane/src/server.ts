@@ -21,7 +21,11 @@ try {
   process.exit(1);
 }
 
-const SHUTDOWN_GRACE_MS = 30_000;
+/**
+ * Requests in flight may finish for SHUTDOWN_DRAIN_MS after a stop signal; those still open are then stopped (each with
+ * its usage record), and these 5 s more send the records before the process exits whatever is left.
+ */
+const SHUTDOWN_GRACE_MS = env.SHUTDOWN_DRAIN_MS + 5_000;
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 const controlPlane = env.CONTROL_PLANE_URL !== undefined && env.NODE_TOKEN !== undefined ? { url: env.CONTROL_PLANE_URL, nodeToken: env.NODE_TOKEN } : null;
 
@@ -146,8 +150,14 @@ async function shutdown(signal: string): Promise<void> {
   app.log.warn({ signal }, 'shutting down: draining requests');
   const force = setTimeout(() => process.exit(1), SHUTDOWN_GRACE_MS);
   force.unref();
+  const drained = setTimeout(() => {
+    const stopped = app.stopInFlight();
+    if (stopped > 0) app.log.warn({ stopped }, 'drain time over: stopped the requests still in flight (their usage is recorded)');
+  }, env.SHUTDOWN_DRAIN_MS);
+  drained.unref();
   try {
-    await app.close(); // stops accepting, waits for in-flight requests and streams
+    await app.close(); // stops accepting, waits for in-flight requests and streams (stopped at SHUTDOWN_DRAIN_MS)
+    clearTimeout(drained);
     await client?.close();
     const left = await reporter?.close(); // last usage flush; what is left stays in the spool
     if (left !== undefined && left.remaining > 0) {

@@ -151,6 +151,70 @@ describe('server.ts', () => {
     expect(out).not.toContain('infk_');
   });
 
+  it('stops a stream that outlasts the drain time at SIGTERM with an error event, bills what the client got, and exits 0', async () => {
+    // A runtime slow enough that the stream would run 60 s (600 tokens, 100 ms apart).
+    const slow = await startSim({ itlMs: 100 });
+    const slowConfig = join(dir, 'slow-config.json');
+    await writeFile(slowConfig, JSON.stringify(makeSnapshot({ sim: slow.url, faulty: slow.url, dead: await deadUrl() })));
+    const child = spawn(process.execPath, [SERVER], {
+      env: {
+        PATH: process.env['PATH'] ?? '',
+        PORT: '0',
+        CONFIG_FILE: slowConfig,
+        CONTROL_PLANE_URL: usage.url,
+        NODE_TOKEN: 'node-token',
+        USAGE_FLUSH_MS: '600000',
+        USAGE_SPOOL_DIR: join(dir, 'drain-spool'),
+        SHUTDOWN_DRAIN_MS: '1000',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    try {
+      let out = '';
+      child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+      child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+      await waitFor(() => /dataplane listening on http:\/\/127\.0\.0\.1:\d+/.test(out));
+      const base = /listening on (http:\/\/\S+)/.exec(out)![1]!;
+      const res = await post(`${base}/endpoints/v1/chat/completions`, chatBody({ model: NAME, stream: true, max_tokens: 600 }), undefined, {
+        'x-request-id': 'server-drain-1',
+      });
+      expect(res.status).toBe(200);
+      // And an answer still being generated (non-streamed) when the drain time ends.
+      const waiting = post(`${base}/endpoints/v1/chat/completions`, chatBody({ model: NAME, max_tokens: 600 }), undefined, {
+        'x-request-id': 'server-drain-2',
+      });
+      const reader = res.body!.getReader();
+      let text = '';
+      const tokens = () => (text.match(/"content":"[^"]/g) ?? []).length;
+      while (tokens() < 3) text += Buffer.from((await reader.read()).value!).toString('utf8');
+      child.kill('SIGTERM');
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += Buffer.from(value).toString('utf8');
+      }
+      const [code] = (await once(child, 'exit')) as [number];
+      expect(code).toBe(0);
+      // The client was told why its stream ended, OpenAI-shaped, and the stream ended cleanly.
+      expect(text).toContain('"code":"service_unavailable"');
+      expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+      expect(tokens()).toBeLessThan(600);
+      const rec = usage.records.find((r) => r.requestId.startsWith('server-drain-1.'));
+      expect(rec).toMatchObject({ status: 503, estimated: true });
+      expect(rec!.completionTokens).toBeGreaterThanOrEqual(tokens());
+      expect(rec!.promptTokens).toBeGreaterThan(0);
+      // The waiting one: a 503 to retry elsewhere, billed nothing (the node, not the caller, gave up).
+      const stopped = await waiting;
+      expect(stopped.status).toBe(503);
+      expect(stopped.headers.get('retry-after')).toBe('1');
+      expect(((await stopped.json()) as { error: { code: string } }).error.code).toBe('service_unavailable');
+      expect(usage.records.find((r) => r.requestId.startsWith('server-drain-2.'))).toMatchObject({ status: 503, promptTokens: 0, completionTokens: 0 });
+    } finally {
+      child.kill('SIGKILL');
+      await slow.sim.close();
+    }
+  });
+
   it("logs every line as the node's pino JSON, and fails closed while the control plane refuses its credential", async () => {
     const nodeToken = 'node-token-that-is-never-logged-4711';
     // Records an earlier run left in the spool: replayed at start.

@@ -19,7 +19,7 @@ import type { ChatBody } from './chat-body.ts';
 import { rawPayload } from './raw-payload.ts';
 import { createUpstreamAttempt } from './upstream-attempt.ts';
 import type { AttemptOutcome } from './upstream-attempt.ts';
-import { firstByteTimeout, isConnectError, isResetBeforeAnswer, runtimeError, transportError } from './upstream-errors.ts';
+import { firstByteTimeout, isConnectError, isResetBeforeAnswer, nodeStopping, runtimeError, transportError } from './upstream-errors.ts';
 
 /** One authenticated, validated chat request on its way to a runtime. */
 export interface ChatCall {
@@ -63,6 +63,11 @@ export interface ForwardDeps {
   readonly halted?: (target: RouteTarget) => ApiError | null;
   /** Write one info line per request (LOG_LEVEL=info). */
   readonly logInfo?: boolean;
+  /**
+   * The calls in flight: each entry stops its call (`UpstreamAttempt.stop`) when the node's drain time runs out, so
+   * that every call ends with its usage record before the process exits.
+   */
+  readonly live?: Set<() => void>;
 }
 
 /** Why an attempt counts against the replica's health, or null when the runtime did its job. */
@@ -176,7 +181,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
     afterDurable(deps.usage, o.end);
   };
   metrics.inFlightInc();
-  let current: { clientLeft(): void } | null = null;
+  let current: { clientLeft(): void; stop(): void } | null = null;
   let clientGone = false;
   const onClose = (): void => {
     if (!res.writableFinished) {
@@ -185,6 +190,19 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
     }
   };
   res.on('close', onClose);
+
+  let stopped = false;
+  const stop = (): void => {
+    stopped = true;
+    current?.stop();
+  };
+  deps.live?.add(stop);
+  /** The node stopped the call before an answer was under way: a 503 to retry elsewhere, billed nothing. */
+  const stoppedError = (): ApiError => {
+    const e = nodeStopping();
+    record(e.status, null, 0);
+    return e;
+  };
 
   const maxAttempts = 1 + (deps.maxRetries ?? 2);
   let tried: Set<string> | null = null;
@@ -218,6 +236,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
     // The error of the target's deployment stopped, failed or deleted by now (dedicated targets only).
     const haltedNow = target.deploymentId === null || deps.halted === undefined ? undefined : () => deps.halted!(target);
     for (let attempt = 0; attempt < maxAttempts; attempt++) {
+      if (stopped) throw stoppedError();
       const picked = deps.router !== undefined ? deps.router.pick(target, tried, input.value, log, call.requestId, cap) : null;
       const upstream: ResolvedUpstream | null = deps.router !== undefined ? (picked?.upstream ?? null) : deps.pools.pick(target.upstreams, tried, cap);
       if (upstream === null) {
@@ -289,6 +308,8 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
         record(halted.status, null, 0, reachedRuntime(outcome));
         throw halted;
       }
+      // Stopped by the node with no answer under way: not the replica's failure, and no retry on this node.
+      if (stopped && outcome.kind !== 'streamed' && outcome.kind !== 'json' && !clientGone) throw stoppedError();
       const failure = failureOf(outcome);
       if (failure === null) deps.pools.succeeded(state);
       else {
@@ -340,6 +361,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
     record(e.status, null, 0);
     throw e;
   } finally {
+    deps.live?.delete(stop);
     res.off('close', onClose);
     // Whatever threw, the gauge comes back down and the request is counted (and billed as a failure) once.
     metrics.inFlightDec();

@@ -13,7 +13,7 @@ import { readJsonAnswer } from './json-answer.ts';
 import { binaryOf } from './binary.ts';
 import { createSseRewriter } from './sse-rewriter.ts';
 import type { SseOutput, SseRewriter } from './sse-rewriter.ts';
-import { cutError, errorEventFor, idleTimeout, streamErrorEvent, transportError } from './upstream-errors.ts';
+import { cutError, errorEventFor, idleTimeout, nodeStopping, streamErrorEvent, transportError } from './upstream-errors.ts';
 import { adapterFor } from '../runtimes/runtime-registry.ts';
 
 /** How one try against one replica ended. */
@@ -92,6 +92,11 @@ export interface UpstreamAttempt {
   clientLeft(): void;
   /** Stops the runtime request now, whatever its kind. */
   abort(): void;
+  /**
+   * The node is stopping and its drain time ran out: a stream ends now with an error event (what the client got is
+   * billed), an answer not started settles as a `nodeStopping` error; the runtime request is aborted.
+   */
+  stop(): void;
 }
 
 const MAX_ERROR_BODY = 64 * 1024;
@@ -218,6 +223,12 @@ class AttemptHandler implements H1Handler {
     if (this.mode === 'sse' && (this.sentToClient || this.pending !== null)) this.settleStream(CLIENT_CLOSED, null);
     else this.settle({ kind: 'client_gone' });
     this.cancel(new Error('client closed'));
+  }
+
+  stop(): void {
+    if (this.settled) return;
+    this.failAfterStart(nodeStopping(), null, null);
+    this.cancel(new Error('node stopping'));
   }
 
   /** JSON requests run on (billed from the runtime's usage); streams stop now. */
@@ -455,5 +466,5 @@ export function createUpstreamAttempt(o: AttemptOptions, payload: string | Buffe
   const headers: Record<string, string> = { 'content-type': 'application/json', 'x-request-id': o.runtimeRequestId };
   if (o.upstream.authorization !== null) headers['authorization'] = o.upstream.authorization;
   o.pool.dispatch({ path: o.upstream.chatPath, method: 'POST', headers, body: payload }, handler);
-  return { done, clientLeft: () => handler.clientLeft(), abort: () => handler.abortByClient() };
+  return { done, clientLeft: () => handler.clientLeft(), abort: () => handler.abortByClient(), stop: () => handler.stop() };
 }

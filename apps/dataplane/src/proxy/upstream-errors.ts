@@ -43,6 +43,11 @@ export const isResetBeforeAnswer = (err: unknown): boolean => RESET_CODES.has(er
 export const firstByteTimeout = (): ApiError => new ApiError('upstream_timeout', 'The model runtime did not start answering in time.');
 export const idleTimeout = (): ApiError => new ApiError('upstream_timeout', 'The model runtime stopped sending tokens (idle timeout).');
 export const cutError = (): ApiError => new ApiError('upstream_error', 'The model runtime closed the stream before it was complete.');
+/** The node stopped before the answer was complete (its drain time ran out); another node serves a retry. */
+export const nodeStopping = (): ApiError =>
+  new ApiError('service_unavailable', 'This server is shutting down and stopped the answer before it was complete. Retry the request.', null, {
+    'retry-after': '1',
+  });
 
 /** The error event ending a stream that failed after its first byte. */
 export function streamErrorEvent(err: unknown): string {
