@@ -160,6 +160,10 @@ describe.each(PATHS)('on the $label', ({ chunked }) => {
       [{ presence_penalty: 3 }, 'presence_penalty', /./],
       [{ frequency_penalty: -2.5 }, 'frequency_penalty', /./],
       [{ user: 5 }, 'user', /string/],
+      [{ tools: [{ type: 'retrieval' }] }, 'tools[0].type', /'function' or 'custom'/],
+      [{ logit_bias: { '1': 200 } }, 'logit_bias.1', /between -100 and 100/],
+      [{ logit_bias: { abc: 1 } }, 'logit_bias.abc', /token ids/],
+      [{ logit_bias: [1] }, 'logit_bias', /mapping token ids/],
     ];
     for (const path of [SHARED, DEDICATED]) {
       for (const [extra, param, message] of refused) {
@@ -179,6 +183,8 @@ describe.each(PATHS)('on the $label', ({ chunked }) => {
         { response_format: { type: 'json_schema', json_schema: { name: 'answer', schema: { type: 'object' } } } },
         { logprobs: true, top_logprobs: 20 },
         { presence_penalty: -2, frequency_penalty: 2, user: 'user-1234' },
+        { logit_bias: { '50256': -100, '15': 100, '7': 0.5 } },
+        { logit_bias: null },
       ]) {
         const a = await send(path, { body: JSON.stringify(chatBody({ model: NAME, ...extra })), chunked });
         expect(a.status, `${path} ${JSON.stringify(extra)}: ${a.text}`).toBe(200);

@@ -42,8 +42,11 @@ export const chatMessageSchema = z
   });
 export type ChatMessage = z.infer<typeof chatMessageSchema>;
 
+/** The tool kinds OpenAI's API knows (runtimes serve `function`; another is a 400 from them, passed through). */
+export const TOOL_TYPES = ['function', 'custom'] as const;
+
 /** A tool the model may call: an object with a `type`; a `function` tool names its function. */
-const toolSchema = z.looseObject({ type: z.string({ error: "must be a string ('function')" }) }).superRefine((t, ctx) => {
+const toolSchema = z.looseObject({ type: z.enum(TOOL_TYPES, { error: "must be 'function' or 'custom'" }) }).superRefine((t, ctx) => {
   if (t.type !== 'function') return;
   const f = t['function'];
   const name = typeof f === 'object' && f !== null && !Array.isArray(f) ? (f as Record<string, unknown>)['name'] : undefined;
@@ -62,6 +65,9 @@ const responseFormatSchema = z
     if (typeof js !== 'object' || js === null || Array.isArray(js) || typeof (js as Record<string, unknown>)['name'] !== 'string')
       ctx.addIssue({ code: 'custom', path: ['json_schema'], message: "must be an object with a 'name' (and its 'schema') when type is json_schema" });
   });
+
+/** A `logit_bias` key: a token id. */
+export const LOGIT_BIAS_KEY = /^\d{1,9}$/;
 
 /** The chat-completions request as the data plane accepts it; unknown fields pass through. */
 export const chatRequestSchema = z.looseObject({
@@ -98,6 +104,13 @@ export const chatRequestSchema = z.looseObject({
   logprobs: z.boolean({ error: 'must be a boolean (true or false)' }).optional(),
   top_logprobs: intLike.pipe(z.number().int().min(0).max(20)).optional(),
   user: z.string({ error: 'must be a string' }).optional(),
+  logit_bias: z
+    .record(
+      z.string().regex(LOGIT_BIAS_KEY, 'keys must be token ids (non-negative integers)'),
+      z.number({ error: 'must map token ids to numbers' }).min(-100, 'must be between -100 and 100').max(100, 'must be between -100 and 100'),
+      { error: 'must be an object mapping token ids to numbers from -100 to 100' },
+    )
+    .optional(),
 });
 export type ChatRequest = z.infer<typeof chatRequestSchema>;
 

@@ -1,6 +1,6 @@
 export { ERRORS, ApiError, errorBody } from './errors.ts';
 export type { ErrorCode, OpenAIErrorBody } from './errors.ts';
-export { CHAT_ROLES, CONTENT_ROLES, chatRequestSchema, chatMessageSchema } from './chat.ts';
+export { CHAT_ROLES, CONTENT_ROLES, LOGIT_BIAS_KEY, TOOL_TYPES, chatRequestSchema, chatMessageSchema } from './chat.ts';
 export type { ChatRequest, ChatMessage, ChatRole, ChatUsage } from './chat.ts';
 export {
   runtimeKinds,

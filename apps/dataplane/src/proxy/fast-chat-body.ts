@@ -1,4 +1,4 @@
-import { CHAT_ROLES, CONTENT_ROLES } from '@infer/shared';
+import { CHAT_ROLES, CONTENT_ROLES, LOGIT_BIAS_KEY } from '@infer/shared';
 
 const ROLES: ReadonlySet<unknown> = new Set(CHAT_ROLES);
 
@@ -51,6 +51,7 @@ export function fastChatBody(raw: unknown): Record<string, unknown> | null {
   if (b['logprobs'] !== undefined && typeof b['logprobs'] !== 'boolean') return null;
   if (b['user'] !== undefined && typeof b['user'] !== 'string') return null;
   if (!intIn(b['top_logprobs'], 0, 20) || !numIn(b['presence_penalty'], -2, 2) || !numIn(b['frequency_penalty'], -2, 2)) return null;
+  if (b['logit_bias'] !== undefined && !plainLogitBias(b['logit_bias'])) return null;
   return b;
 }
 
@@ -59,10 +60,17 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 function plainTool(t: unknown): boolean {
-  if (!isObject(t) || typeof t['type'] !== 'string') return false;
-  if (t['type'] !== 'function') return true;
+  if (!isObject(t)) return false;
+  if (t['type'] === 'custom') return true;
+  if (t['type'] !== 'function') return false;
   const f = t['function'];
   return isObject(f) && typeof f['name'] === 'string' && TOOL_NAME.test(f['name']);
+}
+
+function plainLogitBias(v: unknown): boolean {
+  if (!isObject(v)) return false;
+  for (const k in v) if (!LOGIT_BIAS_KEY.test(k) || typeof v[k] !== 'number' || !numIn(v[k], -100, 100)) return false;
+  return true;
 }
 
 function plainResponseFormat(r: unknown): boolean {

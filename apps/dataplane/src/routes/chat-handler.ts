@@ -120,6 +120,7 @@ const NULLABLE_OPTIONALS = [
   'logprobs',
   'top_logprobs',
   'user',
+  'logit_bias',
 ] as const;
 
 /** The function a `tool_choice` object names (`{type: 'function', function: {name}}`), else null. */
