@@ -426,6 +426,17 @@ describe('web console', () => {
     await hint.getByRole('link', { name: 'start it' }).click();
     await page.getByRole('button', { name: 'Start', exact: true }).click();
     await page.locator(`article[data-deployment="${entryName}"]:not([data-state="stopped"])`).waitFor({ timeout: 30_000 });
+
+    // The endpoint's page opens the playground in the mode chosen there.
+    await page.goto(new URL(`/endpoints/${entryName}`, platform.consoleUrl).href);
+    await page.getByRole('tab', { name: 'Dedicated' }).click();
+    expect(await page.getByRole('link', { name: 'Open in the playground' }).getAttribute('href')).toBe(`/playground?endpoint=${entryName}&mode=dedicated`);
+    // A tenant deploys an entry once: the deploy form no longer offers it.
+    await page.getByRole('link', { name: 'Deployments' }).click();
+    await page.locator(`li[data-deployment="${entryName}"]`).waitFor();
+    const options = await page.getByLabel('Endpoint', { exact: true }).locator('option').allTextContents();
+    expect(options.length).toBeGreaterThan(0);
+    expect(options).not.toContain(entryName);
   });
 
   test("an admin edits a tenant's rate limits and finds the change in the readable, filtered audit log", async () => {

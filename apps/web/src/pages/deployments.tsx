@@ -43,12 +43,14 @@ export function DedicatedPrice({ entry }: { entry: CatalogEntry }) {
   );
 }
 
-function DeployForm({ tenantId }: { tenantId: string }) {
+/** `deployed`: the entries the tenant has a deployment of (a tenant deploys an entry once), left out of the choice. */
+function DeployForm({ tenantId, deployed }: { tenantId: string; deployed: ReadonlySet<string> }) {
   const id = useId();
   const { location, navigate } = useRouter();
   const qc = useQueryClient();
   const entries = useQuery({ queryKey: ['catalog.list', {}], queryFn: () => api.catalog.list({}) });
-  const dedicated = entries.data?.filter((e) => e.offeredDedicated) ?? [];
+  const offered = entries.data?.filter((e) => e.offeredDedicated) ?? [];
+  const dedicated = offered.filter((e) => !deployed.has(e.name));
   const [entryName, setEntryName] = useState(location.query.get('entry') ?? '');
   const [draft, setDraft] = useState<ScalingDraft>(DEFAULT_SCALING);
   const [touched, setTouched] = useState(false);
@@ -68,7 +70,8 @@ function DeployForm({ tenantId }: { tenantId: string }) {
   };
   if (entries.isPending) return <Loading what="Loading dedicated-capable endpoints" />;
   if (entries.isError) return <ErrorBox error={entries.error} retry={() => void entries.refetch()} />;
-  if (dedicated.length === 0 || !chosen) return <Empty>No published endpoint is offered as dedicated yet.</Empty>;
+  if (offered.length === 0) return <Empty>No published endpoint is offered as dedicated yet.</Empty>;
+  if (dedicated.length === 0 || !chosen) return <Empty>Every endpoint offered as dedicated has a deployment here already: manage them below.</Empty>;
   return (
     <form className="form deploy-form" onSubmit={submit} noValidate aria-label="Deploy a dedicated endpoint">
       <div className="field">
@@ -180,7 +183,7 @@ export function DeploymentsPage() {
       </p>
       <div className="panel">
         <h2>Deploy</h2>
-        <DeployForm tenantId={tenantId} />
+        <DeployForm tenantId={tenantId} deployed={new Set(list.data?.map((d) => d.entryName))} />
       </div>
       <h2>Your deployments</h2>
       <QueryView query={list} what="deployments">

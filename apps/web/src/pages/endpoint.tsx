@@ -182,7 +182,7 @@ export function EndpointPage({ name }: { name: string }) {
         )}
         {session.me && (
           <p>
-            <Link to={`/playground?endpoint=${encodeURIComponent(e.name)}`}>Open in the playground</Link>
+            <Link to={`/playground?endpoint=${encodeURIComponent(e.name)}${current === 'dedicated' ? '&mode=dedicated' : ''}`}>Open in the playground</Link>
           </p>
         )}
       </section>
