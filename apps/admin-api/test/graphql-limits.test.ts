@@ -7,6 +7,7 @@ import { asServiceError } from '../src/errors.ts';
 import { createEntry } from '../src/modules/catalog/catalog.service.ts';
 import { createDeployment, registerReplica, type Deployment } from '../src/modules/deployments/deployment-store.ts';
 import { operationSize } from '../src/graphql/operation-limits.ts';
+import { encodeCursor } from '../src/graphql/schema/page-info.ts';
 import { createRequestDb } from '../src/request-db.ts';
 import { appOn, gql, type RunningApp } from './app-on.ts';
 import { buildWorld, trpc, type World } from './trpc-fixtures.ts';
@@ -23,6 +24,8 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
   /** Queries on replica_intervals (the GPU ledger) and deployment_replicas. */
   let ledgerQueries = 0;
   let replicaQueries = 0;
+  /** Queries on catalog_entries: whether each read detailed_intro, and how many rows it returned. */
+  let catalogQueries: { id: string; introduced: boolean; rows?: number }[] = [];
 
   beforeAll(async () => {
     database = await createTestDb(kind);
@@ -34,9 +37,14 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
         if (/cold_?starts/i.test(node)) coldStartQueries++;
         if (/replica_?intervals/i.test(node)) ledgerQueries++;
         if (/deployment_?replicas/i.test(node)) replicaQueries++;
+        if (/catalog_?entries/i.test(node)) catalogQueries.push({ id: args.queryId.queryId, introduced: /detailed_?intro/i.test(node) });
         return args.node;
       },
-      transformResult: async (args) => args.result,
+      transformResult: async (args) => {
+        const q = catalogQueries.find((c) => c.id === args.queryId.queryId);
+        if (q) q.rows = args.result.rows.length;
+        return args.result;
+      },
     });
     // No separate timeout pool, so that API queries go through the counting handle on PostgreSQL too.
     t = await appOn({ ...database, db: counted }, { apiStatementTimeoutMs: 0 });
@@ -103,6 +111,46 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
     expect(nodes.length).toBeGreaterThanOrEqual(4);
     expect(nodes.every((e) => e.node.observedColdStart.samples === 0)).toBe(true);
     expect(coldStartQueries - before).toBe(1);
+  });
+
+  it('pages endpoints in the database: a page reads its own rows only, and detailed intros once, only when asked', async () => {
+    for (let i = 0; i < 6; i++) {
+      await createEntry(database.db, { name: `Paged-${kind}-${i}`, published: true, detailedIntro: `Intro ${i}. ${'x'.repeat(1000)}` });
+    }
+    const query = (fields: string, after: string | null) =>
+      gql(
+        t.baseUrl,
+        `query($after: String) { endpoints(first: 2, after: $after, filter: { search: "Paged-${kind}" }) { totalCount edges { cursor node { ${fields} } } pageInfo { hasNextPage } } }`,
+        {},
+        { after },
+      );
+    type Page = { totalCount: number; edges: { cursor: string; node: { name: string; detailedIntro?: string } }[]; pageInfo: { hasNextPage: boolean } };
+
+    catalogQueries = [];
+    const first = (await query('name', null)).body.data as { endpoints: Page };
+    expect(first.endpoints.totalCount).toBe(6);
+    expect(first.endpoints.edges.map((e) => e.node.name)).toEqual([`Paged-${kind}-0`, `Paged-${kind}-1`]);
+    expect(first.endpoints.pageInfo.hasNextPage).toBe(true);
+    // No query returned more rows than the page holds, and none read an intro nobody asked for.
+    expect(catalogQueries.length).toBeGreaterThan(0);
+    expect(Math.max(...catalogQueries.map((q) => q.rows ?? 0))).toBeLessThanOrEqual(2);
+    expect(catalogQueries.filter((q) => q.introduced)).toEqual([]);
+
+    catalogQueries = [];
+    // After the fourth: the last page.
+    const last = (await query('name detailedIntro', encodeCursor(3))).body.data as { endpoints: Page };
+    expect(last.endpoints.edges.map((e) => [e.node.name, e.node.detailedIntro?.slice(0, 8)])).toEqual([
+      [`Paged-${kind}-4`, 'Intro 4.'],
+      [`Paged-${kind}-5`, 'Intro 5.'],
+    ]);
+    expect(last.endpoints.pageInfo.hasNextPage).toBe(false);
+    expect(catalogQueries.filter((q) => q.introduced)).toHaveLength(1);
+    expect(Math.max(...catalogQueries.map((q) => q.rows ?? 0))).toBeLessThanOrEqual(2);
+
+    // tRPC's list leaves the intros out (an entry's page reads them with byName).
+    const listed = await trpc<{ name: string }[]>(t.baseUrl, 'catalog.list', { input: { search: `Paged-${kind}-3` } });
+    expect(listed.body.result?.data.map((e) => e.name)).toEqual([`Paged-${kind}-3`]);
+    expect(JSON.stringify(listed.body)).not.toContain('Intro 3.');
   });
 
   it("reads a tenant's deployments' GPU time and replicas in one query each, not one per deployment", async () => {

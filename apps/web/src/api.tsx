@@ -3,6 +3,8 @@ import { trpc, type RouterInputs, type RouterOutputs } from './trpc.tsx';
 
 /** The procedures the console calls, with the router's own input and output types. */
 export type CatalogEntry = RouterOutputs['catalog']['list'][number];
+/** An entry as platform admins edit it: with its detailed intro. */
+export type AdminCatalogEntry = RouterOutputs['catalog']['admin']['list'][number];
 export type Facets = RouterOutputs['catalog']['facets'];
 export type PlatformUrls = RouterOutputs['platform']['urls'];
 export type Me = NonNullable<RouterOutputs['auth']['me']>;

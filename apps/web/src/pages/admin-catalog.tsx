@@ -1,6 +1,6 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useId, useState, type FormEvent } from 'react';
-import { api, type CatalogEntry, type EntryPatch } from '../api.tsx';
+import { api, type AdminCatalogEntry, type EntryPatch } from '../api.tsx';
 import { Empty, ErrorBox, QueryView } from '../components/states.tsx';
 import { UpstreamsEditor } from '../components/upstreams-editor.tsx';
 import { formatShortDate, providerLabel } from '../lib/format.ts';
@@ -28,7 +28,7 @@ interface Draft {
 
 const DEFAULT_SUMMARY = 'No summary has been added for this endpoint yet.';
 
-function toDraft(e: CatalogEntry | null): Draft {
+function toDraft(e: AdminCatalogEntry | null): Draft {
   return {
     name: e?.name ?? '',
     provider: e?.provider ?? '',
@@ -89,7 +89,7 @@ function toPatch(d: Draft): EntryPatch & { name: string } {
   };
 }
 
-function EntryForm({ entry, onDone }: { entry: CatalogEntry | null; onDone(): void }) {
+function EntryForm({ entry, onDone }: { entry: AdminCatalogEntry | null; onDone(): void }) {
   const id = useId();
   const qc = useQueryClient();
   const [d, setD] = useState<Draft>(() => toDraft(entry));
@@ -191,9 +191,9 @@ function EntryForm({ entry, onDone }: { entry: CatalogEntry | null; onDone(): vo
 export function AdminCatalog() {
   const qc = useQueryClient();
   const list = useQuery({ queryKey: ['catalog.admin.list'], queryFn: () => api.catalog.adminList() });
-  const [editing, setEditing] = useState<CatalogEntry | 'new' | null>(null);
+  const [editing, setEditing] = useState<AdminCatalogEntry | 'new' | null>(null);
   const toggle = useMutation({
-    mutationFn: (e: CatalogEntry) => (e.published ? api.catalog.unpublish(e.id) : api.catalog.publish(e.id)),
+    mutationFn: (e: AdminCatalogEntry) => (e.published ? api.catalog.unpublish(e.id) : api.catalog.publish(e.id)),
     onSuccess: () => {
       void qc.invalidateQueries({ queryKey: ['catalog.admin.list'] });
       void qc.invalidateQueries({ queryKey: ['catalog.list'] });

@@ -34,24 +34,26 @@ export interface Connection<T> {
   totalCount: number;
 }
 
-/** One page of `items` after the `after` cursor (forward pagination). */
-export function paginate<T>(items: readonly T[], args: { first?: number | null; after?: string | null }): Connection<T> {
+/** The page `first`/`after` ask for: its size and the index of its first item (forward pagination). */
+export function pageWindow(args: { first?: number | null; after?: string | null }): { first: number; start: number } {
   const first = args.first ?? DEFAULT_PAGE_SIZE;
   if (!Number.isInteger(first) || first < 0 || first > MAX_PAGE_SIZE) {
     throw new ServiceError('invalid', `first must be between 0 and ${MAX_PAGE_SIZE}`, 'first');
   }
-  let start = 0;
-  if (args.after) {
-    const index = decodeCursor(args.after);
-    if (index === null) throw new ServiceError('invalid', 'after is not a valid cursor', 'after');
-    start = index + 1;
-  }
-  const edges = items.slice(start, start + first).map((node, i) => ({ cursor: encodeCursor(start + i), node }));
+  if (!args.after) return { first, start: 0 };
+  const index = decodeCursor(args.after);
+  if (index === null) throw new ServiceError('invalid', 'after is not a valid cursor', 'after');
+  return { first, start: index + 1 };
+}
+
+/** The connection of one page: `nodes` from index `start` of `total` items, `first` asked for. */
+export function connectionOf<T>(nodes: readonly T[], start: number, first: number, total: number): Connection<T> {
+  const edges = nodes.map((node, i) => ({ cursor: encodeCursor(start + i), node }));
   return {
     edges,
-    totalCount: items.length,
+    totalCount: total,
     pageInfo: {
-      hasNextPage: start + first < items.length,
+      hasNextPage: start + first < total,
       hasPreviousPage: start > 0,
       startCursor: edges[0]?.cursor ?? null,
       endCursor: edges.at(-1)?.cursor ?? null,

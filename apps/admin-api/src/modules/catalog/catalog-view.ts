@@ -1,5 +1,5 @@
 import { formatColdStart, formatConcurrency, formatGpuHourPrice, formatParameterSize, formatSummary, formatTokenPrice, formatUseCases } from '@infer/shared';
-import type { CatalogEntry } from './catalog.service.ts';
+import type { CatalogEntry, CatalogListEntry } from './catalog.service.ts';
 
 /** A catalog entry as the console and APIs show it: spec 2.1 string forms beside structured values. */
 export interface CatalogView {
@@ -37,7 +37,14 @@ export interface CatalogView {
   updatedAt: string;
 }
 
+/** An entry as lists show it: all but the detailed intro (an entry's own page shows it). */
+export type CatalogListView = Omit<CatalogView, 'detailedIntro'>;
+
 export function toCatalogView(entry: CatalogEntry): CatalogView {
+  return { ...toCatalogListView(entry), detailedIntro: entry.detailedIntro ?? '' };
+}
+
+export function toCatalogListView(entry: CatalogListEntry): CatalogListView {
   return {
     id: entry.id,
     name: entry.name,
@@ -58,7 +65,6 @@ export function toCatalogView(entry: CatalogEntry): CatalogView {
     recommendedUseCases: formatUseCases(entry.useCases),
     useCases: [...entry.useCases],
     summary: formatSummary(entry.summary),
-    detailedIntro: entry.detailedIntro ?? '',
     tags: [...entry.tags],
     offeredShared: entry.offeredShared,
     offeredDedicated: entry.offeredDedicated,

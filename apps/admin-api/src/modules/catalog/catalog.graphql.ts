@@ -1,16 +1,17 @@
 import { notFound } from '../../errors.ts';
 import type { InputFieldBuilder } from '@pothos/core';
 import { builder, type BuilderTypes } from '../../graphql/builder.ts';
-import { memoise, type GraphQLContext } from '../../graphql/context.ts';
-import { connectionComplexity, PageInfo, paginate, type Connection } from '../../graphql/schema/page-info.ts';
-import { toCatalogView, type CatalogView } from './catalog-view.ts';
+import { batched, memoise, type GraphQLContext } from '../../graphql/context.ts';
+import { connectionComplexity, connectionOf, PageInfo, pageWindow, type Connection } from '../../graphql/schema/page-info.ts';
+import { toCatalogListView, toCatalogView, type CatalogListView } from './catalog-view.ts';
 import type { CatalogEntryInput } from './catalog-input.ts';
 import {
   adminCreateEntry,
   adminGetEntry,
   adminSetPublished,
   adminUpdateEntry,
-  browseEntries,
+  browseEntriesPage,
+  detailedIntrosOf,
   countFacets,
   getEntryByName,
   type FacetCount,
@@ -72,7 +73,10 @@ function integrationCaller(ctx: GraphQLContext): IntegrationCaller {
   };
 }
 
-const TokenPrice = builder.objectRef<CatalogView>('TokenPrice').implement({
+/** An Endpoint's source: an entry's view; a listed one (`endpoints`) comes without its detailed intro, read when asked. */
+type EndpointShape = CatalogListView & { readonly detailedIntro?: string };
+
+const TokenPrice = builder.objectRef<EndpointShape>('TokenPrice').implement({
   description: 'Shared-mode token price in USD per million tokens.',
   fields: (t) => ({
     inputPerMillionTokens: t.exposeFloat('priceInputPerM', { nullable: true }),
@@ -82,7 +86,7 @@ const TokenPrice = builder.objectRef<CatalogView>('TokenPrice').implement({
   }),
 });
 
-export const Endpoint = builder.objectRef<CatalogView>('Endpoint').implement({
+export const Endpoint = builder.objectRef<EndpointShape>('Endpoint').implement({
   description: 'A published endpoint (catalog entry, spec 2.1). Spec fields are in their string forms; structured values sit beside them.',
   fields: (t) => ({
     id: t.exposeID('id'),
@@ -103,7 +107,10 @@ export const Endpoint = builder.objectRef<CatalogView>('Endpoint').implement({
     recommendedUseCases: t.exposeString('recommendedUseCases', { description: 'Comma-separated labels.' }),
     useCases: t.exposeStringList('useCases'),
     summary: t.exposeString('summary', { description: 'The summary, or "No summary has been added for this endpoint yet."' }),
-    detailedIntro: t.exposeString('detailedIntro'),
+    detailedIntro: t.string({
+      // A page of endpoints reads the intros it shows in one query, only when the field is selected.
+      resolve: (e, _args, ctx) => e.detailedIntro ?? batched(ctx, 'detailedIntro', e.id, (ids) => detailedIntrosOf(ctx.db, ids), ''),
+    }),
     tags: t.exposeStringList('tags'),
     offeredShared: t.exposeBoolean('offeredShared'),
     offeredDedicated: t.exposeBoolean('offeredDedicated'),
@@ -141,14 +148,14 @@ export const Endpoint = builder.objectRef<CatalogView>('Endpoint').implement({
   }),
 });
 
-const EndpointEdge = builder.objectRef<{ cursor: string; node: CatalogView }>('EndpointEdge').implement({
+const EndpointEdge = builder.objectRef<{ cursor: string; node: EndpointShape }>('EndpointEdge').implement({
   fields: (t) => ({
     cursor: t.exposeString('cursor'),
     node: t.field({ type: Endpoint, resolve: (edge) => edge.node }),
   }),
 });
 
-const EndpointConnection = builder.objectRef<Connection<CatalogView>>('EndpointConnection').implement({
+const EndpointConnection = builder.objectRef<Connection<EndpointShape>>('EndpointConnection').implement({
   fields: (t) => ({
     edges: t.field({ type: [EndpointEdge], complexity: { field: 1, multiplier: 1 }, resolve: (c) => c.edges }),
     pageInfo: t.field({ type: PageInfo, resolve: (c) => c.pageInfo }),
@@ -186,14 +193,19 @@ builder.queryFields((t) => ({
     complexity: connectionComplexity,
     resolve: async (_root, args, ctx) => {
       const f = args.filter;
-      const entries = await browseEntries(ctx.db, {
-        provider: f?.provider ?? undefined,
-        tag: f?.tag ?? undefined,
-        useCase: f?.useCase ?? undefined,
-        search: f?.search ?? undefined,
-        mode: f?.surface ?? undefined,
-      });
-      return paginate(entries.map(toCatalogView), args);
+      const { first, start } = pageWindow(args);
+      const { entries, total } = await browseEntriesPage(
+        ctx.db,
+        {
+          provider: f?.provider ?? undefined,
+          tag: f?.tag ?? undefined,
+          useCase: f?.useCase ?? undefined,
+          search: f?.search ?? undefined,
+          mode: f?.surface ?? undefined,
+        },
+        { offset: start, limit: first },
+      );
+      return connectionOf(entries.map(toCatalogListView), start, first, total);
     },
   }),
   endpoint: t.field({

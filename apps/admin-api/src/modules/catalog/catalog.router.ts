@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { runtimeKinds } from '@infer/shared';
 import { notFound } from '../../errors.ts';
 import { adminProcedure, publicProcedure, router } from '../../trpc/init.ts';
-import { toCatalogView } from './catalog-view.ts';
+import { toCatalogListView, toCatalogView } from './catalog-view.ts';
 import { observedColdStart } from '../deployments/node-load.ts';
 import { adminGetRuntimeConfig, adminSetRuntimeConfig } from './runtime-config.service.ts';
 import {
@@ -63,10 +63,10 @@ const entryFields = z.object({
 const entryId = z.object({ id: z.uuid() });
 
 export const catalogRouter = router({
-  /** Published endpoints; browsing needs no login. */
+  /** Published endpoints without their detailed intros (`byName` has them); browsing needs no login. */
   list: publicProcedure.input(filter).query(async ({ ctx, input }) => {
     const entries = await browseEntries(ctx.db, input ?? {});
-    return entries.map(toCatalogView);
+    return entries.map(toCatalogListView);
   }),
   byName: publicProcedure.input(z.object({ name: z.string().min(1) })).query(async ({ ctx, input }) => {
     const entry = await getEntryByName(ctx.db, input.name);

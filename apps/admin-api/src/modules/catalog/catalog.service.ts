@@ -87,6 +87,10 @@ const entryColumns = [
   'updatedAt',
 ] as const;
 
+/** An entry as lists show it: all but the detailed intro (up to 50,000 characters; an entry's own page reads it). */
+export type CatalogListEntry = Omit<CatalogEntry, 'detailedIntro'>;
+const listColumns = entryColumns.filter((c): c is Exclude<(typeof entryColumns)[number], 'detailedIntro'> => c !== 'detailedIntro');
+
 /** A catalog Name is the <endpoint_name> segment of inference URLs. */
 const validateName = (name: string): string => checkName(name, 'name', { max: 200, noSpaces: true });
 
@@ -224,9 +228,9 @@ export async function listUpstreams(db: Db, entryId: string): Promise<Upstream[]
   return rows.map(({ apiKey, ...rest }) => ({ ...rest, hasApiKey: apiKey !== null }));
 }
 
-/** Entries matching the filter, ordered by name. */
-export async function listEntries(db: Db, filter: EntryFilter = {}): Promise<CatalogEntry[]> {
-  let q = db.selectFrom('catalogEntries').select(entryColumns).orderBy('name');
+/** The entries matching the filter (no columns chosen yet). */
+function entriesWhere(db: Db, filter: EntryFilter) {
+  let q = db.selectFrom('catalogEntries');
   if (filter.publishedOnly) q = q.where('published', '=', true);
   if (filter.provider) q = q.where(sql<string>`lower(coalesce(provider, ''))`, '=', filter.provider.toLowerCase());
   if (filter.tag) q = q.where(sql<boolean>`${filter.tag} = any(tags)`);
@@ -237,7 +241,12 @@ export async function listEntries(db: Db, filter: EntryFilter = {}): Promise<Cat
     const like = `%${filter.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
     q = q.where((eb) => eb.or([eb('name', 'ilike', like), eb('provider', 'ilike', like), eb('summary', 'ilike', like)]));
   }
-  return q.execute();
+  return q;
+}
+
+/** Entries matching the filter, ordered by name. */
+export async function listEntries(db: Db, filter: EntryFilter = {}): Promise<CatalogEntry[]> {
+  return entriesWhere(db, filter).select(entryColumns).orderBy('name').execute();
 }
 
 export async function getEntryByName(db: Db, name: string): Promise<CatalogEntry | null> {
@@ -251,13 +260,9 @@ export async function getEntryById(db: Db, id: string): Promise<CatalogEntry | n
 
 /** Distinct providers, tags and use cases of published entries, for browsing. */
 export async function listFacets(db: Db): Promise<{ providers: string[]; tags: string[]; useCases: string[] }> {
-  const entries = await listEntries(db, { publishedOnly: true });
-  const sorted = (s: Set<string>) => [...s].sort((a, b) => a.localeCompare(b));
-  return {
-    providers: sorted(new Set(entries.flatMap((e) => (e.provider ? [e.provider] : [])))),
-    tags: sorted(new Set(entries.flatMap((e) => e.tags))),
-    useCases: sorted(new Set(entries.flatMap((e) => e.useCases))),
-  };
+  const f = await countFacets(db);
+  const values = (counts: FacetCount[]) => counts.map((c) => c.value);
+  return { providers: values(f.providers), tags: values(f.tags), useCases: values(f.useCases) };
 }
 
 export interface FacetCount {
@@ -265,19 +270,23 @@ export interface FacetCount {
   count: number;
 }
 
-/** Providers, tags and use cases of published entries with how many entries carry each, by label. */
+/**
+ * Providers, tags and use cases of published entries with how many entries carry each, by label: counted in the
+ * database (one row per label, not one per entry).
+ */
 export async function countFacets(db: Db): Promise<{ providers: FacetCount[]; tags: FacetCount[]; useCases: FacetCount[] }> {
-  const entries = await listEntries(db, { publishedOnly: true });
-  const count = (lists: string[][]): FacetCount[] => {
-    const counts = new Map<string, number>();
-    for (const list of lists) for (const v of new Set(list)) counts.set(v, (counts.get(v) ?? 0) + 1);
-    return [...counts].map(([value, n]) => ({ value, count: n })).sort((a, b) => a.value.localeCompare(b.value));
-  };
-  return {
-    providers: count(entries.map((e) => (e.provider ? [e.provider] : []))),
-    tags: count(entries.map((e) => e.tags)),
-    useCases: count(entries.map((e) => e.useCases)),
-  };
+  const { rows } = await sql<{ facet: 'provider' | 'tag' | 'useCase'; value: string; n: string | number }>`
+    select 'provider' as facet, provider as value, count(*) as n from catalog_entries
+      where published and coalesce(provider, '') <> '' group by provider
+    union all
+    select 'tag', v, count(distinct id) from catalog_entries, unnest(tags) as v where published group by v
+    union all
+    select 'useCase', v, count(distinct id) from catalog_entries, unnest(use_cases) as v where published group by v`.execute(db);
+  const out = { providers: [] as FacetCount[], tags: [] as FacetCount[], useCases: [] as FacetCount[] };
+  const into = { provider: out.providers, tag: out.tags, useCase: out.useCases };
+  for (const r of rows) into[r.facet].push({ value: r.value, count: Number(r.n) });
+  for (const list of Object.values(out)) list.sort((a, b) => a.value.localeCompare(b.value));
+  return out;
 }
 
 // Platform-admin operations: both transports call these. Each checks the caller, validates, and
@@ -392,9 +401,36 @@ export async function adminListUpstreams(db: Db, principal: Principal, entryId: 
   return listUpstreams(db, entryKey(entryId));
 }
 
-/** Published entries matching the filter (anyone: browsing needs no login). */
-export async function browseEntries(db: Db, filter: Omit<EntryFilter, 'publishedOnly'> = {}): Promise<CatalogEntry[]> {
-  return listEntries(db, { ...checkFilter(filter), publishedOnly: true });
+/** Published entries matching the filter, without their detailed intros (anyone: browsing needs no login). */
+export async function browseEntries(db: Db, filter: Omit<EntryFilter, 'publishedOnly'> = {}): Promise<CatalogListEntry[]> {
+  return entriesWhere(db, { ...checkFilter(filter), publishedOnly: true })
+    .select(listColumns)
+    .orderBy('name')
+    .execute();
+}
+
+/** One page of `browseEntries` (`limit` entries from `offset`, by name) and how many match in all. */
+export async function browseEntriesPage(
+  db: Db,
+  filter: Omit<EntryFilter, 'publishedOnly'>,
+  page: { readonly offset: number; readonly limit: number },
+): Promise<{ entries: CatalogListEntry[]; total: number }> {
+  const matching = () => entriesWhere(db, { ...checkFilter(filter), publishedOnly: true });
+  const [entries, count] = await Promise.all([
+    page.limit === 0 ? [] : matching().select(listColumns).orderBy('name').offset(page.offset).limit(page.limit).execute(),
+    matching()
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .executeTakeFirstOrThrow(),
+  ]);
+  return { entries, total: Number(count.n) };
+}
+
+/** The detailed intros of published entries by id ('' where unset), for a page of entries that asks for them. */
+export async function detailedIntrosOf(db: Db, ids: readonly string[]): Promise<Map<string, string>> {
+  const valid = ids.filter(isUuid);
+  if (valid.length === 0) return new Map();
+  const rows = await db.selectFrom('catalogEntries').select(['id', 'detailedIntro']).where('id', 'in', valid).where('published', '=', true).execute();
+  return new Map(rows.map((r) => [r.id, r.detailedIntro ?? '']));
 }
 
 const MAX_FILTER_LENGTH = 200;
