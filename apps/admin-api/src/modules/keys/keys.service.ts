@@ -3,6 +3,7 @@ import { generateSecret, hashSecret, SECRET_PREFIX, secretDisplayPrefix } from '
 import { isUuid, type Db } from '../../db.ts';
 import { notFound, ServiceError } from '../../errors.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
+import { checkTenantQuota } from '../tenants/tenant-quota.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import { recordChange } from '../snapshots/snapshots.service.ts';
 import { checkCredentialInput } from '../access/credential-input.ts';
@@ -58,19 +59,21 @@ export async function createApiKey(db: Db, input: CreateApiKeyInput): Promise<Cr
   if (!isUuid(input.tenantId)) throw notFound('tenant');
   const secret = generateSecret(SECRET_PREFIX.inference);
   return withTransaction(db, async (trx) => {
-    // The tenant's row held while its live keys are counted: two creations at once cannot both take the last place.
-    const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', input.tenantId).forNoKeyUpdate().executeTakeFirst();
-    if (!tenant) throw notFound('tenant');
-    const live = await trx
-      .selectFrom('apiKeys')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where('tenantId', '=', input.tenantId)
-      .where('revokedAt', 'is', null)
-      .where((eb) => eb.or([eb('expiresAt', 'is', null), eb('expiresAt', '>', sql<Date>`now()`)]))
-      .executeTakeFirstOrThrow();
-    if (Number(live.n) >= MAX_LIVE_KEYS_PER_TENANT) {
-      throw new ServiceError('conflict', `a tenant holds at most ${MAX_LIVE_KEYS_PER_TENANT} live API keys: revoke keys no longer used first`);
-    }
+    await checkTenantQuota(trx, input.tenantId, {
+      max: MAX_LIVE_KEYS_PER_TENANT,
+      what: 'live API keys',
+      free: 'revoke keys no longer used first',
+      count: async () => {
+        const live = await trx
+          .selectFrom('apiKeys')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .where('tenantId', '=', input.tenantId)
+          .where('revokedAt', 'is', null)
+          .where((eb) => eb.or([eb('expiresAt', 'is', null), eb('expiresAt', '>', sql<Date>`now()`)]))
+          .executeTakeFirstOrThrow();
+        return Number(live.n);
+      },
+    });
     const row = await trx
       .insertInto('apiKeys')
       .values({

@@ -10,6 +10,7 @@ import { requireAuthenticated, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
+import { checkTenantQuota } from './tenant-quota.ts';
 
 /** How long an invitation can be accepted. */
 export const INVITATION_TTL_MS = 7 * 24 * 60 * 60 * 1000;
@@ -104,20 +105,22 @@ export async function createInvitation(
   const invitedBy = input.actor?.userId ?? null;
   if (!isUuid(input.tenantId)) throw notFound('tenant');
   return withTransaction(db, async (trx) => {
-    // The tenant's row held while its open invitations are counted: two invitations at once cannot both take the last place.
-    const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', input.tenantId).forNoKeyUpdate().executeTakeFirst();
-    if (!tenant) throw notFound('tenant');
-    const open = await trx
-      .selectFrom('invitations')
-      .select((eb) => eb.fn.countAll<string>().as('n'))
-      .where('tenantId', '=', input.tenantId)
-      .where('status', '=', 'pending')
-      .where('expiresAt', '>', sql<Date>`now()`)
-      .where('email', '<>', email)
-      .executeTakeFirstOrThrow();
-    if (Number(open.n) >= MAX_OPEN_INVITATIONS_PER_TENANT) {
-      throw new ServiceError('conflict', `a tenant holds at most ${MAX_OPEN_INVITATIONS_PER_TENANT} open invitations: withdraw ones no longer wanted first`);
-    }
+    await checkTenantQuota(trx, input.tenantId, {
+      max: MAX_OPEN_INVITATIONS_PER_TENANT,
+      what: 'open invitations',
+      free: 'withdraw ones no longer wanted first',
+      count: async () => {
+        const open = await trx
+          .selectFrom('invitations')
+          .select((eb) => eb.fn.countAll<string>().as('n'))
+          .where('tenantId', '=', input.tenantId)
+          .where('status', '=', 'pending')
+          .where('expiresAt', '>', sql<Date>`now()`)
+          .where('email', '<>', email)
+          .executeTakeFirstOrThrow();
+        return Number(open.n);
+      },
+    });
     const row = await trx
       .insertInto('invitations')
       .values({ tenantId: input.tenantId, email, role, tokenHash, invitedBy, expiresAt })
