@@ -56,7 +56,12 @@ export interface Reconciler {
   runtimeLoad(replicaId: string, timeoutMs: number): Promise<RuntimeLoad | null>;
   /** Every replica this process is starting, running or draining (their ledger intervals are alive). */
   liveReplicaIds(): string[];
-  /** Stops every replica this process runs (leadership lost); the reconciler may be used again later. */
+  /**
+   * Leadership lost, maybe for a moment: stops acting (starts and drains under way are cancelled) while the replicas
+   * this process runs keep serving, for a leadership regained soon (`relinquish` stops them).
+   */
+  pause(): Promise<void>;
+  /** Stops every replica this process runs (leadership lost for good); the reconciler may be used again later. */
   relinquish(): Promise<void>;
   /** Cancels starts in flight and stops every replica the provisioners started (shutdown). */
   close(): Promise<void>;
@@ -474,6 +479,11 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     ownedReplicas: () => owned,
     runtimeLoad,
     liveReplicaIds: () => [...owned.keys(), ...starts.keys()],
+    async pause(): Promise<void> {
+      abort.abort();
+      await settled();
+      if (!closed) abort = new AbortController();
+    },
     async relinquish(): Promise<void> {
       await stopEverything();
       failures.clear();

@@ -24,6 +24,11 @@ export interface AutoscalerOptions {
   readonly sweepMs?: number;
   /** Scrape each ready replica's /metrics (vLLM gauges) every tick (default true). */
   readonly scrapeRuntimeMetrics?: boolean;
+  /**
+   * Leadership lost (the database gone for a moment, or restarted): the replicas this process runs keep serving this
+   * long (default 30 s), for the lock regained meanwhile; then they are stopped.
+   */
+  readonly relinquishGraceMs?: number;
 }
 
 export interface Autoscaler {
@@ -48,6 +53,8 @@ export function startAutoscaler(ctx: DeploymentsContext, election: LeaderElectio
   const heartbeatMs = opts.heartbeatMs ?? 2_000;
   const sweepMs = opts.sweepMs ?? 10_000;
   const scrape = opts.scrapeRuntimeMetrics ?? true;
+  const relinquishGraceMs = opts.relinquishGraceMs ?? 30_000;
+  let relinquishing: NodeJS.Timeout | undefined;
   const { db, reconciler, log } = ctx;
   const tracked = new Map<string, Tracked>();
   const phases = new Map<string, ReplicaPhase>();
@@ -185,6 +192,9 @@ export function startAutoscaler(ctx: DeploymentsContext, election: LeaderElectio
 
   election.start({
     async onAcquire() {
+      // Regained within the grace: the replicas this process still runs are its own again (their intervals stay open).
+      clearTimeout(relinquishing);
+      relinquishing = undefined;
       // The previous leader's open intervals end at their last heartbeat (its replicas died with it).
       const closedCount = await closeStaleReplicaIntervals(db, reconciler.liveReplicaIds());
       if (closedCount > 0) log.info({ intervals: closedCount }, 'closed GPU-time intervals of an earlier leader at their last heartbeat');
@@ -196,7 +206,19 @@ export function startAutoscaler(ctx: DeploymentsContext, election: LeaderElectio
     },
     async onLose() {
       tracked.clear();
-      await reconciler.relinquish();
+      if (closed) {
+        await reconciler.relinquish();
+        return;
+      }
+      // Stop acting now; stop the replicas only if the lock is not back within the grace (a database restart or a
+      // blip would otherwise cold-start every dedicated replica).
+      await reconciler.pause();
+      clearTimeout(relinquishing);
+      relinquishing = setTimeout(() => {
+        relinquishing = undefined;
+        if (!election.isLeader()) void reconciler.relinquish().catch((err: unknown) => log.warn({ err }, 'stopping the replicas of a lost leadership failed'));
+      }, relinquishGraceMs);
+      relinquishing.unref();
     },
   });
   loop();
@@ -207,6 +229,7 @@ export function startAutoscaler(ctx: DeploymentsContext, election: LeaderElectio
     async close(): Promise<void> {
       closed = true;
       clearTimeout(timer);
+      clearTimeout(relinquishing);
       unsubscribe();
       await running;
       await election.close();

@@ -1,6 +1,13 @@
 // One active autoscaler across control-plane replicas: the leader holds a PostgreSQL session advisory
 // lock on a dedicated connection. When the leader dies its connection closes, PostgreSQL releases the
 // lock, and the next follower's attempt (every `retryMs`) takes it. On PGlite the one process leads.
+//
+// A lease bounds the rest. The lock's session ends on the server once it has been idle `leaseMs` (PostgreSQL's
+// idle_session_timeout; the leader pings every `retryMs`), so a leader that is frozen or cut off from the database
+// loses the lock within `leaseMs` even when its TCP connection never closes. The leader acts only while its last
+// confirmed ping is under half a lease old: a process frozen past its lease and thawed acts on nothing before it
+// learns it lost. A ping that fails (the database slow or frozen for a moment) is not a loss: the session and its
+// lock hold, and leadership resumes once a ping answers, unless none has for a whole lease.
 import type pg from 'pg';
 
 export interface LeaderHandlers {
@@ -50,14 +57,24 @@ export interface AdvisoryLeaderOptions {
   readonly lockKey?: number;
   /** How often a follower tries the lock and a leader checks its connection (default 1 s). */
   readonly retryMs?: number;
+  /** The lease (default 10 s, at least 4 pings): the lock's session ends after this long without a ping. */
+  readonly leaseMs?: number;
   readonly log?: LeaderLog;
+  /** The clock (tests). */
+  readonly now?: () => number;
 }
 
 export function createAdvisoryLeader(opts: AdvisoryLeaderOptions): LeaderElection {
   const key = opts.lockKey ?? AUTOSCALER_LOCK_KEY;
   const retryMs = opts.retryMs ?? 1_000;
+  const leaseMs = Math.max(opts.leaseMs ?? 10_000, retryMs * 4);
+  const now = opts.now ?? (() => performance.now());
   let client: pg.PoolClient | undefined;
   let leading = false;
+  /** When a ping (or the lock) last answered on the lock's session. */
+  let confirmedAt = 0;
+  /** A ping failed and none has answered since (logged once). */
+  let unconfirmed = false;
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   let handlers: LeaderHandlers | undefined;
@@ -69,30 +86,55 @@ export function createAdvisoryLeader(opts: AdvisoryLeaderOptions): LeaderElectio
     c?.release(err instanceof Error ? err : true); // destroyed, never back in the pool: the lock goes with it
     if (leading) {
       leading = false;
+      unconfirmed = false;
       opts.log?.warn({ err }, 'autoscaler leadership lost');
       await handlers?.onLose();
     }
   }
 
+  async function connect(): Promise<pg.PoolClient> {
+    const c = await opts.pool.connect();
+    c.on('error', (err) => {
+      if (c === client) busy = busy.then(() => drop(err));
+    });
+    // The server ends the session (and its lock) after a lease without a query. PostgreSQL 14 and later; an older
+    // server keeps the session until its TCP connection closes.
+    await c.query(`set idle_session_timeout = ${Math.round(leaseMs)}`).catch((err: unknown) => {
+      opts.log?.warn({ err }, 'this PostgreSQL has no idle_session_timeout: a frozen leader keeps the lock until its connection closes');
+    });
+    return c;
+  }
+
   async function attempt(): Promise<void> {
     if (closed) return;
     try {
-      if (!client) {
-        const c = await opts.pool.connect();
-        c.on('error', (err) => void (busy = busy.then(() => drop(err))));
-        client = c;
-      }
+      client ??= await connect();
+      const queryTimeout = Math.max(1_000, retryMs * 2);
       if (leading) {
-        await client.query({ text: 'select 1', query_timeout: Math.max(1_000, retryMs * 2) } as pg.QueryConfig);
+        try {
+          await client.query({ text: 'select 1', query_timeout: queryTimeout } as pg.QueryConfig);
+        } catch (err) {
+          // The session may still hold the lock (the database slow or frozen): pause, and give up only after a lease.
+          if (client !== undefined && now() - confirmedAt < leaseMs) {
+            if (!unconfirmed) opts.log?.warn({ err }, 'autoscaler leadership unconfirmed: acting paused until the database answers');
+            unconfirmed = true;
+            return;
+          }
+          throw err;
+        }
+        confirmedAt = now();
+        if (unconfirmed) opts.log?.info({ lockKey: key }, 'autoscaler leadership confirmed again');
+        unconfirmed = false;
         return;
       }
       const res = await client.query<{ locked: boolean }>({
         text: 'select pg_try_advisory_lock($1) as locked',
         values: [key],
-        query_timeout: Math.max(1_000, retryMs * 2),
+        query_timeout: queryTimeout,
       } as pg.QueryConfig);
       if (res.rows[0]?.locked && !closed) {
         leading = true;
+        confirmedAt = now();
         opts.log?.info({ lockKey: key }, 'autoscaler leadership acquired');
         await handlers?.onAcquire();
       }
@@ -109,7 +151,8 @@ export function createAdvisoryLeader(opts: AdvisoryLeaderOptions): LeaderElectio
   }
 
   return Object.freeze({
-    isLeader: () => leading,
+    // Within half a lease of the last answer: the server cannot have released the lock yet.
+    isLeader: () => leading && !unconfirmed && now() - confirmedAt < leaseMs / 2,
     start(h: LeaderHandlers): void {
       handlers = h;
       loop();
