@@ -92,7 +92,7 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     if (opts.front !== false) {
       front = installFront<FastRoute>({
         server,
-        route: (url, headers) => fastPath?.route(url, headers) ?? null,
+        route: (url, headers) => fastPath?.frontRoute(url, headers) ?? null,
         serve: (route, headers, res, body) => fastPath!.serve(route, headers, res, body),
         onRequest: (socket) => unused.delete(socket),
       });

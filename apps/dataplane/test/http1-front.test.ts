@@ -137,6 +137,7 @@ describe('the front answers as Node’s HTTP server does', () => {
     ['an absolute-form target', [post().replace(`POST ${SHARED}`, `POST http://x${SHARED}`) + LAST]],
     ['two spaces in the request line', [post().replace('POST ', 'POST  ') + LAST]],
     ['Expect: 100-continue', [post('Expect: 100-continue\r\n') + LAST]],
+    ['Proxy-Connection: close (llhttp takes it as Connection)', [post('Proxy-Connection: close\r\n') + LAST]],
     ['Connection: Upgrade', [post('Connection: Upgrade\r\nUpgrade: h2c\r\n')], true],
     ['a repeated Authorization', [post('Authorization: Bearer infk_other\r\n') + LAST]],
     ['a header named constructor', [post('constructor: x\r\n') + LAST]],
@@ -235,6 +236,19 @@ describe('where the front answers a request Node’s server loses', () => {
 });
 
 describe('connections the front holds', () => {
+  it('a caller without a valid key is refused before its body is read: the node holds none of a megabyte it was promised', async () => {
+    for (const auth of ['', 'Authorization: Bearer infk_not_a_key\r\n']) {
+      for (const url of [withFront.url, withoutFront.url]) {
+        const c = new Conn(url);
+        // The head promises a megabyte; ten bytes of it come, and the client waits for an answer.
+        c.socket.write(`POST ${SHARED} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${auth}Content-Length: 1000000\r\n\r\n{"model":"`);
+        await waitFor(() => c.answers().length === 1, 5_000);
+        expect(c.answers()[0]!.status, `${url} ${auth}`).toBe(401);
+        c.socket.destroy();
+      }
+    }
+  });
+
   it('keeps a plain client’s connection through its requests, and gives a GET’s to Node’s server', async () => {
     const before = withFront.app.frontConnections();
     const c = new Conn(withFront.url);

@@ -56,8 +56,8 @@ const DIGITS = /^[0-9]{1,10}$/;
 /** The request line: an origin-form target of visible ASCII only (llhttp refuses other bytes in it). */
 const REQUEST_LINE = /^POST (\/[\x21-\x7e]*) HTTP\/1\.1$/;
 
-/** Header names that must not come twice (and nothing is gained by merging the others): any repeat goes to Node. */
-const HANDED_OVER = new Set(['transfer-encoding', 'expect', 'upgrade', 'te', 'trailer', 'http2-settings']);
+/** Header names whose semantics the front leaves to Node's server (framing, upgrades, Proxy-Connection as llhttp reads it); any repeated header goes there too. */
+const HANDED_OVER = new Set(['transfer-encoding', 'expect', 'upgrade', 'te', 'trailer', 'http2-settings', 'proxy-connection']);
 
 let dateSecond = 0;
 let dateText = '';
@@ -194,7 +194,11 @@ class Connection {
   length = 0;
   headers: IncomingHttpHeaders | null = null;
   closeAfter = false;
-  body: Buffer[] = [];
+  /**
+   * The body so far: the read that held all of it (no copy, the common case), else one buffer of its Content-Length
+   * the reads are copied into (a client writing a byte at a time must not make the node hold a buffer per read).
+   */
+  body: Buffer | null = null;
   received = 0;
   /** The head of the request whose body is coming: handed over with it if the request ends up Node's (cut short). */
   headBytes: Buffer | null = null;
@@ -243,7 +247,8 @@ class Connection {
       if (this.route !== null) {
         const want = this.length - this.received;
         const take = buf.length <= want ? buf : buf.subarray(0, want);
-        this.body.push(take);
+        if (this.received === 0 && take.length === this.length) this.body = take;
+        else take.copy((this.body ??= Buffer.allocUnsafe(this.length)), this.received);
         this.received += take.length;
         if (take === buf) this.bytes.clear();
         else this.bytes.skip(want);
@@ -290,12 +295,12 @@ class Connection {
   /** The body is all here: the answer begins. */
   start(): void {
     const route = this.route;
-    const body = this.body.length === 1 ? this.body[0]! : Buffer.concat(this.body, this.length);
+    const body = this.body ?? Buffer.alloc(0);
     const headers = this.headers!;
     this.route = null;
     this.headers = null;
     this.headBytes = null;
-    this.body = [];
+    this.body = null;
     this.readingRequest = false;
     const close = this.closeAfter || this.front.closing;
     if (close) this.stopReading();
@@ -344,12 +349,13 @@ class Connection {
     front.connections.delete(this);
     front.handedOver++;
     // A request whose body is still coming goes over whole: its head and what came of its body, then the rest.
-    const parts = this.route !== null && this.headBytes !== null ? [this.headBytes, ...this.body] : [];
+    const parts = this.route !== null && this.headBytes !== null ? [this.headBytes] : [];
+    if (parts.length > 0 && this.body !== null) parts.push(this.body.subarray(0, this.received));
     if (this.bytes.view !== null) parts.push(this.bytes.view);
     const buf = parts.length === 0 ? null : parts.length === 1 ? parts[0]! : Buffer.concat(parts);
     this.route = null;
     this.headBytes = null;
-    this.body = [];
+    this.body = null;
     this.bytes.clear();
     if (socket.isPaused()) socket.resume();
     front.nodeListener.call(front.opts.server, socket);
@@ -375,7 +381,7 @@ class Connection {
   readonly onClose = (): void => {
     this.gone = true;
     this.front.connections.delete(this);
-    this.body = [];
+    this.body = null;
     this.bytes.clear();
     const res = this.res;
     this.res = null;

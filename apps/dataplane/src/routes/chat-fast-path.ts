@@ -48,6 +48,8 @@ export interface ChatFastPath {
   readonly onRequest: FastPath;
   /** The route of a POST with these URL and headers when it is a plain chat request, else null (Fastify's then). */
   route(url: string, headers: IncomingHttpHeaders): FastRoute | null;
+  /** `route` for the HTTP/1.1 front: null as well for a caller whose key does not resolve (Node's server refuses it). */
+  frontRoute(url: string, headers: IncomingHttpHeaders): FastRoute | null;
   /** Serves a plain chat request whose whole body (exactly `route.length` bytes) has arrived. */
   serve(route: FastRoute, headers: IncomingHttpHeaders, res: ClientResponse, raw: Buffer): void;
 }
@@ -186,5 +188,15 @@ export function createChatFastPath(opts: ChatFastPathOptions): ChatFastPath {
     chat.fail(x, err);
   }
 
-  return { onRequest, route, serve };
+  /**
+   * The front's route: `route`, for a caller whose key resolves. The front reads a whole body before it serves it; a
+   * caller without a valid key goes to Node's server instead, which refuses it before reading the body (no client
+   * without a key makes the node hold up to the body limit per connection).
+   */
+  const frontRoute = (url: string, headers: IncomingHttpHeaders): FastRoute | null => {
+    const r = route(url, headers);
+    return r !== null && !(authenticateRequest(store, headers.authorization, Date.now()) instanceof ApiError) ? r : null;
+  };
+
+  return { onRequest, route, frontRoute, serve };
 }
