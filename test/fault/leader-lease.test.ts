@@ -88,6 +88,26 @@ describe('autoscaler leadership under database and leader faults', () => {
     await b.election.close();
   });
 
+  it("a new leader's recovery longer than its lease does not let the session go idle and lose the lock", async () => {
+    const events: string[] = [];
+    let recovered = false;
+    const slow = createAdvisoryLeader({ pool: pool(), retryMs: 200, leaseMs: 1000 });
+    elections.push(slow);
+    slow.start({
+      onAcquire: async () => {
+        events.push('acquire');
+        await sleep(3_000); // a large install's recovery: three leases
+        recovered = true;
+      },
+      onLose: async () => void events.push('lose'),
+    });
+    await until('recovered', () => recovered, 10_000);
+    await until('leading after its recovery', () => slow.isLeader(), 2_000);
+    expect(events).toEqual(['acquire']);
+    await slow.close();
+    expect(events).toEqual(['acquire', 'lose']);
+  });
+
   it('a leader frozen past its lease loses the lock to another within the lease, and acts on nothing when thawed', async () => {
     const lines: { event?: string; leader?: boolean; gapMs?: number }[] = [];
     const child = spawn(process.execPath, [fileURLToPath(new URL('./leader-child.ts', import.meta.url))], {

@@ -4,7 +4,13 @@ import { testBackends } from '@infer/db/testing';
 import type { UsageRecord } from '@infer/shared';
 import { issueAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
 import { createEntry, getEntryByName } from '../src/modules/catalog/catalog.service.ts';
-import { closeReplicaInterval, heartbeatReplicaIntervals, openReplicaInterval, switchReplicaPhase } from '../src/modules/deployments/gpu-ledger.ts';
+import {
+  closeReplicaInterval,
+  heartbeatReplicaIntervals,
+  openReplicaInterval,
+  reopenReplicaIntervals,
+  switchReplicaPhase,
+} from '../src/modules/deployments/gpu-ledger.ts';
 import { listApiKeys } from '../src/modules/keys/keys.service.ts';
 import { getTenantBySlug } from '../src/modules/tenants/tenants.service.ts';
 import { summariseUsage } from '../src/modules/usage/usage.service.ts';
@@ -118,6 +124,26 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
       })
       .execute();
   }
+
+  it('reopens, from now and in its last phase, the interval of a replica a leader still runs after another leader closed it', async () => {
+    const db = t.database.db;
+    const llama = (await getEntryByName(db, 'Llama-3.3-70B-Instruct'))!;
+    const deployment = await db.selectFrom('deployments').select('id').where('tenantId', '=', base.tenantId).executeTakeFirstOrThrow();
+    const replicaId = randomUUID();
+    const r = { replicaId, deploymentId: deployment.id, tenantId: base.tenantId, entryId: llama.id, gpuCount: 4 };
+    await openReplicaInterval(db, r);
+    await switchReplicaPhase(db, replicaId, 'serving');
+    await closeReplicaInterval(db, replicaId); // the other leader's closeStaleReplicaIntervals
+    const open = () => db.selectFrom('replicaIntervals').selectAll().where('replicaId', '=', replicaId).where('endedAt', 'is', null).execute();
+    expect(await open()).toEqual([]);
+    expect(await reopenReplicaIntervals(db, [replicaId, randomUUID(), 'not-a-uuid'])).toBe(1);
+    const [reopened] = await open();
+    expect(reopened).toMatchObject({ phase: 'serving', gpuCount: 4, deploymentId: deployment.id, tenantId: base.tenantId, usdPerGpuHour: 2.5 });
+    // Already open: nothing more.
+    expect(await reopenReplicaIntervals(db, [replicaId])).toBe(0);
+    expect(await open()).toHaveLength(1);
+    await closeReplicaInterval(db, replicaId);
+  });
 
   it("prices the seeded deployment's GPU time at its dedicated price and answers money rounded to 8 places", async () => {
     const day = dayOf(10);

@@ -18,6 +18,7 @@ import type { ChatFastPath, FastRoute } from './routes/chat-fast-path.ts';
 import { installFront } from './front/http1-front.ts';
 import type { Front } from './front/http1-front.ts';
 import { servePipelined } from './front/pipelined.ts';
+import type { InFlightCalls } from './proxy/forward-chat.ts';
 import { createChatHandler } from './routes/chat-handler.ts';
 import { inferenceRoutes } from './routes/inference-routes.ts';
 import { collectRoutes, methodNotAllowedRoutes } from './routes/method-not-allowed-routes.ts';
@@ -248,10 +249,11 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
   app.register(healthRoutes, { store: opts.store });
   app.register(corsRoutes);
   /** Chat calls in flight (forwardChat): the node's shutdown stops them once its drain time is over. */
-  const live = new Set<() => void>();
+  const live: InFlightCalls = { stopping: false, calls: new Set() };
   app.decorate('stopInFlight', () => {
-    const n = live.size;
-    for (const stop of [...live]) stop();
+    live.stopping = true;
+    const n = live.calls.size;
+    for (const stop of [...live.calls]) stop();
     return n;
   });
   const chat = createChatHandler({

@@ -84,3 +84,24 @@ describe('client disconnect', () => {
     expect(metrics).toContain('dataplane_in_flight_requests 0');
   });
 });
+
+describe('a node stopping', () => {
+  it('a call that reaches the runtime stage after the stop (it waited for admission) is a 503 billed nothing, not sent on', async () => {
+    const node = await startDataplane(makeSnapshot({ sim: sim.url, faulty: sim.url, dead: await deadUrl() }), sink);
+    try {
+      expect(node.app.stopInFlight()).toBe(0);
+      const res = await fetch(`${node.url}/endpoints/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${SECRET_A}`, 'x-request-id': 'after-stop' },
+        body: JSON.stringify(chatBody({ model: NAME, max_tokens: 5 })),
+      });
+      expect(res.status).toBe(503);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('service_unavailable');
+      expect(simEntry('after-stop')).toBeUndefined();
+      await waitFor(() => sink.records.some((r) => r.requestId.startsWith('after-stop.')));
+      expect(sink.records.find((r) => r.requestId.startsWith('after-stop.'))).toMatchObject({ status: 503, promptTokens: 0, completionTokens: 0 });
+    } finally {
+      await node.app.close();
+    }
+  });
+});

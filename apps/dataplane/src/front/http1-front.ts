@@ -195,8 +195,8 @@ class Connection {
   headers: IncomingHttpHeaders | null = null;
   closeAfter = false;
   /**
-   * The body so far: the read that held all of it (no copy, the common case), else one buffer of its Content-Length
-   * the reads are copied into (a client writing a byte at a time must not make the node hold a buffer per read).
+   * The body so far: the read that held all of it (no copy, the common case), else one buffer the reads are copied
+   * into (`copyIn`; a client writing a byte at a time must not make the node hold a buffer per read).
    */
   body: Buffer | null = null;
   received = 0;
@@ -248,7 +248,7 @@ class Connection {
         const want = this.length - this.received;
         const take = buf.length <= want ? buf : buf.subarray(0, want);
         if (this.received === 0 && take.length === this.length) this.body = take;
-        else take.copy((this.body ??= Buffer.allocUnsafe(this.length)), this.received);
+        else this.copyIn(take);
         this.received += take.length;
         if (take === buf) this.bytes.clear();
         else this.bytes.skip(want);
@@ -292,10 +292,25 @@ class Connection {
     }
   }
 
+  /**
+   * Appends a read to the body buffer, grown by doubling (from 16 KiB) up to the Content-Length: memory follows the
+   * bytes received, not the length a head promised.
+   */
+  copyIn(take: Buffer): void {
+    const need = this.received + take.length;
+    let body = this.body;
+    if (body === null || body.length < need) {
+      const grown = Buffer.allocUnsafe(Math.min(this.length, Math.max(need * 2, 16 * 1024)));
+      if (body !== null) body.copy(grown, 0, 0, this.received);
+      this.body = body = grown;
+    }
+    take.copy(body, this.received);
+  }
+
   /** The body is all here: the answer begins. */
   start(): void {
     const route = this.route;
-    const body = this.body ?? Buffer.alloc(0);
+    const body = this.body === null ? Buffer.alloc(0) : this.body.length === this.length ? this.body : this.body.subarray(0, this.length);
     const headers = this.headers!;
     this.route = null;
     this.headers = null;

@@ -63,11 +63,18 @@ export interface ForwardDeps {
   readonly halted?: (target: RouteTarget) => ApiError | null;
   /** Write one info line per request (LOG_LEVEL=info). */
   readonly logInfo?: boolean;
-  /**
-   * The calls in flight: each entry stops its call (`UpstreamAttempt.stop`) when the node's drain time runs out, so
-   * that every call ends with its usage record before the process exits.
-   */
-  readonly live?: Set<() => void>;
+  /** The calls in flight, for the node's stop (`InFlightCalls`). */
+  readonly live?: InFlightCalls;
+}
+
+/**
+ * The node's chat calls in flight. When its drain time runs out, `stopping` is set and each entry stops its call
+ * (`UpstreamAttempt.stop`); a call that reaches `forwardChat` later (it waited for admission) stops at once. Every
+ * call so ends with its usage record before the process exits.
+ */
+export interface InFlightCalls {
+  stopping: boolean;
+  readonly calls: Set<() => void>;
 }
 
 /** Why an attempt counts against the replica's health, or null when the runtime did its job. */
@@ -191,12 +198,12 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
   };
   res.on('close', onClose);
 
-  let stopped = false;
+  let stopped = deps.live?.stopping === true;
   const stop = (): void => {
     stopped = true;
     current?.stop();
   };
-  deps.live?.add(stop);
+  deps.live?.calls.add(stop);
   /** The node stopped the call before an answer was under way: a 503 to retry elsewhere, billed nothing. */
   const stoppedError = (): ApiError => {
     const e = nodeStopping();
@@ -361,7 +368,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
     record(e.status, null, 0);
     throw e;
   } finally {
-    deps.live?.delete(stop);
+    deps.live?.calls.delete(stop);
     res.off('close', onClose);
     // Whatever threw, the gauge comes back down and the request is counted (and billed as a failure) once.
     metrics.inFlightDec();

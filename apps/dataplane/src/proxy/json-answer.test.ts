@@ -44,6 +44,13 @@ describe('json answer', () => {
     const tools = readJsonAnswer(Buffer.from(JSON.stringify({ model: 's', choices: [{ index: 0, message }] })), 's', 'c')!;
     expect(tools.usage).toBeNull();
     expect(tools.completionEstimate).toBe(110);
+    // The reasoning sent under both names is counted once.
+    const twice = readJsonAnswer(
+      Buffer.from(JSON.stringify({ model: 's', choices: [{ index: 0, message: { ...message, reasoning: 'r'.repeat(40) } }] })),
+      's',
+      'c',
+    )!;
+    expect(twice.completionEstimate).toBe(110);
     expect(readJsonAnswer(Buffer.from('{"usage":{"prompt_tokens":1'), 's', 'c')).toBeNull();
   });
 });

@@ -34,8 +34,10 @@ function estimateCompletion(obj: Record<string, unknown>): number {
       const m = (ch as { message?: Record<string, unknown> } | null)?.message;
       if (typeof m !== 'object' || m === null) continue;
       text(m['content']);
-      text(m['reasoning_content']);
-      text(m['reasoning']);
+      // The reasoning under either name (a runtime may send both, the same text twice): counted once.
+      const r1 = m['reasoning_content'];
+      const r2 = m['reasoning'];
+      chars += Math.max(typeof r1 === 'string' ? r1.length : 0, typeof r2 === 'string' ? r2.length : 0);
       const calls = m['tool_calls'];
       if (Array.isArray(calls)) {
         for (const call of calls) {

@@ -98,10 +98,13 @@ describe('sse rewriter', () => {
         chunk({ reasoning: 'more' }),
         chunk({ reasoning_content: '' }),
         chunk({ content: 'done' }),
+        // One token, however many names it comes under (a runtime may send the reasoning under both).
+        chunk({ reasoning_content: 'same', reasoning: 'same' }),
+        chunk({ content: 'x', reasoning_content: 'y' }),
       ],
       { from: 'served', to: 'n', dropUsageChunk: true },
     );
-    expect(rw.contentChunks).toBe(5);
+    expect(rw.contentChunks).toBe(7);
   });
 
   it('reads usage with nested details, and keeps a usage event that still has choices', () => {

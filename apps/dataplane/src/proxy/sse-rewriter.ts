@@ -271,6 +271,8 @@ class Rewriter implements SseRewriter {
     let errorLineEnd = 0;
     let errorScanEnd = 0;
     let dropEnd = 0;
+    /** The end of the last line a token was counted on. */
+    let countedTo = 0;
     KEYS.lastIndex = 0;
     // `test` gives the match's end without allocating a match; the key's last letter says which key it was.
     while (KEYS.test(text)) {
@@ -285,8 +287,12 @@ class Rewriter implements SseRewriter {
         }
       } else if (key === LAST_T || key === LAST_S || key === LAST_G) {
         // "content", "reasoning_content", "reasoning", a tool call's "arguments": one token per chunk that carries
-        // non-empty generated text (when the runtime reports no usage).
-        if (text.charCodeAt(value) === QUOTE && text.charCodeAt(value + 1) !== QUOTE) this.contentChunks++;
+        // non-empty generated text (when the runtime reports no usage), once however many of them it carries.
+        if (value >= countedTo && text.charCodeAt(value) === QUOTE && text.charCodeAt(value + 1) !== QUOTE) {
+          this.contentChunks++;
+          const nl = text.indexOf('\n', value);
+          countedTo = nl < 0 ? text.length : nl;
+        }
       } else if (key === LAST_L) {
         if (!this.rewrite || at < dropEnd || at < errorLineEnd) continue;
         if (text.startsWith(fromValue, value)) edits.push(at, value + fromValue.length, MODEL_COMPACT);

@@ -115,6 +115,28 @@ export async function closeReplicaInterval(db: Db, replicaId: string): Promise<v
   }
 }
 
+/**
+ * A leader that took the lock back runs these replicas still; one whose interval another leader closed meanwhile (at
+ * its last heartbeat) gets a new one from now, in its last phase, at its entry's price now: the time it ran unproven
+ * is not billed, the time from now is. Returns how many were reopened.
+ */
+export async function reopenReplicaIntervals(db: Db, replicaIds: readonly string[]): Promise<number> {
+  const ids = replicaIds.filter(isUuid);
+  if (ids.length === 0) return 0;
+  const { rows } = await sql<{ id: string }>`
+    insert into replica_intervals (replica_id, deployment_id, tenant_id, entry_id, gpu_count, phase, usd_per_gpu_hour, started_at, last_heartbeat_at)
+    select last.replica_id, last.deployment_id, last.tenant_id, last.entry_id, last.gpu_count, last.phase, ${priceNow(sql<string>`last.entry_id`)}, now(), now()
+    from (
+      select distinct on (replica_id) replica_id, deployment_id, tenant_id, entry_id, gpu_count, phase
+      from replica_intervals where replica_id in (${sql.join(ids)})
+      order by replica_id, started_at desc, id desc
+    ) last
+    where not exists (select 1 from replica_intervals o where o.replica_id = last.replica_id and o.ended_at is null)
+    on conflict do nothing
+    returning id`.execute(db);
+  return rows.length;
+}
+
 /** Proof of life for the replicas this leader runs (every few seconds). */
 export async function heartbeatReplicaIntervals(db: Db, replicaIds: readonly string[]): Promise<void> {
   if (replicaIds.length === 0) return;

@@ -416,12 +416,14 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     }
   }
 
-  async function stopEverything(): Promise<void> {
+  /** `forget`: their rows go too (leadership lost: the new leader replaces them at once instead of routing to them). */
+  async function stopEverything(forget = false): Promise<void> {
     abort.abort();
     await settled();
     for (const o of [...owned.values()]) {
       await stopOwned(o.id);
       await closeReplicaInterval(db, o.id).catch(() => undefined);
+      if (forget) await removeReplica(db, o.id).catch(() => undefined);
     }
   }
 
@@ -485,7 +487,7 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
       if (!closed) abort = new AbortController();
     },
     async relinquish(): Promise<void> {
-      await stopEverything();
+      await stopEverything(true);
       failures.clear();
       if (!closed) abort = new AbortController();
     },

@@ -5,7 +5,7 @@
 import type { ReplicaPhase } from '@infer/db';
 import { listServingDeployments, recordScaleDecision, type Deployment } from '../deployment-store.ts';
 import type { DeploymentsContext } from '../deployments-context.ts';
-import { closeStaleReplicaIntervals, heartbeatReplicaIntervals, switchReplicaPhase } from '../gpu-ledger.ts';
+import { closeStaleReplicaIntervals, heartbeatReplicaIntervals, reopenReplicaIntervals, switchReplicaPhase } from '../gpu-ledger.ts';
 import { pruneLoadReports, readAggregateLoad, type AggregateLoad } from '../node-load.ts';
 import type { RuntimeLoad } from '../runtime-metrics.ts';
 import { resolveTargetConcurrency } from '../target-concurrency.ts';
@@ -54,7 +54,9 @@ export function startAutoscaler(ctx: DeploymentsContext, election: LeaderElectio
   const sweepMs = opts.sweepMs ?? 10_000;
   const scrape = opts.scrapeRuntimeMetrics ?? true;
   const relinquishGraceMs = opts.relinquishGraceMs ?? 30_000;
+  /** The grace after a loss: its timer, and the stop it started once it ran out. */
   let relinquishing: NodeJS.Timeout | undefined;
+  let relinquished: Promise<void> = Promise.resolve();
   const { db, reconciler, log } = ctx;
   const tracked = new Map<string, Tracked>();
   const phases = new Map<string, ReplicaPhase>();
@@ -192,12 +194,18 @@ export function startAutoscaler(ctx: DeploymentsContext, election: LeaderElectio
 
   election.start({
     async onAcquire() {
-      // Regained within the grace: the replicas this process still runs are its own again (their intervals stay open).
+      // Regained within the grace: the replicas this process still runs are its own again. A stop the grace already
+      // began ends first.
       clearTimeout(relinquishing);
       relinquishing = undefined;
+      await relinquished;
       // The previous leader's open intervals end at their last heartbeat (its replicas died with it).
-      const closedCount = await closeStaleReplicaIntervals(db, reconciler.liveReplicaIds());
+      const live = reconciler.liveReplicaIds();
+      const closedCount = await closeStaleReplicaIntervals(db, live);
       if (closedCount > 0) log.info({ intervals: closedCount }, 'closed GPU-time intervals of an earlier leader at their last heartbeat');
+      // Ours that another leader closed meanwhile are billed again from now.
+      const reopened = await reopenReplicaIntervals(db, live);
+      if (reopened > 0) log.info({ intervals: reopened }, 'reopened GPU-time intervals of replicas this leader still runs');
       tracked.clear();
       phases.clear();
       lastSweep = Date.now();
@@ -216,7 +224,8 @@ export function startAutoscaler(ctx: DeploymentsContext, election: LeaderElectio
       clearTimeout(relinquishing);
       relinquishing = setTimeout(() => {
         relinquishing = undefined;
-        if (!election.isLeader()) void reconciler.relinquish().catch((err: unknown) => log.warn({ err }, 'stopping the replicas of a lost leadership failed'));
+        if (election.isLeader()) return;
+        relinquished = reconciler.relinquish().catch((err: unknown) => log.warn({ err }, 'stopping the replicas of a lost leadership failed'));
       }, relinquishGraceMs);
       relinquishing.unref();
     },

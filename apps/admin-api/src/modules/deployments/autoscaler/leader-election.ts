@@ -79,6 +79,11 @@ export function createAdvisoryLeader(opts: AdvisoryLeaderOptions): LeaderElectio
   let timer: NodeJS.Timeout | undefined;
   let handlers: LeaderHandlers | undefined;
   let busy: Promise<void> = Promise.resolve();
+  /**
+   * The new leader's recovery (`onAcquire`), run beside the pings: a recovery longer than the lease must not let the
+   * session go idle and lose the lock it recovers for. A loss waits for it, so the handlers never overlap.
+   */
+  let acquiring: Promise<void> = Promise.resolve();
 
   async function drop(err?: unknown): Promise<void> {
     const c = client;
@@ -88,6 +93,7 @@ export function createAdvisoryLeader(opts: AdvisoryLeaderOptions): LeaderElectio
       leading = false;
       unconfirmed = false;
       opts.log?.warn({ err }, 'autoscaler leadership lost');
+      await acquiring;
       await handlers?.onLose();
     }
   }
@@ -110,6 +116,8 @@ export function createAdvisoryLeader(opts: AdvisoryLeaderOptions): LeaderElectio
     try {
       client ??= await connect();
       const queryTimeout = Math.max(1_000, retryMs * 2);
+      // The server's idle clock restarts when it reads the query: the lease counts from the send, not the answer.
+      const sentAt = now();
       if (leading) {
         try {
           await client.query({ text: 'select 1', query_timeout: queryTimeout } as pg.QueryConfig);
@@ -122,7 +130,7 @@ export function createAdvisoryLeader(opts: AdvisoryLeaderOptions): LeaderElectio
           }
           throw err;
         }
-        confirmedAt = now();
+        confirmedAt = sentAt;
         if (unconfirmed) opts.log?.info({ lockKey: key }, 'autoscaler leadership confirmed again');
         unconfirmed = false;
         return;
@@ -134,9 +142,9 @@ export function createAdvisoryLeader(opts: AdvisoryLeaderOptions): LeaderElectio
       } as pg.QueryConfig);
       if (res.rows[0]?.locked && !closed) {
         leading = true;
-        confirmedAt = now();
+        confirmedAt = sentAt;
         opts.log?.info({ lockKey: key }, 'autoscaler leadership acquired');
-        await handlers?.onAcquire();
+        acquiring = (handlers?.onAcquire() ?? Promise.resolve()).catch((err: unknown) => opts.log?.warn({ err }, 'autoscaler recovery after acquiring failed'));
       }
     } catch (err) {
       await drop(err);
@@ -163,6 +171,7 @@ export function createAdvisoryLeader(opts: AdvisoryLeaderOptions): LeaderElectio
       await busy.catch(() => undefined);
       if (leading) {
         leading = false;
+        await acquiring;
         await handlers?.onLose();
       }
       const c = client;
