@@ -29,21 +29,30 @@ export function weightedLength(text: string): number {
  * earlier assistant turns. The limits' estimate and the billing count both read them here: a prompt carried in a tool's
  * description is as long for the runtime as one in a message.
  */
-export function structuredPromptTexts(body: Record<string, unknown>): string[] {
-  const out: string[] = [];
-  for (const field of ['tools', 'functions'] as const) {
-    const v = body[field];
-    if (Array.isArray(v) && v.length > 0) out.push(JSON.stringify(v));
-  }
+export function structuredPromptTexts(body: Record<string, unknown>): readonly string[] {
+  // Most requests carry none: nothing is allocated for them (this runs on every request).
+  let out: string[] | null = null;
+  const tools = body['tools'];
+  if (Array.isArray(tools) && tools.length > 0) out = withJson(out, tools);
+  const functions = body['functions'];
+  if (Array.isArray(functions) && functions.length > 0) out = withJson(out, functions);
   const messages = body['messages'];
   if (Array.isArray(messages)) {
     for (const m of messages) {
       const msg = m as { tool_calls?: unknown; function_call?: unknown } | null;
-      if (Array.isArray(msg?.tool_calls) && msg.tool_calls.length > 0) out.push(JSON.stringify(msg.tool_calls));
-      if (typeof msg?.function_call === 'object' && msg.function_call !== null) out.push(JSON.stringify(msg.function_call));
+      if (Array.isArray(msg?.tool_calls) && msg.tool_calls.length > 0) out = withJson(out, msg.tool_calls);
+      if (typeof msg?.function_call === 'object' && msg.function_call !== null) out = withJson(out, msg.function_call);
     }
   }
-  return out;
+  return out ?? NONE;
+}
+
+const NONE: readonly string[] = Object.freeze([]);
+
+function withJson(out: string[] | null, v: unknown): string[] {
+  const list = out ?? [];
+  list.push(JSON.stringify(v));
+  return list;
 }
 
 /**

@@ -204,12 +204,6 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
     current?.stop();
   };
   deps.live?.calls.add(stop);
-  /** The node stopped the call before an answer was under way: a 503 to retry elsewhere, billed nothing. */
-  const stoppedError = (): ApiError => {
-    const e = nodeStopping();
-    record(e.status, null, 0);
-    return e;
-  };
 
   const maxAttempts = 1 + (deps.maxRetries ?? 2);
   let tried: Set<string> | null = null;
@@ -243,7 +237,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
     // The error of the target's deployment stopped, failed or deleted by now (dedicated targets only).
     const haltedNow = target.deploymentId === null || deps.halted === undefined ? undefined : () => deps.halted!(target);
     for (let attempt = 0; attempt < maxAttempts; attempt++) {
-      if (stopped) throw stoppedError();
+      if (stopped) throw stoppedError(record);
       const picked = deps.router !== undefined ? deps.router.pick(target, tried, input.value, log, call.requestId, cap) : null;
       const upstream: ResolvedUpstream | null = deps.router !== undefined ? (picked?.upstream ?? null) : deps.pools.pick(target.upstreams, tried, cap);
       if (upstream === null) {
@@ -316,7 +310,7 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
         throw halted;
       }
       // Stopped by the node with no answer under way: not the replica's failure, and no retry on this node.
-      if (stopped && outcome.kind !== 'streamed' && outcome.kind !== 'json' && !clientGone) throw stoppedError();
+      if (stopped && outcome.kind !== 'streamed' && outcome.kind !== 'json' && !clientGone) throw stoppedError(record);
       const failure = failureOf(outcome);
       if (failure === null) deps.pools.succeeded(state);
       else {
@@ -375,6 +369,13 @@ export async function forwardChat(deps: ForwardDeps, call: ChatCall, res: Client
     if (!recorded) record(500, null, 0);
     closeOne();
   }
+}
+
+/** The node stopped the call before an answer was under way: a 503 to retry elsewhere, billed nothing. */
+function stoppedError(record: (status: number, usage: ChatUsage | null, completionEstimate: number) => void): ApiError {
+  const e = nodeStopping();
+  record(e.status, null, 0);
+  return e;
 }
 
 /** Longest single wait for a replica slot before looking again, ms. */
