@@ -111,6 +111,28 @@ describe('server.ts', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  /** server.ts on `config` billing to the stand-in control plane, with its own spool (the default may hold an earlier run's records, replayed at start). */
+  async function startNode(config: string, spool: string, env: Record<string, string> = {}) {
+    const child = spawn(process.execPath, [SERVER], {
+      env: {
+        PATH: process.env['PATH'] ?? '',
+        PORT: '0',
+        CONFIG_FILE: config,
+        CONTROL_PLANE_URL: usage.url,
+        NODE_TOKEN: 'node-token',
+        USAGE_FLUSH_MS: '600000',
+        USAGE_SPOOL_DIR: join(dir, spool),
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+    await waitFor(() => /dataplane listening on http:\/\/127\.0\.0\.1:\d+/.test(out));
+    return { child, base: /listening on (http:\/\/\S+)/.exec(out)![1]!, output: () => out };
+  }
+
   it('exits with a clear message on bad env', async () => {
     const child = spawn(process.execPath, [SERVER], { env: { PATH: process.env['PATH'] ?? '', PORT: '-1' }, stdio: ['ignore', 'pipe', 'pipe'] });
     let err = '';
@@ -122,24 +144,7 @@ describe('server.ts', () => {
   });
 
   it('serves from CONFIG_FILE and flushes usage on SIGTERM', async () => {
-    const child = spawn(process.execPath, [SERVER], {
-      env: {
-        PATH: process.env['PATH'] ?? '',
-        PORT: '0',
-        CONFIG_FILE: configFile,
-        CONTROL_PLANE_URL: usage.url,
-        NODE_TOKEN: 'node-token',
-        USAGE_FLUSH_MS: '600000',
-        // Its own spool: the default (.data/dataplane-usage-<PORT>) may hold records an earlier run left, replayed at start.
-        USAGE_SPOOL_DIR: join(dir, 'spool'),
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
-    await waitFor(() => /dataplane listening on http:\/\/127\.0\.0\.1:\d+/.test(out));
-    const base = /listening on (http:\/\/\S+)/.exec(out)![1]!;
+    const { child, base, output } = await startNode(configFile, 'spool');
     const res = await post(`${base}/endpoints/v1/chat/completions`, chatBody({ model: NAME }), undefined, { 'x-request-id': 'server-flush-1' });
     expect(res.status).toBe(200);
     await res.text();
@@ -148,7 +153,7 @@ describe('server.ts', () => {
     const [code] = (await once(child, 'exit')) as [number];
     expect(code).toBe(0);
     expect(usage.records.some((r) => r.requestId.startsWith('server-flush-1.'))).toBe(true);
-    expect(out).not.toContain('infk_');
+    expect(output()).not.toContain('infk_');
   });
 
   it('stops a stream that outlasts the drain time at SIGTERM with an error event, bills what the client got, and exits 0', async () => {
@@ -156,25 +161,8 @@ describe('server.ts', () => {
     const slow = await startSim({ itlMs: 100 });
     const slowConfig = join(dir, 'slow-config.json');
     await writeFile(slowConfig, JSON.stringify(makeSnapshot({ sim: slow.url, faulty: slow.url, dead: await deadUrl() })));
-    const child = spawn(process.execPath, [SERVER], {
-      env: {
-        PATH: process.env['PATH'] ?? '',
-        PORT: '0',
-        CONFIG_FILE: slowConfig,
-        CONTROL_PLANE_URL: usage.url,
-        NODE_TOKEN: 'node-token',
-        USAGE_FLUSH_MS: '600000',
-        USAGE_SPOOL_DIR: join(dir, 'drain-spool'),
-        SHUTDOWN_DRAIN_MS: '1000',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const { child, base } = await startNode(slowConfig, 'drain-spool', { SHUTDOWN_DRAIN_MS: '1000' });
     try {
-      let out = '';
-      child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-      child.stderr.on('data', (c: Buffer) => (out += c.toString()));
-      await waitFor(() => /dataplane listening on http:\/\/127\.0\.0\.1:\d+/.test(out));
-      const base = /listening on (http:\/\/\S+)/.exec(out)![1]!;
       const res = await post(`${base}/endpoints/v1/chat/completions`, chatBody({ model: NAME, stream: true, max_tokens: 600 }), undefined, {
         'x-request-id': 'server-drain-1',
       });
