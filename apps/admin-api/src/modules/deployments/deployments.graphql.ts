@@ -97,6 +97,9 @@ builder.objectField(Endpoint, 'observedColdStart', (t) =>
   }),
 );
 
+/** A deployment without GPU time in the range. */
+const NO_GPU_TIME = { boot: 0, serving: 0, idle: 0, total: 0 } as const;
+
 const Deployment = builder.objectRef<DeploymentShape>('Deployment').implement({
   description: "A tenant's dedicated deployment of a catalog endpoint.",
   fields: (t) => ({
@@ -117,22 +120,16 @@ const Deployment = builder.objectRef<DeploymentShape>('Deployment').implement({
       args: { from: t.arg({ type: 'DateTime' }), to: t.arg({ type: 'DateTime' }) },
       complexity: 5,
       // Every deployment of a list (same tenant and range) in one ledger query.
-      resolve: (d, args, ctx) =>
-        batched(
-          ctx,
-          `gpuSeconds:${d.tenantId}:${args.from?.toISOString() ?? ''}:${args.to?.toISOString() ?? ''}`,
-          d.id,
-          async (ids) => {
-            const byId = await getDeploymentsGpuSeconds(ctx.deployments, ctx.principal, {
-              tenantId: d.tenantId,
-              deploymentIds: ids,
-              from: args.from,
-              to: args.to,
-            });
-            return new Map([...byId].map(([id, s]) => [id, s.total]));
-          },
-          0,
-        ),
+      resolve: async (d, args, ctx) =>
+        (
+          await batched(
+            ctx,
+            `gpuSeconds:${d.tenantId}:${args.from?.toISOString() ?? ''}:${args.to?.toISOString() ?? ''}`,
+            d.id,
+            (ids) => getDeploymentsGpuSeconds(ctx.deployments, ctx.principal, { tenantId: d.tenantId, deploymentIds: ids, from: args.from, to: args.to }),
+            NO_GPU_TIME,
+          )
+        ).total,
     }),
     replicas: t.field({ type: [ReplicaRef], complexity: { field: 1, multiplier: 4 }, resolve: (d) => [...d.replicas] }),
     provisioner: t.exposeString('provisioner'),
