@@ -409,20 +409,31 @@ export async function browseEntries(db: Db, filter: Omit<EntryFilter, 'published
     .execute();
 }
 
-/** One page of `browseEntries` (`limit` entries from `offset`, by name) and how many match in all. */
+/**
+ * One page of `browseEntries` (`limit` entries from `offset`, by name) and how many match in all, read in one statement
+ * (one snapshot: an entry published meanwhile cannot be in the page but not the total). Only a page past the end, or
+ * one of no entries, counts apart.
+ */
 export async function browseEntriesPage(
   db: Db,
   filter: Omit<EntryFilter, 'publishedOnly'>,
   page: { readonly offset: number; readonly limit: number },
 ): Promise<{ entries: CatalogListEntry[]; total: number }> {
-  const matching = () => entriesWhere(db, { ...checkFilter(filter), publishedOnly: true });
-  const [entries, count] = await Promise.all([
-    page.limit === 0 ? [] : matching().select(listColumns).orderBy('name').offset(page.offset).limit(page.limit).execute(),
-    matching()
-      .select((eb) => eb.fn.countAll<string>().as('n'))
-      .executeTakeFirstOrThrow(),
-  ]);
-  return { entries, total: Number(count.n) };
+  const matching = entriesWhere(db, { ...checkFilter(filter), publishedOnly: true });
+  if (page.limit > 0) {
+    const rows = await matching
+      .select(listColumns)
+      .select(sql<string>`count(*) over ()`.as('matchingTotal'))
+      .orderBy('name')
+      .offset(page.offset)
+      .limit(page.limit)
+      .execute();
+    const first = rows[0];
+    if (first !== undefined) return { entries: rows.map(({ matchingTotal: _, ...entry }) => entry), total: Number(first.matchingTotal) };
+    if (page.offset === 0) return { entries: [], total: 0 };
+  }
+  const count = await matching.select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow();
+  return { entries: [], total: Number(count.n) };
 }
 
 /** The detailed intros of published entries by id ('' where unset), for a page of entries that asks for them. */
