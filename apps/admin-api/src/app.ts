@@ -196,7 +196,8 @@ export async function buildAdminApp(opts: AdminAppOptions): Promise<FastifyInsta
   app.decorate('deployments', deployments);
   const autoscaler = election ? startAutoscaler(deployments, election, opts.autoscaler) : undefined;
   app.decorate('autoscaler', autoscaler);
-  // Replicas this process started do not outlive it (a restart's reconcile starts them again).
+  // Local replicas end with this process (a restart's reconcile starts them again); Kubernetes pods and external URLs
+  // are handed over as they are, and the next leader adopts them.
   app.addHook('onClose', async () => {
     await autoscaler?.close();
     await deployments.reconciler.close();

@@ -10,6 +10,8 @@ import type { Principal } from '../src/modules/access/principal.ts';
 import { createUser } from '../src/modules/auth/auth.service.ts';
 import { createEntry } from '../src/modules/catalog/catalog.service.ts';
 import { adminGetRuntimeConfig, adminSetRuntimeConfig } from '../src/modules/catalog/runtime-config.service.ts';
+import { startAutoscaler } from '../src/modules/deployments/autoscaler/autoscaler.ts';
+import { createSoleLeader } from '../src/modules/deployments/autoscaler/leader-election.ts';
 import { availableProvisioners } from '../src/modules/deployments/available-provisioners.ts';
 import { createDeploymentsContext, type DeploymentsContext } from '../src/modules/deployments/deployments-context.ts';
 import { deleteDeployment, deployEndpoint, getDeployment, stopDeployment } from '../src/modules/deployments/deployments.service.ts';
@@ -148,6 +150,86 @@ describe.each(testBackends())('Kubernetes deployments end to end (%s)', (kind) =
     await deleteDeployment(ctx, admin, { tenantId, deploymentId: d.id });
     await until(() => !cluster.api.get('deployments', NS, objectName(d.id)) && !cluster.api.get('services', NS, objectName(d.id)), 10_000, 'objects deleted');
   });
+
+  it('a control-plane restart hands its pods over: the old process leaves them serving, the new leader adopts them (routing, billing, stop)', async () => {
+    const entry = await createEntry(database.db, { name: 'acme/Handover-8B', provider: 'acme', gpuCount: 2, offeredDedicated: true });
+    await adminSetRuntimeConfig(database.db, admin, entry.id, { port });
+    /** One control-plane process: its own provisioner (watch), reconciler and autoscaler, as app.ts wires them. */
+    const controlPlane = () => {
+      const provisioner = createKubernetesProvisioner({
+        kubeConfig: cluster.kubeConfig(),
+        namespace: NS,
+        watchRetryMs: 20,
+        lookup: createKubernetesLookup(database.db),
+        defaults: { vllmImage: 'vllm/vllm-openai:latest', sglangImage: 's', tgiImage: 't', drainSeconds: 5 },
+      });
+      const deployments = createDeploymentsContext({
+        db: database.db,
+        provisioners: { kubernetes: provisioner },
+        reconciler: { startTimeoutMs: 30_000, maxStartAttempts: 2, drainGraceMs: 10, drainTimeoutMs: 2_000 },
+      });
+      const autoscaler = startAutoscaler(deployments, createSoleLeader(), { tickMs: 50, heartbeatMs: 50, sweepMs: 60_000, scrapeRuntimeMetrics: false });
+      return {
+        deployments,
+        /** The app's shutdown order (a rolling update's SIGTERM). */
+        async close() {
+          await autoscaler.close();
+          await deployments.reconciler.close();
+        },
+      };
+    };
+    const intervals = () => database.db.selectFrom('replicaIntervals').selectAll().where('entryId', '=', entry.id).orderBy('startedAt').orderBy('id').execute();
+    const podsOf = (id: string) => cluster.api.list('pods', NS, `infer.dev/deployment-id=${id}`).map((p) => p.metadata.name);
+
+    const a = controlPlane();
+    let b: ReturnType<typeof controlPlane> | undefined;
+    try {
+      const d = await deployEndpoint(a.deployments, admin, {
+        tenantId,
+        entryName: 'acme/Handover-8B',
+        minReplicas: 1,
+        maxReplicas: 2,
+        provisioner: 'kubernetes',
+      });
+      await until(async () => (await getDeployment(a.deployments, admin, { tenantId, deploymentId: d.id })).state === 'running', 60_000, 'RUNNING');
+      const [pod] = podsOf(d.id);
+      const row = await database.db.selectFrom('deploymentReplicas').selectAll().where('deploymentId', '=', d.id).executeTakeFirstOrThrow();
+      await until(async () => (await intervals()).some((i) => i.endedAt === null && i.phase === 'idle'), 10_000, 'the replica billed as idle');
+
+      await a.close();
+      // Handed over, not stopped: the pod serves on, its row and its open interval stay (the row keeps it routed).
+      expect(cluster.kubelet.podLog.get(pod!)?.deletedAt).toBeUndefined();
+      expect((cluster.api.get('deployments', NS, objectName(d.id))?.spec as { replicas: number }).replicas).toBe(1);
+      expect(await database.db.selectFrom('deploymentReplicas').select(['id', 'state']).where('deploymentId', '=', d.id).execute()).toEqual([
+        { id: row.id, state: 'ready' },
+      ]);
+      expect((await intervals()).filter((i) => i.endedAt === null)).toHaveLength(1);
+
+      b = controlPlane();
+      const next = b;
+      await until(() => next.deployments.reconciler.ownedReplicas().has(row.id), 10_000, 'the new leader to adopt the replica');
+      // The same pod, not a cold start of a new one; billed again from its adoption, never twice.
+      expect(podsOf(d.id)).toEqual([pod]);
+      expect((cluster.api.get('deployments', NS, objectName(d.id))?.spec as { replicas: number }).replicas).toBe(1);
+      const ledger = await intervals();
+      const open = ledger.filter((i) => i.endedAt === null);
+      expect(open).toHaveLength(1);
+      expect(open[0]).toMatchObject({ replicaId: row.id, phase: 'idle', gpuCount: 2 });
+      const before = ledger.filter((i) => i.endedAt !== null);
+      expect(Math.max(...before.map((i) => new Date(i.endedAt!).getTime()))).toBeLessThanOrEqual(new Date(open[0]!.startedAt).getTime());
+      expect((await buildSnapshot(database.db)).deployments.find((x) => x.id === d.id)?.replicas.map((r) => r.url)).toEqual([row.url]);
+
+      // It is the new leader's to stop: the pod goes, its interval closes.
+      await stopDeployment(next.deployments, admin, { tenantId, deploymentId: d.id });
+      await next.deployments.reconciler.settled(d.id);
+      await until(() => cluster.kubelet.podLog.get(pod!)?.deletedAt, 10_000, 'the pod to terminate');
+      expect((await intervals()).every((i) => i.endedAt !== null)).toBe(true);
+      await deleteDeployment(next.deployments, admin, { tenantId, deploymentId: d.id });
+    } finally {
+      await a.close();
+      await b?.close();
+    }
+  }, 60_000);
 
   it('an image that cannot be pulled fails the deployment with words an operator understands', async () => {
     const entry = await createEntry(database.db, { name: 'acme/Broken-8B', provider: 'acme', gpuCount: 1, offeredDedicated: true });

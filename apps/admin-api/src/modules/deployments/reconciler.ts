@@ -61,9 +61,12 @@ export interface Reconciler {
    * this process runs keep serving, for a leadership regained soon (`relinquish` stops them).
    */
   pause(): Promise<void>;
-  /** Stops every replica this process runs (leadership lost for good); the reconciler may be used again later. */
+  /**
+   * Leadership lost for good: stops every replica this process runs, except those that outlive it (handed over to the
+   * next leader as they are); the reconciler may be used again later.
+   */
   relinquish(): Promise<void>;
-  /** Cancels starts in flight and stops every replica the provisioners started (shutdown). */
+  /** Shutdown: cancels starts in flight and stops the replicas the provisioners started, except those handed over. */
   close(): Promise<void>;
 }
 
@@ -167,6 +170,19 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     else await provisioner?.stop(r).catch((err: unknown) => log.warn({ err, replicaId: r.id }, 'stopping a replica failed'));
     await closeReplicaInterval(db, r.id).catch((err: unknown) => log.warn({ err, replicaId: r.id }, 'closing a GPU-time interval failed'));
     await removeReplica(db, r.id).catch(() => undefined); // already gone with its deployment
+  }
+
+  /**
+   * A ready replica an earlier leader started, still healthy (a pod or URL that outlives its control plane): this
+   * process runs it from now on, so it drains before it stops, its gauges count, and its GPU time is billed again from
+   * now (the earlier leader's interval ended at its last heartbeat: the time between is unproven, not billed).
+   */
+  async function adopt(d: Deployment, provisioner: Provisioner, r: Replica): Promise<void> {
+    owned.set(r.id, { id: r.id, deploymentId: d.id, url: r.url, metered: provisioner.billsGpuTime, draining: false, ref: r, provisioner });
+    if (provisioner.billsGpuTime) {
+      await openReplicaInterval(db, { replicaId: r.id, deploymentId: d.id, tenantId: d.tenantId, entryId: d.entryId, gpuCount: d.gpuCount ?? 1 }, 'idle');
+    }
+    log.info({ deploymentId: d.id, replicaId: r.id, url: r.url }, 'adopted a replica an earlier leader started');
   }
 
   function launch(d: Deployment, provisioner: Provisioner, base: Omit<ReplicaSpec, 'replicaId'>, row: Replica): void {
@@ -316,7 +332,10 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
       }
       // A 'starting' or 'draining' row nobody here works on was left by an earlier process.
       const ok = active && r.state === 'ready' && (await provisioner.health(r));
-      if (ok) ready.push(r);
+      if (ok) {
+        if (!owned.has(r.id) && !starts.has(r.id)) await adopt(d, provisioner, r);
+        ready.push(r);
+      }
       // A stop marks its replicas 'stopped' with the deployment; one this process runs still serves until the grace ends.
       else if (!active && (r.state === 'ready' || r.state === 'stopped') && owned.has(r.id)) halting.push(r);
       else await retire(provisioner, r);
@@ -416,11 +435,19 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     }
   }
 
-  /** `forget`: their rows go too (leadership lost: the new leader replaces them at once instead of routing to them). */
+  /**
+   * Replicas that outlive this process are handed over as they are (row, runtime and open ledger interval, which ends
+   * at its last heartbeat: the next leader adopts them); the rest are stopped. `forget`: the rows of stopped ones go too
+   * (leadership lost: the new leader replaces them at once instead of routing to them).
+   */
   async function stopEverything(forget = false): Promise<void> {
     abort.abort();
     await settled();
     for (const o of [...owned.values()]) {
+      if (o.provisioner.outlivesControlPlane === true) {
+        owned.delete(o.id);
+        continue;
+      }
       await stopOwned(o.id);
       await closeReplicaInterval(db, o.id).catch(() => undefined);
       if (forget) await removeReplica(db, o.id).catch(() => undefined);

@@ -53,6 +53,13 @@ export interface Provisioner {
   /** Whether its replicas run on the platform's GPUs (metered in GPU-seconds); false for external URLs. */
   readonly billsGpuTime: boolean;
   /**
+   * Whether its replicas outlive the control-plane process and another one can take them over (Kubernetes pods,
+   * tenant-given URLs: `health` answers for, and claims, a replica another process started; `stop` then stops it).
+   * Such replicas are handed over, not stopped, at shutdown and when leadership is lost; the next leader adopts them.
+   * Absent: they end with this process (local runtimes), which stops them.
+   */
+  readonly outlivesControlPlane?: boolean;
+  /**
    * Starts one replica and resolves once it is healthy (the readiness callback: the replica joins the
    * routing snapshot then); rejects (having cleaned up) if it cannot or when `signal` aborts (the
    * reconciler's start deadline).

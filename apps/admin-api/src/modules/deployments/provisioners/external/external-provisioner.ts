@@ -81,6 +81,7 @@ export function createExternalProvisioner(opts: ExternalProvisionerOptions = {})
   return Object.freeze({
     kind: 'external' as const,
     billsGpuTime: false,
+    outlivesControlPlane: true,
     async start(spec: ReplicaSpec, signal?: AbortSignal): Promise<StartedReplica> {
       if (!spec.externalUrl) throw new Error('the external provisioner needs a URL');
       const url = normaliseRuntimeUrl(spec.externalUrl);

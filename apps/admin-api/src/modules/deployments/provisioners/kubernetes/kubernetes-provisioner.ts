@@ -68,6 +68,8 @@ const podReady = (p: V1Pod): boolean =>
   !!p.status?.podIP &&
   p.status.phase === 'Running' &&
   !!p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+/** The runtime's port as the pod declares it (`buildManifests` names it `http`). */
+const declaredPort = (p: V1Pod): number | undefined => p.spec?.containers.flatMap((c) => c.ports ?? []).find((port) => port.name === 'http')?.containerPort;
 const deploymentIdOf = (o: KubernetesObject): string | undefined => o.metadata?.labels?.[LABELS.deployment];
 const owned = (o: KubernetesObject): boolean => o.metadata?.labels?.[LABELS.managedBy] === FIELD_MANAGER;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
@@ -121,7 +123,8 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
   };
   const slots = (s: DeploymentState) => s.waiters.length + s.claims.size;
   const urlOf = (s: DeploymentState, pod: V1Pod): string => {
-    const port = s.manifests?.port ?? 8000;
+    // A pod an earlier control-plane process created (its manifests unknown here): the port it declares.
+    const port = s.manifests?.port ?? declaredPort(pod) ?? 8000;
     return addressMode === 'service' ? `http://${objectName(s.id)}.${namespace}.svc:${port}` : `http://${pod.status?.podIP}:${port}`;
   };
 
@@ -475,6 +478,7 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
   return Object.freeze({
     kind: 'kubernetes' as const,
     billsGpuTime: true,
+    outlivesControlPlane: true,
     synced,
     start,
     stop,
