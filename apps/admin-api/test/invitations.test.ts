@@ -252,6 +252,39 @@ describe.each(testBackends())('tenant invitations (%s)', (kind) => {
     expect(audit.map((a) => a.targetId)).toContain(rid);
   });
 
+  it("ends an owner's open invitations with their right to send them: demoted or removed, none can be accepted", async () => {
+    // Red-team finding: an owner about to be removed invited an alt account as owner; accepted after the removal, the
+    // alt account took the tenant back and demoted the remaining owner.
+    const tenant = (await createTenant(database.db, { slug: `inv-c-${kind}`, name: 'C' })).id;
+    const [keeper, demoted, removed] = [await user('keeper'), await user('demoted'), await user('removed')];
+    for (const o of [keeper, demoted, removed]) await addMember(database.db, { tenantId: tenant, userId: o.userId, role: 'owner' });
+    const [alt1, alt2, welcome] = [await user('alt1'), await user('alt2'), await user('welcome')];
+    const invite = async (from: Who, to: Who, role: 'owner' | 'member') => {
+      const sent = await trpc(from, 'tenants.members.add', { tenantId: tenant, email: to.email, role });
+      expect(sent.status).toBe(200);
+      return sent.data.token as string;
+    };
+    const fromDemoted = await invite(demoted, alt1, 'owner');
+    const fromRemoved = await invite(removed, alt2, 'member');
+    const fromKeeper = await invite(keeper, welcome, 'owner');
+
+    expect((await trpc(keeper, 'tenants.members.setRole', { tenantId: tenant, userId: demoted.userId, role: 'member' })).status).toBe(200);
+    expect((await trpc(keeper, 'tenants.members.remove', { tenantId: tenant, userId: removed.userId })).status).toBe(200);
+
+    const late1 = await trpc(alt1, 'tenants.invitations.accept', { token: fromDemoted });
+    expect(late1).toMatchObject({ code: 'CONFLICT', message: 'this invitation was already revoked' });
+    expect((await trpc(alt2, 'tenants.invitations.accept', { token: fromRemoved })).code).toBe('CONFLICT');
+    expect(await getMembership(database.db, tenant, alt1.userId)).toBeNull();
+    expect(await getMembership(database.db, tenant, alt2.userId)).toBeNull();
+    expect((await getMembership(database.db, tenant, keeper.userId))?.role).toBe('owner');
+    // An owner who still is one: their invitation holds.
+    expect((await trpc(welcome, 'tenants.invitations.accept', { token: fromKeeper })).data).toMatchObject({ status: 'accepted', role: 'owner' });
+
+    const audit = await listAudit(database.db, { tenantId: tenant, limit: 50 });
+    expect(audit.find((a) => a.action === 'membership.role')?.detail).toMatchObject({ withdrawnInvitations: 1 });
+    expect(audit.find((a) => a.action === 'membership.remove')?.detail).toMatchObject({ withdrawnInvitations: 1 });
+  });
+
   it("invites a new tenant's first owner instead of adding them, with the same reply for any email", async () => {
     const adminUser = await createUser(database.db, { email: `admin-${++seq}@example.com`, password: 'long enough password', isPlatformAdmin: true });
     const admin: Who = { cookie: (await createSession(database.db, adminUser.id)).token, userId: adminUser.id, email: adminUser.email };

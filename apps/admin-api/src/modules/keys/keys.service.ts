@@ -59,21 +59,26 @@ export async function createApiKey(db: Db, input: CreateApiKeyInput): Promise<Cr
   if (!isUuid(input.tenantId)) throw notFound('tenant');
   const secret = generateSecret(SECRET_PREFIX.inference);
   return withTransaction(db, async (trx) => {
-    await checkTenantQuota(trx, input.tenantId, {
-      max: MAX_LIVE_KEYS_PER_TENANT,
-      what: 'live API keys',
-      free: 'revoke keys no longer used first',
-      count: async () => {
-        const live = await trx
-          .selectFrom('apiKeys')
-          .select((eb) => eb.fn.countAll<number>().as('n'))
-          .where('tenantId', '=', input.tenantId)
-          .where('revokedAt', 'is', null)
-          .where((eb) => eb.or([eb('expiresAt', 'is', null), eb('expiresAt', '>', sql<Date>`now()`)]))
-          .executeTakeFirstOrThrow();
-        return Number(live.n);
+    await checkTenantQuota(
+      trx,
+      input.tenantId,
+      {
+        max: MAX_LIVE_KEYS_PER_TENANT,
+        what: 'live API keys',
+        free: 'revoke keys no longer used first',
+        count: async () => {
+          const live = await trx
+            .selectFrom('apiKeys')
+            .select((eb) => eb.fn.countAll<number>().as('n'))
+            .where('tenantId', '=', input.tenantId)
+            .where('revokedAt', 'is', null)
+            .where((eb) => eb.or([eb('expiresAt', 'is', null), eb('expiresAt', '>', sql<Date>`now()`)]))
+            .executeTakeFirstOrThrow();
+          return Number(live.n);
+        },
       },
-    });
+      { userId: input.createdBy, role: 'member' },
+    );
     const row = await trx
       .insertInto('apiKeys')
       .values({

@@ -8,6 +8,7 @@ import { isUuid, type Db } from '../../db.ts';
 import { notFound, ServiceError } from '../../errors.ts';
 import { requireAuthenticated, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
+import { storedRights } from '../access/stored-rights.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import { checkTenantQuota } from './tenant-quota.ts';
@@ -105,22 +106,27 @@ export async function createInvitation(
   const invitedBy = input.actor?.userId ?? null;
   if (!isUuid(input.tenantId)) throw notFound('tenant');
   return withTransaction(db, async (trx) => {
-    await checkTenantQuota(trx, input.tenantId, {
-      max: MAX_OPEN_INVITATIONS_PER_TENANT,
-      what: 'open invitations',
-      free: 'withdraw ones no longer wanted first',
-      count: async () => {
-        const open = await trx
-          .selectFrom('invitations')
-          .select((eb) => eb.fn.countAll<string>().as('n'))
-          .where('tenantId', '=', input.tenantId)
-          .where('status', '=', 'pending')
-          .where('expiresAt', '>', sql<Date>`now()`)
-          .where('email', '<>', email)
-          .executeTakeFirstOrThrow();
-        return Number(open.n);
+    await checkTenantQuota(
+      trx,
+      input.tenantId,
+      {
+        max: MAX_OPEN_INVITATIONS_PER_TENANT,
+        what: 'open invitations',
+        free: 'withdraw ones no longer wanted first',
+        count: async () => {
+          const open = await trx
+            .selectFrom('invitations')
+            .select((eb) => eb.fn.countAll<string>().as('n'))
+            .where('tenantId', '=', input.tenantId)
+            .where('status', '=', 'pending')
+            .where('expiresAt', '>', sql<Date>`now()`)
+            .where('email', '<>', email)
+            .executeTakeFirstOrThrow();
+          return Number(open.n);
+        },
       },
-    });
+      { userId: invitedBy, role: 'owner' },
+    );
     const row = await trx
       .insertInto('invitations')
       .values({ tenantId: input.tenantId, email, role, tokenHash, invitedBy, expiresAt })
@@ -151,6 +157,26 @@ export async function listTenantInvitations(db: Db, principal: Principal, tenant
     .where('i.expiresAt', '>', sql<Date>`now()`)
     .orderBy('i.createdAt', 'desc')
     .execute();
+}
+
+/**
+ * Withdraws the open invitations `userId` sent for `tenantId` when the user can no longer invite there (no longer an
+ * owner or a platform admin): the membership change paths (demotion, removal) call it inside their transaction, so an
+ * invitation cannot outlive its sender's right to it (an owner's invitation accepted after the sender lost the tenant
+ * would make its recipient an owner). Returns the ids withdrawn (for the audit row).
+ */
+export async function revokeInvitationsBeyondRole(trx: Db, input: { readonly tenantId: string; readonly userId: string }): Promise<string[]> {
+  const sender = await storedRights(trx, input);
+  if (sender && (sender.isPlatformAdmin || sender.role === 'owner')) return [];
+  const rows = await trx
+    .updateTable('invitations')
+    .set({ status: 'revoked', respondedAt: sql<Date>`now()` })
+    .where('tenantId', '=', input.tenantId)
+    .where('invitedBy', '=', input.userId)
+    .where('status', '=', 'pending')
+    .returning('id')
+    .execute();
+  return rows.map((r) => r.id);
 }
 
 /** Withdraws an open invitation (owners); one of another tenant is "not found". */

@@ -10,7 +10,7 @@ import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { revokeAdminTokensBeyondRole } from '../auth/admin-tokens.service.ts';
 import { revokeApiKeysOfDeparted } from '../keys/keys.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
-import { createInvitation } from './invitations.service.ts';
+import { createInvitation, revokeInvitationsBeyondRole } from './invitations.service.ts';
 import { recordChange } from '../snapshots/snapshots.service.ts';
 
 export interface Tenant {
@@ -213,13 +213,19 @@ export async function removeMember(db: Db, input: { tenantId: string; userId: st
     await trx.deleteFrom('memberships').where('tenantId', '=', input.tenantId).where('userId', '=', input.userId).execute();
     const tokens = await revokeAdminTokensBeyondRole(trx, { tenantId: input.tenantId, userId: input.userId });
     const keys = await revokeApiKeysOfDeparted(trx, { tenantId: input.tenantId, userId: input.userId });
+    const invitations = await revokeInvitationsBeyondRole(trx, { tenantId: input.tenantId, userId: input.userId });
     await writeAudit(trx, {
       actor: input.actor,
       tenantId: input.tenantId,
       action: 'membership.remove',
       targetType: 'user',
       targetId: input.userId,
-      detail: { role: before.role, revokedAdminTokens: tokens.length, revokedApiKeys: keys.length },
+      detail: {
+        role: before.role,
+        revokedAdminTokens: tokens.length,
+        revokedApiKeys: keys.length,
+        ...(invitations.length > 0 ? { withdrawnInvitations: invitations.length } : {}),
+      },
     });
   });
 }
@@ -245,15 +251,22 @@ export async function setMemberRole(
     }
     if (before.role !== input.role) {
       await trx.updateTable('memberships').set({ role: input.role }).where('tenantId', '=', input.tenantId).where('userId', '=', input.userId).execute();
-      // A demoted owner's tenant admin tokens would still act as owner: they go with the role.
+      // A demoted owner's tenant admin tokens would still act as owner, and their open invitations still invite: they
+      // go with the role.
       const revoked = await revokeAdminTokensBeyondRole(trx, { tenantId: input.tenantId, userId: input.userId });
+      const invitations = await revokeInvitationsBeyondRole(trx, { tenantId: input.tenantId, userId: input.userId });
       await writeAudit(trx, {
         actor: actorOf(principal),
         tenantId: input.tenantId,
         action: 'membership.role',
         targetType: 'user',
         targetId: input.userId,
-        detail: { role: input.role, from: before.role, ...(revoked.length > 0 ? { revokedAdminTokens: revoked.length } : {}) },
+        detail: {
+          role: input.role,
+          from: before.role,
+          ...(revoked.length > 0 ? { revokedAdminTokens: revoked.length } : {}),
+          ...(invitations.length > 0 ? { withdrawnInvitations: invitations.length } : {}),
+        },
       });
     }
     const member = (await listMembers(trx, input.tenantId)).find((m) => m.userId === input.userId);
