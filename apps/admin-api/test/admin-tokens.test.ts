@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testBackends } from '@infer/db/testing';
 import { hashSecret, SECRET_PREFIX } from '@infer/shared';
-import { issueAdminToken } from '../src/modules/auth/admin-tokens.service.ts';
+import { issueAdminToken, MAX_LIVE_ADMIN_TOKENS_PER_TENANT } from '../src/modules/auth/admin-tokens.service.ts';
 import { resolvePrincipal } from '../src/modules/auth/resolve-principal.ts';
 import { ServiceError } from '../src/errors.ts';
 import { addMember } from '../src/modules/tenants/tenants.service.ts';
@@ -178,6 +178,35 @@ describe.each(testBackends())('admin tokens (%s)', (kind) => {
       .where('targetId', '=', root.token.id)
       .executeTakeFirstOrThrow();
     expect(new Set((audit.detail as { revokedDescendants: string[] }).revokedDescendants)).toEqual(new Set([child.token.id, grandchild.token.id]));
+  });
+
+  it('holds a tenant to MAX_LIVE_ADMIN_TOKENS_PER_TENANT live tokens; revoked and expired ones take no place', async () => {
+    const tenantId = w.tenantB.id;
+    const owner = { cookie: w.parties.ownerB.cookie!, origin: origin() };
+    const db = t.database.db;
+    const live = () =>
+      db
+        .selectFrom('adminTokens')
+        .select('id')
+        .where('tenantId', '=', tenantId)
+        .where('revokedAt', 'is', null)
+        .where((eb) => eb.or([eb('expiresAt', 'is', null), eb('expiresAt', '>', new Date())]))
+        .execute();
+    const have = (await live()).length;
+    for (let i = have; i < MAX_LIVE_ADMIN_TOKENS_PER_TENANT; i++) await issueAdminToken(db, { name: `fill ${i}`, tenantId, userId: w.parties.ownerB.userId });
+    const refused = await trpc(t.baseUrl, 'adminTokens.create', { mutation: true, input: { name: 'one more', tenantId }, headers: owner });
+    expect(refused.status).toBe(409);
+    expect(JSON.stringify(refused.body)).toContain(`a tenant holds at most ${MAX_LIVE_ADMIN_TOKENS_PER_TENANT} live admin tokens`);
+    expect((await live()).length).toBe(MAX_LIVE_ADMIN_TOKENS_PER_TENANT);
+    // Expiring one frees its place.
+    const [one] = await live();
+    await db
+      .updateTable('adminTokens')
+      .set({ expiresAt: new Date(Date.now() - 1000) })
+      .where('id', '=', one!.id)
+      .execute();
+    expect((await trpc(t.baseUrl, 'adminTokens.create', { mutation: true, input: { name: 'one more', tenantId }, headers: owner })).status).toBe(200);
+    await db.updateTable('adminTokens').set({ revokedAt: new Date() }).where('tenantId', '=', tenantId).where('name', 'like', 'fill %').execute();
   });
 
   it('a token minted by a token never outlives it', async () => {

@@ -244,6 +244,35 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
     }
   });
 
+  it('a token, and every token it mints, draws on the budget of the user who minted them', async () => {
+    // Red-team finding: each token had a bucket of its own, and a token mints more: 64 tokens in two seconds ran 64
+    // times the usage aggregates a caller may.
+    const limited = await appOn(database, { principalPointsPerMinute: 6 });
+    try {
+      const session = { cookie: w.parties.ownerB.cookie!, origin: limited.baseUrl };
+      const mint = async (headers: Record<string, string>) => {
+        const res = await trpc<{ secret: string }>(limited.baseUrl, 'adminTokens.create', {
+          mutation: true,
+          input: { name: 'child', tenantId: w.tenantB.id },
+          headers,
+        });
+        expect(res.status).toBe(200);
+        return { authorization: `Bearer ${res.body.result!.data.secret}`, origin: limited.baseUrl };
+      };
+      const first = await mint(session); // 1 point
+      const second = await mint(first); // 2
+      const third = await mint(second); // 3
+      for (let i = 0; i < 3; i++) expect((await trpc(limited.baseUrl, 'tenants.mine', { headers: third })).status).toBe(200); // 6
+      expect((await trpc(limited.baseUrl, 'tenants.mine', { headers: third })).status).toBe(429);
+      expect((await trpc(limited.baseUrl, 'tenants.mine', { headers: first })).status).toBe(429);
+      expect((await trpc(limited.baseUrl, 'tenants.mine', { headers: session })).status).toBe(429);
+      // Another user's budget is their own.
+      expect((await trpc(limited.baseUrl, 'tenants.mine', { headers: { cookie: w.parties.ownerA.cookie!, origin: limited.baseUrl } })).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+
   it('charges a usage aggregate 50 points on GraphQL and tRPC alike (an ordinary call costs one)', async () => {
     const limited = await appOn(database, { principalPointsPerMinute: 120 });
     try {

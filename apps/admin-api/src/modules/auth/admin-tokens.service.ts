@@ -8,6 +8,7 @@ import { checkCredentialInput } from '../access/credential-input.ts';
 import { requireAuthenticated, requirePlatformAdmin, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
 import { storedRights } from '../access/stored-rights.ts';
+import { checkTenantQuota } from '../tenants/tenant-quota.ts';
 
 /** An admin token as listed; never its secret or hash. */
 export interface AdminToken {
@@ -71,17 +72,43 @@ export async function createAdminToken(db: Db, principal: Principal, input: Crea
   return issueAdminToken(db, { ...input, userId: principal.userId, parentTokenId, actor: actorOf(principal) });
 }
 
+/**
+ * Live (unrevoked, unexpired) tenant admin tokens a tenant may hold: a token mints more, so without a bound one
+ * token grew into thousands within seconds.
+ */
+export const MAX_LIVE_ADMIN_TOKENS_PER_TENANT = 100;
+
 /** Mints an admin token without a caller (start-up scripts, seeds, tests): no authorisation here. */
 export async function issueAdminToken(db: Db, input: IssueAdminTokenInput): Promise<CreatedAdminToken> {
   const name = checkCredentialInput(input.name, input.expiresAt);
   if (input.tenantId !== null && !isUuid(input.tenantId)) throw notFound('tenant');
   const secret = generateSecret(SECRET_PREFIX.admin);
   return withTransaction(db, async (trx) => {
-    const expiresAt = await expiryUnderParent(trx, input.parentTokenId ?? null, input.expiresAt ?? null);
-    if (input.tenantId !== null) {
-      const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', input.tenantId).executeTakeFirst();
-      if (!tenant) throw notFound('tenant');
+    // The tenant's row before the parent token's (the order a removal or demotion takes them in).
+    const tenantId = input.tenantId;
+    if (tenantId !== null) {
+      await checkTenantQuota(
+        trx,
+        tenantId,
+        {
+          max: MAX_LIVE_ADMIN_TOKENS_PER_TENANT,
+          what: 'live admin tokens',
+          free: 'revoke tokens no longer used first',
+          count: async () => {
+            const live = await trx
+              .selectFrom('adminTokens')
+              .select((eb) => eb.fn.countAll<string>().as('n'))
+              .where('tenantId', '=', tenantId)
+              .where('revokedAt', 'is', null)
+              .where((eb) => eb.or([eb('expiresAt', 'is', null), eb('expiresAt', '>', sql<Date>`now()`)]))
+              .executeTakeFirstOrThrow();
+            return Number(live.n);
+          },
+        },
+        { userId: input.userId, role: 'owner' },
+      );
     }
+    const expiresAt = await expiryUnderParent(trx, input.parentTokenId ?? null, input.expiresAt ?? null);
     const token = await trx
       .insertInto('adminTokens')
       .values({

@@ -3,7 +3,8 @@ import type { Principal } from '../access/principal.ts';
 
 /**
  * Work per caller on tRPC and GraphQL, as a token bucket per principal (users by id, admin tokens
- * by id, anonymous callers by IP): one caller's burst of costly operations cannot stall the others.
+ * by the user who minted them, else by id; anonymous callers by IP): one caller's burst of costly
+ * operations cannot stall the others, and minting tokens does not mint budget.
  * Per process: each control-plane replica grants its own budget, which bounds the load a caller
  * puts on any one replica (what stalls other users); it is not a quota.
  */
@@ -21,7 +22,7 @@ export interface PrincipalRateLimitOptions {
 }
 
 export const principalKey = (p: Principal, ip: string): string =>
-  p.kind === 'user' ? `u:${p.userId}` : p.kind === 'admin_token' ? `t:${p.tokenId}` : `ip:${ip}`;
+  p.kind === 'user' ? `u:${p.userId}` : p.kind === 'admin_token' ? (p.userId !== null ? `u:${p.userId}` : `t:${p.tokenId}`) : `ip:${ip}`;
 
 export function createPrincipalRateLimit(opts: PrincipalRateLimitOptions = {}): PrincipalRateLimit {
   const capacity = opts.pointsPerMinute ?? 1200;
