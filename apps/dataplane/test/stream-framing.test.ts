@@ -296,5 +296,49 @@ describe('stream chunks written straight to the client socket', () => {
         client.socket.destroy();
       }
     }, 40_000);
+
+    it.each([
+      ['the node’s HTTP/1.1 front', true],
+      ['Node’s HTTP server', false],
+    ])(
+      'cuts a client that reads nothing for the idle time as its own (499), never as the runtime going quiet (%s)',
+      async (_, front) => {
+        // Fault QA finding: the runtime's connection, paused for a client that stopped reading, ran out its idle timer:
+        // the client's stall was billed and counted as the runtime's idle timeout (504), and the healthy replica ejected.
+        const flood = await floodRuntime(total);
+        const url = urlOf(flood.server);
+        const sink = memorySink();
+        const node = await startDataplane(makeSnapshot({ sim: url, faulty: url, dead: await deadUrl() }), sink, {
+          timeouts: { idleMs: 300 },
+          ejection: { failures: 1 },
+          front,
+        });
+        const client = await rawClient(node.url);
+        try {
+          const body = JSON.stringify({ model: NAME, stream: true, messages: [{ role: 'user', content: 'a lot' }] });
+          client.socket.write(requestText('/endpoints/v1/chat/completions', body));
+          await waitFor(() => client.bytes().length > 0);
+          client.socket.pause();
+          await waitFor(() => sink.records.length > 0, 10_000);
+          expect(flood.waiting()).toBe(true); // the node held the runtime back until it cut the client
+          const [record] = sink.records;
+          expect(record).toMatchObject({ status: 499 });
+          expect(record!.completionTokens).toBeGreaterThan(0);
+          const metrics = await (await fetch(node.metricsUrl)).text();
+          expect(metrics).not.toMatch(/dataplane_runtime_errors_total\{reason="idle_timeout"\} [1-9]/);
+          expect(metrics).not.toMatch(/dataplane_replica_ejections_total\{[^}]*\} [1-9]/);
+          // The client's connection is closed: what it had not read yet ends there, with no runtime error in it.
+          client.socket.resume();
+          await waitFor(() => client.closed(), 10_000);
+          expect(client.bytes().toString('latin1')).not.toContain('upstream_timeout');
+        } finally {
+          client.socket.destroy();
+          await node.app.close();
+          flood.server.closeAllConnections();
+          flood.server.close();
+        }
+      },
+      40_000,
+    );
   });
 });

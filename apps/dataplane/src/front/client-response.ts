@@ -23,6 +23,8 @@ export interface ClientResponse {
   flushHeaders(): void;
   write(chunk: string | Buffer, encoding?: BufferEncoding): boolean;
   end(chunk?: string | Buffer, encoding?: BufferEncoding): unknown;
+  /** Closes the client's connection now, whatever is still unsent (a client that stopped reading). */
+  destroy(): unknown;
   on(event: 'close' | 'drain', listener: () => void): unknown;
   once(event: 'close' | 'drain', listener: () => void): unknown;
   off(event: 'close' | 'drain', listener: () => void): unknown;

@@ -570,6 +570,11 @@ export class FrontResponse extends EventEmitter implements ClientResponse {
     return this;
   }
 
+  destroy(): this {
+    this.conn.socket.destroy();
+    return this;
+  }
+
   /** `text` (ASCII but a head's Latin-1 values), then `body`, then `tail` (ASCII): one socket write where they join. */
   private send(text: string, encoding: BufferEncoding, body: string | Buffer | null, tail = '', done?: (err?: Error | null) => void): boolean {
     const socket = this.conn.socket;

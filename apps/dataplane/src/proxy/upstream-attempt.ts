@@ -163,6 +163,11 @@ class AttemptHandler implements H1Handler {
   /** When the last body bytes came (performance.now()): the idle timer is re-armed lazily from it, not per chunk. */
   lastDataAt = 0;
   onDrain: (() => void) | null = null;
+  /**
+   * When the runtime's connection was paused because the client stopped reading (performance.now()), else 0: the
+   * runtime is not idle then, and its idle timer does not run against it (the client's stall has its own limit).
+   */
+  clientStalledAt = 0;
   /** Where `onDrain` listens: the client's socket when chunks are written to it directly (`directSocket`), else `res`. */
   drainFrom: Socket | ClientResponse | null = null;
   /** The response head went out with the first chunk written directly to the socket. */
@@ -207,10 +212,18 @@ class AttemptHandler implements H1Handler {
   readonly onIdleTimeout = (): void => {
     this.idleTimer = null;
     if (this.settled) return;
+    const idleMs = this.o.timeouts.idleMs;
+    if (this.clientStalledAt !== 0) {
+      // Paused for a client that reads nothing: not the runtime's silence. A client that read nothing for the idle time
+      // is the one cut (its 499, billed what was produced), with no failure counted against the replica.
+      const stalledMs = performance.now() - this.clientStalledAt;
+      if (stalledMs < idleMs) this.idleTimer = setTimeout(this.onIdleTimeout, Math.max(1, Math.ceil(idleMs - stalledMs)));
+      else this.dropStalledClient();
+      return;
+    }
     // Bytes came since the timer was armed: wait out the rest of the idle time from the last of them. Cheaper than
     // refreshing the timer on every chunk (a relink in Node's timer lists per chunk), with the same deadline.
     const quietMs = performance.now() - this.lastDataAt;
-    const idleMs = this.o.timeouts.idleMs;
     if (quietMs < idleMs) {
       this.idleTimer = setTimeout(this.onIdleTimeout, Math.max(1, Math.ceil(idleMs - quietMs)));
       return;
@@ -218,6 +231,13 @@ class AttemptHandler implements H1Handler {
     this.failAfterStart(idleTimeout(), 'idle_timeout', null);
     this.cancel(new Error('idle timeout'));
   };
+
+  /** The client stopped reading for the idle time: its connection is closed (nothing more can reach it). */
+  dropStalledClient(): void {
+    const res = this.o.res;
+    this.settleStream(CLIENT_CLOSED, null, () => void res.destroy());
+    this.cancel(new Error('the client stopped reading'));
+  }
 
   abortByClient(): void {
     if (this.mode === 'sse' && (this.sentToClient || this.pending !== null)) this.settleStream(CLIENT_CLOSED, null);
@@ -422,17 +442,25 @@ class AttemptHandler implements H1Handler {
       } else more = socket.write(chunkOf(out));
     }
     if (!more) {
+      if (this.clientStalledAt === 0) this.clientStalledAt = performance.now();
       this.controller?.pause();
       // Resumed by the next 'drain' of what was written to: the socket when written to directly, else `res`. A response
       // queued behind a pipelined one writes to `res` first and to the socket once it has it, so the listener moves.
       const from = socket ?? res;
       if (this.drainFrom !== from) {
-        this.onDrain ??= () => this.controller?.resume();
+        this.onDrain ??= this.onClientDrain;
         this.drainFrom?.off('drain', this.onDrain);
         from.on('drain', this.onDrain);
         this.drainFrom = from;
       }
     }
+  };
+
+  /** The client read what was written: the runtime's connection reads again, and its idle time counts from now. */
+  readonly onClientDrain = (): void => {
+    this.clientStalledAt = 0;
+    this.lastDataAt = performance.now();
+    this.controller?.resume();
   };
 
   startClientStream(): void {
