@@ -226,7 +226,17 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     unused.add(socket);
     socket.once('close', () => unused.delete(socket));
   });
-  app.server.on('request', (req: IncomingMessage) => unused.delete(req.socket));
+  /** Requests on Node's server whose body is still coming (dropped when the drain time is over). */
+  const receiving = new Set<IncomingMessage>();
+  const received = function (this: IncomingMessage): void {
+    receiving.delete(this);
+  };
+  app.server.on('request', (req: IncomingMessage) => {
+    unused.delete(req.socket);
+    if (req.complete) return;
+    receiving.add(req);
+    req.once('end', received).once('close', received);
+  });
   app.addHook('preClose', (done) => {
     closing = true;
     front?.close();
@@ -254,7 +264,16 @@ export function buildDataplaneApp(opts: DataplaneAppOptions): FastifyInstance {
     live.stopping = true;
     const n = live.calls.size;
     for (const stop of [...live.calls]) stop();
-    return n;
+    // A request whose body is still coming (a stalled or slow upload) would hold the close up until Node's request
+    // timeout (300 s), past the process's grace and its last usage flush: its connection goes.
+    let uploads = front?.dropUploads() ?? 0;
+    for (const req of receiving) {
+      receiving.delete(req);
+      if (req.complete) continue;
+      req.socket.destroy();
+      uploads++;
+    }
+    return n + uploads;
   });
   const chat = createChatHandler({
     live,

@@ -27,7 +27,7 @@ export const DATAPLANE_ENV_DOC: Readonly<Record<string, EnvVarDoc>> = {
   USAGE_FSYNC_MS: { meaning: 'group-commit interval of the spool’s fdatasync' },
   SHUTDOWN_DRAIN_MS: {
     meaning:
-      'after SIGTERM, requests in flight may finish this long; then streams end with an error event and waiting answers with a 503, each billed what the client got. The process exits at most 5 s later: give the pod that much more grace',
+      'after SIGTERM, requests in flight may finish this long; then streams end with an error event and waiting answers with a 503, each billed what the client got, and a request whose body is still coming has its connection closed. The process exits at most 5 s later (7 s when a connection still holds it up: a last bounded usage flush first): give the pod that much more grace',
   },
   BODY_LIMIT_BYTES: { meaning: 'largest request body; beyond it 413' },
   CONNECT_TIMEOUT_MS: { meaning: 'connect timeout to a runtime' },

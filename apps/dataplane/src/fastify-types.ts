@@ -8,7 +8,8 @@ declare module 'fastify' {
     inFlightNow(): number;
     /**
      * Stops every chat call in flight (a stream ends with an error event, an answer not started is a 503), each with
-     * its usage record: for a shutdown whose drain time ran out. Answers how many there were.
+     * its usage record, and closes the connections whose request's body is still coming: for a shutdown whose drain
+     * time ran out. Answers how many calls and uploads there were.
      */
     stopInFlight(): number;
     /** Client connections the node's own HTTP/1.1 front holds now (src/front; 0 with the front off). */

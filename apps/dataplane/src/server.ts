@@ -143,23 +143,33 @@ startMemoryReclaim({
   onReclaim: (r) => app.log.info(r, 'memory given back after a load drop'),
 });
 
+/** The last usage flush at shutdown, once (the forced exit may start it while the close is held up). */
+let flushing: ReturnType<NonNullable<typeof reporter>['close']> | undefined;
+const lastFlush = () => (flushing ??= reporter?.close());
+/** How long a forced exit waits for that flush. */
+const LAST_FLUSH_MS = 2_000;
+
 let stopping = false;
 async function shutdown(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
   app.log.warn({ signal }, 'shutting down: draining requests');
-  const force = setTimeout(() => process.exit(1), SHUTDOWN_GRACE_MS);
+  // Past the grace, whatever still holds the close up: one last usage flush, bounded, then exit.
+  const force = setTimeout(() => {
+    app.log.error('shutdown grace over: exiting with connections still open');
+    void Promise.race([lastFlush(), new Promise((r) => setTimeout(r, LAST_FLUSH_MS))]).finally(() => process.exit(1));
+  }, SHUTDOWN_GRACE_MS);
   force.unref();
   const drained = setTimeout(() => {
     const stopped = app.stopInFlight();
-    if (stopped > 0) app.log.warn({ stopped }, 'drain time over: stopped the requests still in flight (their usage is recorded)');
+    if (stopped > 0) app.log.warn({ stopped }, 'drain time over: stopped the requests still in flight (their usage is recorded) and uploads still coming');
   }, env.SHUTDOWN_DRAIN_MS);
   drained.unref();
   try {
     await app.close(); // stops accepting, waits for in-flight requests and streams (stopped at SHUTDOWN_DRAIN_MS)
     clearTimeout(drained);
     await client?.close();
-    const left = await reporter?.close(); // last usage flush; what is left stays in the spool
+    const left = await lastFlush(); // what is left stays in the spool
     if (left !== undefined && left.remaining > 0) {
       app.log.warn({ remaining: left.remaining }, 'usage records not yet accepted by the control plane stay spooled; they are sent at the next start');
     }

@@ -3,14 +3,14 @@ import { once } from 'node:events';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConfigSnapshot } from '@infer/shared';
 import { createUsageReporter, parseEnv } from '../src/index.ts';
-import { NAME, chatBody, deadUrl, fakeRecord, makeSnapshot, post, sendRequest, startSim, startUsageServer, waitFor } from './helpers.ts';
+import { NAME, SECRET_A, chatBody, deadUrl, fakeRecord, makeSnapshot, post, sendRequest, startSim, startUsageServer, waitFor } from './helpers.ts';
 import type { StartedSim, UsageServer } from './helpers.ts';
 
 const SERVER = fileURLToPath(new URL('../src/server.ts', import.meta.url));
@@ -200,6 +200,38 @@ describe('server.ts', () => {
     } finally {
       child.kill('SIGKILL');
       await slow.sim.close();
+    }
+  });
+
+  it.each([
+    ['on', 'the node’s HTTP/1.1 front'],
+    ['off', 'Node’s HTTP server'],
+  ])('a stalled upload does not hold the exit past the drain time: its connection closes, the last flush runs, exit 0 (HTTP_FRONT=%s: %s)', async (front) => {
+    // Fault QA finding: a request whose body stopped coming held the close until the forced exit (code 1), which
+    // skipped the last usage flush: a request answered just before was left unbilled in the spool.
+    const { child, base } = await startNode(configFile, `upload-spool-${front}`, { SHUTDOWN_DRAIN_MS: '500', HTTP_FRONT: front });
+    try {
+      const id = `server-upload-${front}`;
+      const res = await post(`${base}/endpoints/v1/chat/completions`, chatBody({ model: NAME }), undefined, { 'x-request-id': id });
+      expect(res.status).toBe(200);
+      await res.text();
+      const { port } = new URL(base);
+      const upload = connect(Number(port), '127.0.0.1');
+      await once(upload, 'connect');
+      const body = JSON.stringify({ model: NAME, messages: [{ role: 'user', content: 'a body that never ends' }] });
+      upload.write(
+        `POST /endpoints/v1/chat/completions HTTP/1.1\r\nhost: test\r\nauthorization: Bearer ${SECRET_A}\r\ncontent-type: application/json\r\n` +
+          `content-length: ${body.length}\r\n\r\n${body.slice(0, 10)}`,
+      );
+      upload.on('data', () => undefined);
+      const uploadClosed = once(upload, 'close');
+      child.kill('SIGTERM');
+      const [code] = (await once(child, 'exit')) as [number];
+      expect(code).toBe(0);
+      await uploadClosed;
+      expect(usage.records.some((r) => r.requestId.startsWith(`${id}.`))).toBe(true);
+    } finally {
+      child.kill('SIGKILL');
     }
   });
 

@@ -33,6 +33,8 @@ export interface Front {
   handedOver(): number;
   /** Stops taking requests: idle connections close now, busy ones after their answer (with `Connection: close`). */
   close(): void;
+  /** Closes the connections whose request's body is still coming (the drain time is over: it will not be answered). */
+  dropUploads(): number;
 }
 
 /** Node's default `maxHeaderSize`: a longer head goes to Node's server, which refuses it (431). */
@@ -654,6 +656,15 @@ export function installFront<R>(opts: FrontOptions<R>): Front {
       // A busy one ends after its answer (`finished`), as does one whose body is coming; a head that comes from now on
       // is handed over (the route refuses it while closing), and Fastify answers it 503.
       for (const c of state.connections) if (c.res === null && c.route === null && c.bytes.view === null) c.socket.destroy();
+    },
+    dropUploads() {
+      let n = 0;
+      for (const c of state.connections)
+        if (c.route !== null && c.res === null) {
+          c.socket.destroy();
+          n++;
+        }
+      return n;
     },
   };
 }
