@@ -47,6 +47,9 @@ export function checkName(raw: string, field: string, rules: NameRules): string 
   return name;
 }
 
+/** The longest catalog Name (the <endpoint_name> of inference URLs): a longer one names no entry. */
+export const MAX_ENTRY_NAME_LENGTH = 200;
+
 /** The longest runtime URL a service takes (an upstream's, a deployment's externalUrl): the routers cap theirs the same. */
 export const MAX_URL_LENGTH = 2000;
 

@@ -23,7 +23,9 @@ export async function withArgumentNames<T>(names: Readonly<Record<string, string
     const renamed = err instanceof ServiceError && err.param !== null ? names[err.param] : undefined;
     if (renamed === undefined) throw err;
     const e = err as ServiceError;
-    throw new ServiceError(e.code, e.message, renamed, { retryAfterS: e.retryAfterS });
+    // A message that names the argument first ("entryName must be …") names the caller's own.
+    const message = e.message.startsWith(`${e.param} `) ? `${renamed}${e.message.slice(e.param!.length)}` : e.message;
+    throw new ServiceError(e.code, message, renamed, { retryAfterS: e.retryAfterS });
   }
 }
 

@@ -197,6 +197,10 @@ describe.each(testBackends())('rules shared by tRPC and GraphQL (%s)', (kind) =>
     const [noneG, noneT] = await deploy(`Rules-Nothing-${kind}`);
     expect(noneG).toMatchObject({ code: 'not_found', param: 'endpointName', message: `catalog entry Rules-Nothing-${kind} not found` });
     expect(noneT).toMatchObject({ status: 404, param: 'entryName', message: noneG.message });
+
+    // Red-team finding: GraphQL took a 900 KB name to the database and echoed it back whole in its not-found error.
+    const huge = await gql(member.cookie, DEPLOY, { t: tenantId, n: 'x'.repeat(900_000) });
+    expect(huge).toMatchObject({ code: 'invalid', param: 'endpointName', message: 'endpointName must be at most 200 characters' });
   });
 
   it('refuses a fractional limit naming the field (tRPC; GraphQL Int refuses it while parsing)', async () => {

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import type { RuntimeKind } from '@infer/shared';
 import { trimTrailingSlashes } from '@infer/shared';
 import { isUuid, type Db } from '../../db.ts';
-import { checkName, checkNameCharacters, checkUrlLength } from '../../check-name.ts';
+import { checkName, checkNameCharacters, checkUrlLength, MAX_ENTRY_NAME_LENGTH } from '../../check-name.ts';
 import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
 import { requirePlatformAdmin } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
@@ -92,7 +92,7 @@ export type CatalogListEntry = Omit<CatalogEntry, 'detailedIntro'>;
 const listColumns = entryColumns.filter((c): c is Exclude<(typeof entryColumns)[number], 'detailedIntro'> => c !== 'detailedIntro');
 
 /** A catalog Name is the <endpoint_name> segment of inference URLs. */
-const validateName = (name: string): string => checkName(name, 'name', { max: 200, noSpaces: true });
+const validateName = (name: string): string => checkName(name, 'name', { max: MAX_ENTRY_NAME_LENGTH, noSpaces: true });
 
 function cleanLabels(list: readonly string[] | undefined): string[] | undefined {
   if (list === undefined) return undefined;

@@ -2,7 +2,7 @@
 // GraphQL call these functions. Replicas are started in the background by the reconciler.
 import type { DeploymentState, RuntimeKind } from '@infer/shared';
 import type { ReplicaState } from '@infer/db';
-import { checkNameCharacters, checkUrlLength } from '../../check-name.ts';
+import { checkNameCharacters, checkUrlLength, MAX_ENTRY_NAME_LENGTH } from '../../check-name.ts';
 import { notFound, ServiceError } from '../../errors.ts';
 import { isPlatformAdmin, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
@@ -206,6 +206,10 @@ async function move(
 export async function deployEndpoint(ctx: DeploymentsContext, principal: Principal, input: DeployEndpointInput): Promise<DeploymentView> {
   requireTenantRole(principal, input.tenantId, 'member');
   checkNameCharacters(input.entryName, 'entryName');
+  // No entry has a longer Name: refused before any query (and never echoed back at length).
+  if (input.entryName.length > MAX_ENTRY_NAME_LENGTH) {
+    throw new ServiceError('invalid', `entryName must be at most ${MAX_ENTRY_NAME_LENGTH} characters`, 'entryName');
+  }
   const autoscaling = validateScaling(input.minReplicas, input.maxReplicas, input.autoscaling);
   if (!provisionerKinds.includes(input.provisioner) || !ctx.provisioners[input.provisioner]) {
     const available = provisionerKinds.filter((k) => ctx.provisioners[k]);
