@@ -650,6 +650,9 @@ describe.each(testBackends())('GraphQL API over HTTP (%s)', (kind) => {
         ['2031-02-29', '2031-03-01'],
         ['0000-01-01T00:00:00Z', '0000-06-01T00:00:00Z'],
         ['2030-01-01T24:00:00Z', '2030-01-02T00:00:00Z'],
+        // Years 0001 to 9999 in UTC as well: these offsets move them to year 0000 and 10000.
+        ['0001-01-01T00:00:00+14:00', '0001-06-01T00:00:00Z'],
+        ['9999-12-31T23:00:00Z', '9999-12-31T23:59:59-14:00'],
       ]) {
         const r = await gql(callers.ownerA, usage, { t, f, to });
         expect(r.errors?.[0]?.message, f).toMatch(/real date/);

@@ -37,6 +37,21 @@ describe.each(testBackends())('keys service (%s)', (kind) => {
     expect(JSON.stringify(audit)).not.toContain(created.secret);
   });
 
+  it('refuses an expiry past the year 9999 (UTC), which the API could not give back as a DateTime it takes', async () => {
+    const { db } = database;
+    const tenant = await createTenant(db, { slug: 'far', name: 'Far' });
+    // What tRPC's `z.iso.datetime({ offset: true })` takes for "9999-12-31T23:59:59-14:00".
+    const far = new Date('9999-12-31T23:59:59-14:00');
+    await expect(createApiKey(db, { tenantId: tenant.id, name: 'far', expiresAt: far })).rejects.toMatchObject({
+      code: 'invalid',
+      param: 'expiresAt',
+      message: 'expiresAt must be before the year 10000 (UTC)',
+    });
+    expect(await listApiKeys(db, tenant.id)).toEqual([]);
+    const last = await createApiKey(db, { tenantId: tenant.id, name: 'last', expiresAt: new Date('9999-12-31T23:59:59Z') });
+    expect(last.key.expiresAt?.toISOString()).toBe('9999-12-31T23:59:59.000Z');
+  });
+
   it('holds a tenant to MAX_LIVE_KEYS_PER_TENANT live keys; revoked and expired ones do not count', async () => {
     const { db } = database;
     const tenant = await createTenant(db, { slug: `capped-${kind}`, name: 'Capped' });

@@ -61,7 +61,9 @@ function realDateTime(value: string): boolean {
 function parseDateTime(value: unknown): Date {
   if (typeof value === 'string' && ISO.test(value) && realDateTime(value)) {
     const d = new Date(value);
-    if (Number.isFinite(d.getTime())) return d;
+    // In UTC too ("9999-12-31T23:00-14:00" is year 10000, which this scalar could not give back as it took it).
+    const year = d.getUTCFullYear();
+    if (Number.isFinite(d.getTime()) && year >= 1 && year <= 9999) return d;
   }
   throw new ServiceError('invalid', 'DateTime must be an ISO 8601 date or date-time string of a real date, years 0001 to 9999');
 }

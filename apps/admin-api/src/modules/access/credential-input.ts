@@ -7,5 +7,8 @@ export function checkCredentialInput(rawName: string, expiresAt: Date | null | u
   if (expiresAt && expiresAt.getTime() <= Date.now()) {
     throw new ServiceError('invalid', 'expiresAt must be in the future', 'expiresAt');
   }
+  if (expiresAt && expiresAt.getUTCFullYear() > 9999) {
+    throw new ServiceError('invalid', 'expiresAt must be before the year 10000 (UTC)', 'expiresAt');
+  }
   return name;
 }
