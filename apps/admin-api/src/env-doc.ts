@@ -52,6 +52,7 @@ export const ADMIN_ENV_DOC: Readonly<Record<string, EnvVarDoc>> = {
   GPU_LEDGER_HEARTBEAT_MS: { meaning: 'GPU-time ledger heartbeat: at most this much replica time is lost when the leader dies' },
   REPLICA_START_TIMEOUT_S: { meaning: 'a replica not ready this long after its cold start is replaced' },
   REPLICA_START_ATTEMPTS: { meaning: 'failed starts in a row before a deployment stops retrying and reports why' },
+  REPLICA_START_BACKOFF_MS: { meaning: 'wait before the next start after a failed one, doubled with each failure in a row (at most 30 s)' },
   REPLICA_DRAIN_TIMEOUT_S: { meaning: 'longest wait for a draining replica’s in-flight requests' },
   REPLICA_BASE_CONCURRENCY: {
     meaning: 'the data plane’s `REPLICA_BASE_CONCURRENCY` (keep equal): default target concurrency = this × the entry’s Concurrency',

@@ -121,6 +121,7 @@ const schema = z.object({
   GPU_LEDGER_HEARTBEAT_MS: z.coerce.number().int().min(100, 'GPU_LEDGER_HEARTBEAT_MS must be at least 100').default(1000),
   REPLICA_START_TIMEOUT_S: z.coerce.number().min(1, 'REPLICA_START_TIMEOUT_S must be at least 1').default(120),
   REPLICA_START_ATTEMPTS: z.coerce.number().int().min(1, 'REPLICA_START_ATTEMPTS must be at least 1').default(3),
+  REPLICA_START_BACKOFF_MS: z.coerce.number().int().min(0, 'REPLICA_START_BACKOFF_MS must be 0 or more').default(2000),
   REPLICA_DRAIN_TIMEOUT_S: z.coerce.number().min(0, 'REPLICA_DRAIN_TIMEOUT_S must be 0 or more').default(30),
   REPLICA_BASE_CONCURRENCY: z.coerce.number().int().min(1, 'REPLICA_BASE_CONCURRENCY must be at least 1').default(32),
 });
@@ -195,6 +196,8 @@ export interface AdminEnv {
   readonly REPLICA_START_TIMEOUT_S: number;
   /** Failed starts in a row before a deployment stops retrying and reports why. */
   readonly REPLICA_START_ATTEMPTS: number;
+  /** Wait before the next start after a failed one, doubled with each failure in a row (at most 30 s). */
+  readonly REPLICA_START_BACKOFF_MS: number;
   /** Longest wait for a draining replica's in-flight requests. */
   readonly REPLICA_DRAIN_TIMEOUT_S: number;
   /** The data plane's REPLICA_BASE_CONCURRENCY (keep equal): default target concurrency = this x the entry's Concurrency. */

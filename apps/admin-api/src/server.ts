@@ -93,6 +93,7 @@ if (!closing) {
     replicaLifecycle: {
       startTimeoutMs: env.REPLICA_START_TIMEOUT_S * 1000,
       maxStartAttempts: env.REPLICA_START_ATTEMPTS,
+      startRetryBackoffMs: env.REPLICA_START_BACKOFF_MS,
       drainTimeoutMs: env.REPLICA_DRAIN_TIMEOUT_S * 1000,
     },
     autoscaler: env.AUTOSCALER_ENABLED

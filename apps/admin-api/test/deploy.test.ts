@@ -1,3 +1,6 @@
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing';
 import { createRuntimeSim, type RuntimeSim } from '@infer/runtime-sim';
@@ -20,6 +23,7 @@ import { createExternalProvisioner } from '../src/modules/deployments/provisione
 import { createLocalProvisioner } from '../src/modules/deployments/provisioners/local/local-provisioner.ts';
 import { buildSnapshot, readDeltasAfter } from '../src/modules/snapshots/snapshots.service.ts';
 import { addMember, createTenant } from '../src/modules/tenants/tenants.service.ts';
+import { until } from './k8s-fake/fake-cluster.ts';
 
 const SERVED = 'acme/ded-8b';
 
@@ -52,7 +56,8 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
   let deploymentId: string;
 
   const newContext = (provisioners = createDefaultProvisioners({ local: { ttftMs: 0, itlMs: 0 } }), allowPrivateExternalUrls = false) => {
-    const c = createDeploymentsContext({ db: database.db, provisioners, allowPrivateExternalUrls });
+    // Failed starts are retried at once here (settled() then covers every attempt); the backoff has its own test.
+    const c = createDeploymentsContext({ db: database.db, provisioners, allowPrivateExternalUrls, reconciler: { startRetryBackoffMs: 0 } });
     contexts.push(c);
     return c;
   };
@@ -301,7 +306,7 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
     const slow = createDeploymentsContext({
       db: database.db,
       provisioners: { local: createLocalProvisioner({ command: hang, readyTimeoutMs: 60_000 }) },
-      reconciler: { startTimeoutMs: 300, maxStartAttempts: 2 },
+      reconciler: { startTimeoutMs: 300, maxStartAttempts: 2, startRetryBackoffMs: 0 },
     });
     contexts.push(slow);
     await createEntry(database.db, { name: 'Hang-8B', provider: 'acme', offeredDedicated: true });
@@ -315,6 +320,33 @@ describe.each(testBackends())('dedicated deployments with provisioners (%s)', (k
     await slow.reconciler.settled(d.id);
     expect((await getDeployment(slow, alice, { tenantId: tenantA, deploymentId: d.id })).state).toBe('failed');
     await deleteDeployment(slow, alice, { tenantId: tenantA, deploymentId: d.id });
+  });
+
+  it('waits longer after each failed start before the next (a runtime that crashes for a moment does not fail the deployment at once)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'backoff-'));
+    const starts = join(dir, 'starts');
+    // Crashes at boot, noting when it was started.
+    const crash = [process.execPath, '-e', `require('node:fs').appendFileSync(${JSON.stringify(starts)}, Date.now() + '\\n'); process.exit(3)`, '--'];
+    const backoff = createDeploymentsContext({
+      db: database.db,
+      provisioners: { local: createLocalProvisioner({ command: crash }) },
+      reconciler: { maxStartAttempts: 3, startRetryBackoffMs: 300 },
+    });
+    contexts.push(backoff);
+    await createEntry(database.db, { name: 'Crashy-8B', provider: 'acme', offeredDedicated: true });
+    const d = await deployEndpoint(backoff, alice, { tenantId: tenantA, entryName: 'Crashy-8B', minReplicas: 1, maxReplicas: 1, provisioner: 'local' });
+    const failed = await until(async () => {
+      const v = await getDeployment(backoff, alice, { tenantId: tenantA, deploymentId: d.id });
+      return v.state === 'failed' ? v : null;
+    });
+    expect(failed.lastError).toMatch(/attempt 3 of 3\): .*code 3/);
+    const at = (await readFile(starts, 'utf8')).trim().split('\n').map(Number);
+    expect(at).toHaveLength(3);
+    // Each wait is at least the backoff so far: 300 ms after the first failure, 600 ms after the second.
+    expect(at[1]! - at[0]!).toBeGreaterThanOrEqual(300);
+    expect(at[2]! - at[1]!).toBeGreaterThanOrEqual(600);
+    await deleteDeployment(backoff, alice, { tenantId: tenantA, deploymentId: d.id });
+    await rm(dir, { recursive: true, force: true });
   });
 
   it('ends in failed with last_error when the runtime cannot start', async () => {

@@ -72,6 +72,7 @@ describe.each(testBackends())('external deployment addresses (%s)', (kind) => {
       db: database.db,
       provisioners: { external: createExternalProvisioner({ timeoutMs, addressGuard: guard }) },
       addressGuard: guard,
+      reconciler: { startRetryBackoffMs: 0 }, // settled() covers every attempt
     });
     contexts.push(c);
     return c;

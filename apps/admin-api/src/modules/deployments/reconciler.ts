@@ -84,6 +84,12 @@ export interface ReconcilerOptions {
   readonly startTimeoutMs?: number;
   /** Consecutive failed starts before the deployment stops retrying and reports why (default 3). */
   readonly maxStartAttempts?: number;
+  /**
+   * Wait before the next start after a failed one: this, doubled with each failure in a row, at most 30 s (default
+   * 2 s). A runtime that crashes at boot for a moment (a node's hiccup, a registry blip) does not use up every attempt
+   * within a second and fail the deployment.
+   */
+  readonly startRetryBackoffMs?: number;
   /** After a replica leaves the snapshot, time for every node to apply that (default 1 s). */
   readonly drainGraceMs?: number;
   /** Longest wait for a draining replica's in-flight requests (default 30 s). */
@@ -141,6 +147,9 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
   const retiring = new Set<string>();
   const owned = new Map<string, OwnedReplica & { ref: ReplicaRef; provisioner: Provisioner }>();
   const failures = new Map<string, number>();
+  const startRetryBackoffMs = options.startRetryBackoffMs ?? 2_000;
+  /** Deployments whose last start failed: no start before this time (Date.now()), and the timer that reconciles then. */
+  const backoffs = new Map<string, { readonly until: number; readonly timer: NodeJS.Timeout }>();
   const floors = new Map<string, Set<{ readonly n: number }>>();
   let abort = new AbortController();
   let closed = false;
@@ -183,6 +192,26 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
       await openReplicaInterval(db, { replicaId: r.id, deploymentId: d.id, tenantId: d.tenantId, entryId: d.entryId, gpuCount: d.gpuCount ?? 1 }, 'idle');
     }
     log.info({ deploymentId: d.id, replicaId: r.id, url: r.url }, 'adopted a replica an earlier leader started');
+  }
+
+  /** No start for the deployment until the backoff after its `n`th failure in a row has passed; then a pass. */
+  function backOff(deploymentId: string, n: number): void {
+    const ms = Math.min(startRetryBackoffMs * 2 ** (n - 1), 30_000);
+    if (ms <= 0) return;
+    clearBackoff(deploymentId);
+    const timer = setTimeout(() => {
+      backoffs.delete(deploymentId);
+      void schedule(deploymentId);
+    }, ms);
+    timer.unref();
+    backoffs.set(deploymentId, { until: Date.now() + ms, timer });
+  }
+
+  function clearBackoff(deploymentId: string): void {
+    const b = backoffs.get(deploymentId);
+    if (b === undefined) return;
+    clearTimeout(b.timer);
+    backoffs.delete(deploymentId);
   }
 
   function launch(d: Deployment, provisioner: Provisioner, base: Omit<ReplicaSpec, 'replicaId'>, row: Replica): void {
@@ -235,6 +264,7 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
         await closeReplicaInterval(db, row.id).catch(() => undefined);
         await removeReplica(db, row.id).catch(() => undefined);
         await setDeploymentError(db, d.id, lastError).catch(() => undefined);
+        if (n < maxStartAttempts) backOff(d.id, n);
       } finally {
         clearTimeout(timer);
         starts.delete(row.id);
@@ -364,7 +394,8 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
 
     const failed = failures.get(id) ?? 0;
     const missing = Math.max(0, want - ready.length - starting.length - settling);
-    if (missing > 0 && failed < maxStartAttempts && !abort.signal.aborted) {
+    const backingOff = (backoffs.get(id)?.until ?? 0) > Date.now();
+    if (missing > 0 && failed < maxStartAttempts && !backingOff && !abort.signal.aborted) {
       const info = await findRuntimeInfo(db, d.entryId);
       const base: Omit<ReplicaSpec, 'replicaId'> = {
         deploymentId: d.id,
@@ -494,6 +525,7 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     },
     resetFailures(deploymentId: string): void {
       failures.delete(deploymentId);
+      clearBackoff(deploymentId);
     },
     holdAtLeast(deploymentId: string, n: number): () => void {
       const hold = { n };
@@ -516,11 +548,13 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     async relinquish(): Promise<void> {
       await stopEverything(true);
       failures.clear();
+      for (const id of [...backoffs.keys()]) clearBackoff(id);
       if (!closed) abort = new AbortController();
     },
     async close(): Promise<void> {
       if (closed) return; // idempotent: provisioners close once
       closed = true;
+      for (const id of [...backoffs.keys()]) clearBackoff(id);
       await stopEverything();
       await Promise.all(Object.values(provisioners).map((p) => p?.close?.()));
     },
