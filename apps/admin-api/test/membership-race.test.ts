@@ -8,8 +8,8 @@ import { createTestDb, testBackends, type TestDatabase } from '@infer/db/testing
 import type { Principal } from '../src/modules/access/principal.ts';
 import { createUser } from '../src/modules/auth/auth.service.ts';
 import { issueApiKey } from '../src/modules/keys/keys.service.ts';
-import { inviteMember } from '../src/modules/tenants/invitations.service.ts';
-import { addMember, createTenant, removeMember, setMemberRole } from '../src/modules/tenants/tenants.service.ts';
+import { answerInvitation, inviteMember } from '../src/modules/tenants/invitations.service.ts';
+import { addMember, createTenant, removeMember, removeTenantMember, setMemberRole } from '../src/modules/tenants/tenants.service.ts';
 
 // Runs where the suite has a server (CI sets DATABASE_URL, as .ci/run does for every database suite).
 const onServer = testBackends().includes('postgres');
@@ -68,6 +68,74 @@ describe('a creation racing its caller’s removal or demotion (PostgreSQL)', ()
     expect(outcome).toMatchObject({ status: 'rejected', reason: { code: 'not_found' } });
     const live = await database.db.selectFrom('apiKeys').select('id').where('createdBy', '=', member.userId).where('revokedAt', 'is', null).execute();
     expect(live).toEqual([]);
+  });
+
+  it.runIf(onServer)('an owner being removed can neither promote an accomplice nor remove the other owner', async () => {
+    // Review finding: the owner-only membership changes checked the caller's role from authentication only; queued
+    // behind the caller's removal, a promotion of an alt account went through, and the alt account held the tenant.
+    const tenantId = (await createTenant(database.db, { slug: `race-members-${seq}`, name: 'Race' })).id;
+    const leaving = await person(tenantId, 'owner');
+    const keeper = await person(tenantId, 'owner');
+    const alt = await person(tenantId, 'member');
+    const promote = await race(
+      tenantId,
+      () => setMemberRole(database.db, leaving.principal, { tenantId, userId: alt.userId, role: 'owner' }),
+      (trx) => removeMember(trx, { tenantId, userId: leaving.userId }),
+    );
+    expect(promote).toMatchObject({ status: 'rejected', reason: { code: 'not_found' } });
+    const coup = await race(
+      tenantId,
+      () => removeTenantMember(database.db, leaving.principal, { tenantId, userId: keeper.userId }),
+      async () => undefined, // already removed: the principal still says owner
+    );
+    expect(coup).toMatchObject({ status: 'rejected', reason: { code: 'not_found' } });
+    const roles = await database.db.selectFrom('memberships').select(['userId', 'role']).where('tenantId', '=', tenantId).orderBy('role').execute();
+    expect(roles).toEqual(
+      expect.arrayContaining([
+        { userId: keeper.userId, role: 'owner' },
+        { userId: alt.userId, role: 'member' },
+      ]),
+    );
+    expect(roles).toHaveLength(2);
+  });
+
+  it.runIf(onServer)('accepting an invitation waits on its sender’s removal instead of deadlocking with it', async () => {
+    // Review finding: the accept locked the invitation, then (inserting the membership) the tenant; a removal locks the
+    // tenant, then withdraws its owner's invitations: each held what the other waited for.
+    const tenantId = (await createTenant(database.db, { slug: `race-accept-${seq}`, name: 'Race' })).id;
+    const sender = await person(tenantId, 'owner');
+    await person(tenantId, 'owner');
+    const invitee = await createUser(database.db, { email: `race-invitee-${++seq}@example.com`, password: 'long enough password' });
+    const sent = await inviteMember(database.db, sender.principal, { tenantId, email: invitee.email, role: 'owner' });
+    const inviteePrincipal: Principal = {
+      kind: 'user',
+      userId: invitee.id,
+      email: invitee.email,
+      isPlatformAdmin: false,
+      memberships: new Map(),
+      sessionId: 's',
+    };
+    const invitationLocksHeld = async (): Promise<number> =>
+      (
+        await sql<{ n: number }>`select count(*)::int as n from pg_locks l join pg_class c on c.oid = l.relation
+          where c.relname = 'invitations' and l.mode in ('RowShareLock', 'RowExclusiveLock') and l.granted and l.pid <> pg_backend_pid()
+            and l.pid in (select pid from pg_stat_activity where datname = current_database())`.execute(database.db)
+      ).rows[0]!.n;
+    let heldWhileWaiting = -1;
+    const outcome = await race(
+      tenantId,
+      () => answerInvitation(database.db, inviteePrincipal, { token: sent.token }, true),
+      async (trx) => {
+        // The accept waits on the tenant having locked nothing of the invitation's (FOR UPDATE or UPDATE).
+        heldWhileWaiting = await invitationLocksHeld();
+        await removeMember(trx, { tenantId, userId: sender.userId });
+      },
+    );
+    expect(heldWhileWaiting).toBe(0);
+    expect(outcome).toMatchObject({ status: 'rejected', reason: { code: 'conflict', message: 'this invitation was already revoked' } });
+    expect(await database.db.selectFrom('memberships').select('userId').where('tenantId', '=', tenantId).where('userId', '=', invitee.id).execute()).toEqual(
+      [],
+    );
   });
 
   it.runIf(onServer)('an invitation a demoted owner was sending is refused, not left open', async () => {

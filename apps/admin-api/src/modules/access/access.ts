@@ -24,7 +24,11 @@ export function requireAuthenticated(p: Principal): asserts p is Exclude<Princip
  */
 export function requireTenantRole(p: Principal, tenantId: string, min: TenantRole = 'member'): void {
   requireAuthenticated(p);
-  const role = roleIn(p, tenantId);
+  checkRole(roleIn(p, tenantId), min);
+}
+
+/** Refuses a caller whose `role` in a tenant (null: none) is below `min`: another tenant is "not found". */
+export function checkRole(role: TenantRole | null, min: TenantRole): void {
   if (role === null) throw new ServiceError('not_found', 'tenant not found');
   if (min === 'owner' && role !== 'owner') throw new ServiceError('forbidden', 'this needs the tenant owner role');
 }

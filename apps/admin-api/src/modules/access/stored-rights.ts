@@ -1,4 +1,5 @@
 import type { Db } from '../../db.ts';
+import { checkRole } from './access.ts';
 import type { TenantRole } from './principal.ts';
 
 /** What a user holds in a tenant now, as stored: whether they are a platform admin, and their role there (null: none). */
@@ -20,4 +21,23 @@ export async function storedRights(trx: Db, input: { readonly tenantId: string; 
     .where('u.id', '=', input.userId)
     .executeTakeFirst();
   return row === undefined ? undefined : { isPlatformAdmin: row.isPlatformAdmin, role: row.role ?? null };
+}
+
+/** The role stored rights act with in the tenant (a platform admin: owner), or null. */
+export const storedRole = (rights: StoredRights | undefined): TenantRole | null => (rights?.isPlatformAdmin ? 'owner' : (rights?.role ?? null));
+
+/** Whether stored rights still carry `min` in the tenant. */
+export const storedRightsReach = (rights: StoredRights | undefined, min: TenantRole): boolean => {
+  const role = storedRole(rights);
+  return role !== null && (min === 'member' || role === 'owner');
+};
+
+/**
+ * The acting user's role read again inside the caller's transaction, which holds the tenant's row: a removal or
+ * demotion (which takes that row first) committed since the request was authenticated counts here, refused as
+ * `requireTenantRole` refuses. No user (an admin token minted by no one): the principal's own rights stand.
+ */
+export async function requireStoredRole(trx: Db, tenantId: string, userId: string | null | undefined, min: TenantRole): Promise<void> {
+  if (!userId) return;
+  checkRole(storedRole(await storedRights(trx, { tenantId, userId })), min);
 }

@@ -7,7 +7,7 @@ import { withTransaction } from '../snapshots/outbox.ts';
 import { checkCredentialInput } from '../access/credential-input.ts';
 import { requireAuthenticated, requirePlatformAdmin, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
-import { storedRights } from '../access/stored-rights.ts';
+import { storedRights, storedRightsReach } from '../access/stored-rights.ts';
 import { checkTenantQuota } from '../tenants/tenant-quota.ts';
 
 /** An admin token as listed; never its secret or hash. */
@@ -286,8 +286,7 @@ export async function authenticateAdminToken(db: Db, secret: string): Promise<Ad
  * removal) call it inside their transaction. Returns the ids revoked (for the audit row).
  */
 export async function revokeAdminTokensBeyondRole(trx: Db, input: { tenantId: string; userId: string }): Promise<string[]> {
-  const creator = await storedRights(trx, input);
-  if (creator && (creator.isPlatformAdmin || creator.role === 'owner')) return [];
+  if (storedRightsReach(await storedRights(trx, input), 'owner')) return [];
   const rows = await trx
     .updateTable('adminTokens')
     .set({ revokedAt: sql<Date>`now()` })

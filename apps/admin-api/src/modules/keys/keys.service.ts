@@ -9,7 +9,7 @@ import { recordChange } from '../snapshots/snapshots.service.ts';
 import { checkCredentialInput } from '../access/credential-input.ts';
 import { keyRevokeLimit, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
-import { storedRights } from '../access/stored-rights.ts';
+import { storedRights, storedRightsReach } from '../access/stored-rights.ts';
 import { checkRateLimits } from '../access/rate-limits.ts';
 
 /** An inference API key as shown in lists; never its secret or hash. */
@@ -150,8 +150,7 @@ export async function revokeApiKey(db: Db, input: RevokeApiKeyInput): Promise<Ap
  * included. Nodes drop them within a second. Returns the ids revoked (for the audit row).
  */
 export async function revokeApiKeysOfDeparted(trx: Db, input: { readonly tenantId: string; readonly userId: string }): Promise<string[]> {
-  const stays = await storedRights(trx, input);
-  if (stays && (stays.isPlatformAdmin || stays.role !== null)) return [];
+  if (storedRightsReach(await storedRights(trx, input), 'member')) return [];
   const rows = await trx
     .updateTable('apiKeys')
     .set({ revokedAt: sql<Date>`now()` })

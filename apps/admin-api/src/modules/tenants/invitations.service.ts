@@ -8,7 +8,7 @@ import { isUuid, type Db } from '../../db.ts';
 import { notFound, ServiceError } from '../../errors.ts';
 import { requireAuthenticated, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
-import { storedRights } from '../access/stored-rights.ts';
+import { storedRights, storedRightsReach } from '../access/stored-rights.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import { checkTenantQuota } from './tenant-quota.ts';
@@ -166,8 +166,7 @@ export async function listTenantInvitations(db: Db, principal: Principal, tenant
  * would make its recipient an owner). Returns the ids withdrawn (for the audit row).
  */
 export async function revokeInvitationsBeyondRole(trx: Db, input: { readonly tenantId: string; readonly userId: string }): Promise<string[]> {
-  const sender = await storedRights(trx, input);
-  if (sender && (sender.isPlatformAdmin || sender.role === 'owner')) return [];
+  if (storedRightsReach(await storedRights(trx, input), 'owner')) return [];
   const rows = await trx
     .updateTable('invitations')
     .set({ status: 'revoked', respondedAt: sql<Date>`now()` })
@@ -242,10 +241,18 @@ export async function answerInvitation(db: Db, principal: Principal, ref: Invita
   const param = 'invitationId' in ref ? 'invitationId' : 'token';
   if ('invitationId' in ref && !isUuid(ref.invitationId)) throw notFound('invitation');
   if ('token' in ref && ref.token.length > MAX_INVITATION_TOKEN_LENGTH) throw new ServiceError('invalid', 'token is too long', 'token');
+  const which = 'invitationId' in ref ? ({ column: 'id', value: ref.invitationId } as const) : ({ column: 'tokenHash', value: hashSecret(ref.token) } as const);
   return withTransaction(db, async (trx) => {
-    let q = trx.selectFrom('invitations').select(['id', 'tenantId', 'email', 'role', 'status', 'expiresAt']).forUpdate();
-    q = 'invitationId' in ref ? q.where('id', '=', ref.invitationId) : q.where('tokenHash', '=', hashSecret(ref.token));
-    const inv = await q.executeTakeFirst();
+    // The tenant's row first, then the invitation's: the order a removal or demotion takes them in (it withdraws its
+    // owner's invitations), so the two wait on each other instead of deadlocking.
+    const of = await trx.selectFrom('invitations').select('tenantId').where(which.column, '=', which.value).executeTakeFirst();
+    if (of) await trx.selectFrom('tenants').select('id').where('id', '=', of.tenantId).forNoKeyUpdate().execute();
+    const inv = await trx
+      .selectFrom('invitations')
+      .select(['id', 'tenantId', 'email', 'role', 'status', 'expiresAt'])
+      .where(which.column, '=', which.value)
+      .forUpdate()
+      .executeTakeFirst();
     if (!inv || inv.email !== user.email.toLowerCase()) throw new ServiceError('not_found', 'invitation not found', param);
     if (inv.status !== 'pending') throw new ServiceError('conflict', `this invitation was already ${inv.status}`, param);
     if (inv.expiresAt.getTime() <= Date.now()) throw new ServiceError('invalid', 'this invitation has expired; ask for a new one', param);

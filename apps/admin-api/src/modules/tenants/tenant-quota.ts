@@ -1,7 +1,7 @@
 import type { Db } from '../../db.ts';
 import { notFound, ServiceError } from '../../errors.ts';
 import type { TenantRole } from '../access/principal.ts';
-import { storedRights } from '../access/stored-rights.ts';
+import { requireStoredRole } from '../access/stored-rights.ts';
 
 /** The user a creation acts for, and the role it needs in the tenant (checked again under the tenant's row lock). */
 export interface QuotaHolder {
@@ -26,12 +26,6 @@ export async function checkTenantQuota(
 ): Promise<void> {
   const tenant = await trx.selectFrom('tenants').select('id').where('id', '=', tenantId).forNoKeyUpdate().executeTakeFirst();
   if (!tenant) throw notFound('tenant');
-  if (holder?.userId) {
-    const now = await storedRights(trx, { tenantId, userId: holder.userId });
-    if (!now?.isPlatformAdmin) {
-      if (!now?.role) throw notFound('tenant');
-      if (holder.role === 'owner' && now.role !== 'owner') throw new ServiceError('forbidden', 'this needs the tenant owner role');
-    }
-  }
+  if (holder) await requireStoredRole(trx, tenantId, holder.userId, holder.role);
   if ((await quota.count()) >= quota.max) throw new ServiceError('conflict', `a tenant holds at most ${quota.max} ${quota.what}: ${quota.free}`);
 }

@@ -5,6 +5,7 @@ import { checkName } from '../../check-name.ts';
 import { isUniqueViolation, notFound, ServiceError } from '../../errors.ts';
 import { requireAuthenticated, requirePlatformAdmin, requireTenantRole, roleIn } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
+import { requireStoredRole } from '../access/stored-rights.ts';
 import { checkRateLimits } from '../access/rate-limits.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { revokeAdminTokensBeyondRole } from '../auth/admin-tokens.service.ts';
@@ -199,12 +200,15 @@ async function countOwners(db: Db, tenantId: string): Promise<number> {
 
 /**
  * Removes a user from a tenant (not the last owner). The tenant admin tokens and the inference keys that user
- * created are revoked with it (unless they are a platform admin), so access ends with the membership.
+ * created are revoked with it (unless they are a platform admin), so access ends with the membership. The acting
+ * user (`actor`) must still be an owner once the tenant's row is held: one being removed meanwhile cannot remove
+ * another owner.
  */
 export async function removeMember(db: Db, input: { tenantId: string; userId: string; actor?: Actor }): Promise<void> {
   if (!isUuid(input.tenantId) || !isUuid(input.userId)) throw notFound('member');
   await withTransaction(db, async (trx) => {
     await trx.selectFrom('tenants').select('id').where('id', '=', input.tenantId).forUpdate().executeTakeFirst();
+    await requireStoredRole(trx, input.tenantId, input.actor?.userId, 'owner');
     const before = await getMembership(trx, input.tenantId, input.userId);
     if (!before) throw notFound('member');
     if (before.role === 'owner' && (await countOwners(trx, input.tenantId)) <= 1) {
@@ -244,6 +248,8 @@ export async function setMemberRole(
   if (input.role !== 'owner' && input.role !== 'member') throw new ServiceError('invalid', 'role must be owner or member', 'role');
   return withTransaction(db, async (trx) => {
     await trx.selectFrom('tenants').select('id').where('id', '=', input.tenantId).forUpdate().executeTakeFirst();
+    // Still an owner now that the row is held: one removed or demoted meanwhile cannot promote an accomplice.
+    await requireStoredRole(trx, input.tenantId, actorOf(principal).userId, 'owner');
     const before = await getMembership(trx, input.tenantId, input.userId);
     if (!before) throw notFound('member');
     if (before.role === 'owner' && input.role !== 'owner' && (await countOwners(trx, input.tenantId)) <= 1) {
