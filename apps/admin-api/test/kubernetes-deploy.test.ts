@@ -151,81 +151,164 @@ describe.each(testBackends())('Kubernetes deployments end to end (%s)', (kind) =
     await until(() => !cluster.api.get('deployments', NS, objectName(d.id)) && !cluster.api.get('services', NS, objectName(d.id)), 10_000, 'objects deleted');
   });
 
+  /** One control-plane process: its own provisioner (watch), reconciler and autoscaler, as app.ts wires them. */
+  const controlPlane = () => {
+    const provisioner = createKubernetesProvisioner({
+      kubeConfig: cluster.kubeConfig(),
+      namespace: NS,
+      watchRetryMs: 20,
+      lookup: createKubernetesLookup(database.db),
+      defaults: { vllmImage: 'vllm/vllm-openai:latest', sglangImage: 's', tgiImage: 't', drainSeconds: 5 },
+    });
+    const deployments = createDeploymentsContext({
+      db: database.db,
+      provisioners: { kubernetes: provisioner },
+      reconciler: { startTimeoutMs: 30_000, maxStartAttempts: 2, drainGraceMs: 10, drainTimeoutMs: 2_000 },
+    });
+    const autoscaler = startAutoscaler(deployments, createSoleLeader(), { tickMs: 50, heartbeatMs: 50, sweepMs: 60_000, scrapeRuntimeMetrics: false });
+    return {
+      deployments,
+      /** The app's shutdown order (a rolling update's SIGTERM). */
+      async close() {
+        await autoscaler.close();
+        await deployments.reconciler.close();
+      },
+    };
+  };
+  const intervalsOf = (entryId: string) =>
+    database.db.selectFrom('replicaIntervals').selectAll().where('entryId', '=', entryId).orderBy('startedAt').orderBy('id').execute();
+  const podsOf = (id: string) => cluster.api.list('pods', NS, `infer.dev/deployment-id=${id}`).map((p) => p.metadata.name);
+
   it('a control-plane restart hands its pods over: the old process leaves them serving, the new leader adopts them (routing, billing, stop)', async () => {
     const entry = await createEntry(database.db, { name: 'acme/Handover-8B', provider: 'acme', gpuCount: 2, offeredDedicated: true });
     await adminSetRuntimeConfig(database.db, admin, entry.id, { port });
-    /** One control-plane process: its own provisioner (watch), reconciler and autoscaler, as app.ts wires them. */
-    const controlPlane = () => {
-      const provisioner = createKubernetesProvisioner({
-        kubeConfig: cluster.kubeConfig(),
-        namespace: NS,
-        watchRetryMs: 20,
-        lookup: createKubernetesLookup(database.db),
-        defaults: { vllmImage: 'vllm/vllm-openai:latest', sglangImage: 's', tgiImage: 't', drainSeconds: 5 },
-      });
-      const deployments = createDeploymentsContext({
-        db: database.db,
-        provisioners: { kubernetes: provisioner },
-        reconciler: { startTimeoutMs: 30_000, maxStartAttempts: 2, drainGraceMs: 10, drainTimeoutMs: 2_000 },
-      });
-      const autoscaler = startAutoscaler(deployments, createSoleLeader(), { tickMs: 50, heartbeatMs: 50, sweepMs: 60_000, scrapeRuntimeMetrics: false });
-      return {
-        deployments,
-        /** The app's shutdown order (a rolling update's SIGTERM). */
-        async close() {
-          await autoscaler.close();
-          await deployments.reconciler.close();
-        },
-      };
-    };
-    const intervals = () => database.db.selectFrom('replicaIntervals').selectAll().where('entryId', '=', entry.id).orderBy('startedAt').orderBy('id').execute();
-    const podsOf = (id: string) => cluster.api.list('pods', NS, `infer.dev/deployment-id=${id}`).map((p) => p.metadata.name);
-
+    const intervals = () => intervalsOf(entry.id);
     const a = controlPlane();
     let b: ReturnType<typeof controlPlane> | undefined;
     try {
       const d = await deployEndpoint(a.deployments, admin, {
         tenantId,
         entryName: 'acme/Handover-8B',
-        minReplicas: 1,
+        minReplicas: 2,
         maxReplicas: 2,
         provisioner: 'kubernetes',
       });
       await until(async () => (await getDeployment(a.deployments, admin, { tenantId, deploymentId: d.id })).state === 'running', 60_000, 'RUNNING');
-      const [pod] = podsOf(d.id);
-      const row = await database.db.selectFrom('deploymentReplicas').selectAll().where('deploymentId', '=', d.id).executeTakeFirstOrThrow();
-      await until(async () => (await intervals()).some((i) => i.endedAt === null && i.phase === 'idle'), 10_000, 'the replica billed as idle');
+      const rows = await database.db.selectFrom('deploymentReplicas').selectAll().where('deploymentId', '=', d.id).orderBy('createdAt').execute();
+      expect(rows).toHaveLength(2);
+      const podAt = (url: string) =>
+        cluster.api.list('pods', NS, `infer.dev/deployment-id=${d.id}`).find((p) => url.includes(`//${(p.status as { podIP: string }).podIP}:`))!;
+      const [sick, well] = rows.map((r) => podAt(r.url).metadata.name);
+      await until(async () => (await intervals()).filter((i) => i.endedAt === null && i.phase === 'idle').length === 2, 10_000, 'both billed as idle');
 
       await a.close();
-      // Handed over, not stopped: the pod serves on, its row and its open interval stay (the row keeps it routed).
-      expect(cluster.kubelet.podLog.get(pod!)?.deletedAt).toBeUndefined();
-      expect((cluster.api.get('deployments', NS, objectName(d.id))?.spec as { replicas: number }).replicas).toBe(1);
-      expect(await database.db.selectFrom('deploymentReplicas').select(['id', 'state']).where('deploymentId', '=', d.id).execute()).toEqual([
-        { id: row.id, state: 'ready' },
-      ]);
-      expect((await intervals()).filter((i) => i.endedAt === null)).toHaveLength(1);
+      // Handed over, not stopped: the pods serve on, their rows and their open intervals stay (the rows keep them routed).
+      expect(podsOf(d.id).sort()).toEqual([sick, well].sort());
+      expect((cluster.api.get('deployments', NS, objectName(d.id))?.spec as { replicas: number }).replicas).toBe(2);
+      expect(
+        (await database.db.selectFrom('deploymentReplicas').select(['id', 'state']).where('deploymentId', '=', d.id).execute()).map((r) => r.state),
+      ).toEqual(['ready', 'ready']);
+      const handedOver = (await intervals()).filter((i) => i.endedAt === null);
+      expect(handedOver).toHaveLength(2);
+
+      // Meanwhile the entry's GPU Count changes (the pods keep the GPUs they started with), and the older pod stops
+      // being ready: the new leader must replace that one only, not size the Deployment to what it claimed so far (none).
+      await database.db.updateTable('catalogEntries').set({ gpuCount: 8 }).where('id', '=', entry.id).execute();
+      const unready = cluster.api.get('pods', NS, sick!)!;
+      cluster.api.put('pods', { ...unready, status: { ...(unready.status as object), conditions: [{ type: 'Ready', status: 'False' }] } }, 'kubelet');
 
       b = controlPlane();
       const next = b;
-      await until(() => next.deployments.reconciler.ownedReplicas().has(row.id), 10_000, 'the new leader to adopt the replica');
-      // The same pod, not a cold start of a new one; billed again from its adoption, never twice.
-      expect(podsOf(d.id)).toEqual([pod]);
-      expect((cluster.api.get('deployments', NS, objectName(d.id))?.spec as { replicas: number }).replicas).toBe(1);
-      const ledger = await intervals();
-      const open = ledger.filter((i) => i.endedAt === null);
-      expect(open).toHaveLength(1);
-      expect(open[0]).toMatchObject({ replicaId: row.id, phase: 'idle', gpuCount: 2 });
-      const before = ledger.filter((i) => i.endedAt !== null);
-      expect(Math.max(...before.map((i) => new Date(i.endedAt!).getTime()))).toBeLessThanOrEqual(new Date(open[0]!.startedAt).getTime());
-      expect((await buildSnapshot(database.db)).deployments.find((x) => x.id === d.id)?.replicas.map((r) => r.url)).toEqual([row.url]);
+      const wellRow = rows[1]!;
+      const adopted = await until(
+        async () => (await intervals()).find((i) => i.replicaId === wellRow.id && i.endedAt === null && !handedOver.some((h) => h.id === i.id)),
+        10_000,
+        'a new interval of the adopted replica',
+      );
+      expect(next.deployments.reconciler.ownedReplicas().has(wellRow.id)).toBe(true);
+      // Billed again from its adoption, for the 2 GPUs it holds; its earlier interval ended at its last heartbeat.
+      expect(adopted).toMatchObject({ phase: 'idle', gpuCount: 2 });
+      const before = (await intervals()).find((i) => i.id === handedOver.find((h) => h.replicaId === wellRow.id)!.id)!;
+      expect(before.endedAt).toEqual(before.lastHeartbeatAt);
+      expect(new Date(before.endedAt!).getTime()).toBeLessThanOrEqual(new Date(adopted.startedAt).getTime());
 
-      // It is the new leader's to stop: the pod goes, its interval closes.
+      // The unready one is replaced; the ready one was never touched.
+      const readyRows = async () =>
+        (await database.db.selectFrom('deploymentReplicas').select(['id', 'state']).where('deploymentId', '=', d.id).execute()).filter(
+          (r) => r.state === 'ready',
+        );
+      await until(
+        async () => {
+          const ready = await readyRows();
+          return ready.length === 2 && !ready.some((r) => r.id === rows[0]!.id) && !podsOf(d.id).includes(sick!);
+        },
+        30_000,
+        'the unready pod replaced',
+      );
+      expect(cluster.kubelet.podLog.get(well!)?.deletedAt).toBeUndefined();
+      expect(podsOf(d.id)).toContain(well);
+      expect((await buildSnapshot(database.db)).deployments.find((x) => x.id === d.id)?.replicas.map((r) => r.url)).toContain(wellRow.url);
+      const open = (await intervals()).filter((i) => i.endedAt === null);
+      expect(open).toHaveLength(2);
+      expect(new Set(open.map((i) => i.replicaId)).size).toBe(2);
+
+      // They are the new leader's to stop: the pods go, their intervals close.
       await stopDeployment(next.deployments, admin, { tenantId, deploymentId: d.id });
       await next.deployments.reconciler.settled(d.id);
-      await until(() => cluster.kubelet.podLog.get(pod!)?.deletedAt, 10_000, 'the pod to terminate');
+      await until(() => cluster.kubelet.podLog.get(well!)?.deletedAt, 10_000, 'the pod to terminate');
       expect((await intervals()).every((i) => i.endedAt !== null)).toBe(true);
       await deleteDeployment(next.deployments, admin, { tenantId, deploymentId: d.id });
     } finally {
+      await a.close();
+      await b?.close();
+    }
+  }, 60_000);
+
+  it('a new leader that cannot list the pods keeps routing to them but bills none until it has seen them', async () => {
+    const entry = await createEntry(database.db, { name: 'acme/Unseen-8B', provider: 'acme', gpuCount: 1, offeredDedicated: true });
+    await adminSetRuntimeConfig(database.db, admin, entry.id, { port });
+    const a = controlPlane();
+    let b: ReturnType<typeof controlPlane> | undefined;
+    try {
+      const d = await deployEndpoint(a.deployments, admin, {
+        tenantId,
+        entryName: 'acme/Unseen-8B',
+        minReplicas: 1,
+        maxReplicas: 1,
+        provisioner: 'kubernetes',
+      });
+      await until(async () => (await getDeployment(a.deployments, admin, { tenantId, deploymentId: d.id })).state === 'running', 60_000, 'RUNNING');
+      const row = await database.db.selectFrom('deploymentReplicas').selectAll().where('deploymentId', '=', d.id).executeTakeFirstOrThrow();
+      await a.close();
+
+      cluster.api.forbid('list', 'pods');
+      b = controlPlane();
+      const next = b;
+      // Taken over: the earlier leader's interval closed at its last heartbeat, the row checked.
+      await until(async () => (await intervalsOf(entry.id)).every((i) => i.endedAt !== null), 10_000, 'the earlier interval closed');
+      await next.deployments.reconciler.reconcileAll();
+      await next.deployments.reconciler.settled(d.id);
+      // The pod cannot be seen: still routed (it most likely serves), not adopted, not billed.
+      expect(next.deployments.reconciler.ownedReplicas().has(row.id)).toBe(false);
+      expect((await intervalsOf(entry.id)).filter((i) => i.endedAt === null)).toEqual([]);
+      expect((await buildSnapshot(database.db)).deployments.find((x) => x.id === d.id)?.replicas.map((r) => r.url)).toEqual([row.url]);
+
+      // Seen again: adopted and billed from then on.
+      cluster.api.allow('list', 'pods');
+      await until(
+        async () => {
+          await next.deployments.reconciler.reconcileAll();
+          return next.deployments.reconciler.ownedReplicas().has(row.id);
+        },
+        15_000,
+        'the adoption once the pods can be listed',
+      );
+      expect((await intervalsOf(entry.id)).filter((i) => i.endedAt === null)).toMatchObject([{ replicaId: row.id, gpuCount: 1 }]);
+      await stopDeployment(next.deployments, admin, { tenantId, deploymentId: d.id });
+      await next.deployments.reconciler.settled(d.id);
+      await deleteDeployment(next.deployments, admin, { tenantId, deploymentId: d.id });
+    } finally {
+      cluster.api.allow('list', 'pods');
       await a.close();
       await b?.close();
     }

@@ -6,6 +6,7 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { ReplicaPhase } from '@infer/db';
 import { isUuid, type Db } from '../../db.ts';
+import { withTransaction } from '../snapshots/outbox.ts';
 
 export interface MeteredReplica {
   readonly replicaId: string;
@@ -137,6 +138,31 @@ export async function reopenReplicaIntervals(db: Db, replicaIds: readonly string
   return rows.length;
 }
 
+/**
+ * A replica an earlier leader started and this one adopts: its interval still open ends at its last heartbeat (the
+ * time since is unproven) and a new one opens now, in `phase`, at its entry's price now, for the GPUs its last interval
+ * counted (what the replica was started with; `r` is used only for a replica that has none). One transaction: the
+ * replica never has two open intervals, nor none.
+ */
+export async function adoptReplicaInterval(db: Db, r: MeteredReplica, phase: ReplicaPhase = 'idle'): Promise<void> {
+  await withTransaction(db, async (trx) => {
+    const last = await trx
+      .selectFrom('replicaIntervals')
+      .select(['deploymentId', 'tenantId', 'entryId', 'gpuCount'])
+      .where('replicaId', '=', r.replicaId)
+      .orderBy('startedAt', 'desc')
+      .orderBy('id', 'desc')
+      .executeTakeFirst();
+    await trx
+      .updateTable('replicaIntervals')
+      .set({ endedAt: sql<Date>`greatest(started_at, least(now(), last_heartbeat_at))` })
+      .where('replicaId', '=', r.replicaId)
+      .where('endedAt', 'is', null)
+      .execute();
+    await openReplicaInterval(trx, { ...r, ...last, replicaId: r.replicaId }, phase);
+  });
+}
+
 /** Proof of life for the replicas this leader runs (every few seconds). */
 export async function heartbeatReplicaIntervals(db: Db, replicaIds: readonly string[]): Promise<void> {
   if (replicaIds.length === 0) return;
@@ -152,11 +178,13 @@ export async function heartbeatReplicaIntervals(db: Db, replicaIds: readonly str
  * Closes open intervals of replicas not in `live` at their last heartbeat (a leader that died, or a
  * replica lost without notice). Returns how many were closed.
  */
-export async function closeStaleReplicaIntervals(db: Db, live: readonly string[]): Promise<number> {
+export async function closeStaleReplicaIntervals(db: Db, live: readonly string[], openedBefore?: Date): Promise<number> {
   let q = db
     .updateTable('replicaIntervals')
     .set({ endedAt: sql<Date>`greatest(started_at, last_heartbeat_at)` })
     .where('endedAt', 'is', null);
+  // Intervals this leader opened since it took over (an adoption or a start while it recovered) are its own.
+  if (openedBefore !== undefined) q = q.where('startedAt', '<', openedBefore);
   if (live.length > 0) q = q.where('replicaId', 'not in', [...live]);
   const rows = await q.returning('id').execute();
   return rows.length;

@@ -14,7 +14,7 @@ import {
   type Deployment,
   type Replica,
 } from './deployment-store.ts';
-import { closeReplicaInterval, openReplicaInterval, switchReplicaPhase } from './gpu-ledger.ts';
+import { adoptReplicaInterval, closeReplicaInterval, openReplicaInterval, switchReplicaPhase } from './gpu-ledger.ts';
 import type { Provisioner, ProvisionerKind, Provisioners, ReplicaRef, ReplicaSpec } from './provisioners/provisioner.ts';
 import { scrapeRuntimeLoad, type RuntimeLoad } from './runtime-metrics.ts';
 
@@ -187,10 +187,12 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
    * now (the earlier leader's interval ended at its last heartbeat: the time between is unproven, not billed).
    */
   async function adopt(d: Deployment, provisioner: Provisioner, r: Replica): Promise<void> {
-    owned.set(r.id, { id: r.id, deploymentId: d.id, url: r.url, metered: provisioner.billsGpuTime, draining: false, ref: r, provisioner });
+    // Billed only once the provisioner has seen it up itself (not assumed while it cannot tell); routed meanwhile.
+    if (provisioner.seen?.(r) === false) return;
     if (provisioner.billsGpuTime) {
-      await openReplicaInterval(db, { replicaId: r.id, deploymentId: d.id, tenantId: d.tenantId, entryId: d.entryId, gpuCount: d.gpuCount ?? 1 }, 'idle');
+      await adoptReplicaInterval(db, { replicaId: r.id, deploymentId: d.id, tenantId: d.tenantId, entryId: d.entryId, gpuCount: d.gpuCount ?? 1 });
     }
+    owned.set(r.id, { id: r.id, deploymentId: d.id, url: r.url, metered: provisioner.billsGpuTime, draining: false, ref: r, provisioner });
     log.info({ deploymentId: d.id, replicaId: r.id, url: r.url }, 'adopted a replica an earlier leader started');
   }
 
@@ -300,6 +302,9 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
         await sleep(drainGraceMs, abort.signal);
         const deadline = Date.now() + drainTimeoutMs;
         while (Date.now() < deadline && !abort.signal.aborted && (await busy(o))) await sleep(100, abort.signal);
+        // Cut short by a shutdown or a lost leadership: a replica that outlives this process is left to whoever leads
+        // next, which finds its row draining and stops it (a stop here would hold the shutdown up for the pod's end).
+        if (abort.signal.aborted && provisioner.outlivesControlPlane === true) return;
         await retire(provisioner, r);
         log.info({ deploymentId: r.deploymentId, replicaId: r.id }, 'replica drained and stopped');
       } finally {
@@ -349,6 +354,12 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     const starting: Replica[] = [];
     /** Ready replicas of a deployment stopped or failed: stopped once the nodes had time to learn of it. */
     const halting: Replica[] = [];
+    // Every row's health first, and the healthy ones adopted, before any is retired: retiring one before the rest are
+    // claimed would size a Kubernetes Deployment to the replicas claimed so far (none, for a new leader) and take
+    // healthy pods with it.
+    const healthy = new Set<string>();
+    for (const r of replicas) if (active && r.state === 'ready' && (await provisioner.health(r))) healthy.add(r.id);
+    for (const r of replicas) if (healthy.has(r.id) && !owned.has(r.id) && !starts.has(r.id)) await adopt(d, provisioner, r);
     for (const r of replicas) {
       if (r.state === 'draining' && drains.has(r.id)) continue;
       if (r.state === 'starting' && !starts.has(r.id) && launchedHere.has(r.id)) {
@@ -361,11 +372,7 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
         continue;
       }
       // A 'starting' or 'draining' row nobody here works on was left by an earlier process.
-      const ok = active && r.state === 'ready' && (await provisioner.health(r));
-      if (ok) {
-        if (!owned.has(r.id) && !starts.has(r.id)) await adopt(d, provisioner, r);
-        ready.push(r);
-      }
+      if (healthy.has(r.id)) ready.push(r);
       // A stop marks its replicas 'stopped' with the deployment; one this process runs still serves until the grace ends.
       else if (!active && (r.state === 'ready' || r.state === 'stopped') && owned.has(r.id)) halting.push(r);
       else await retire(provisioner, r);
@@ -555,6 +562,9 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
       if (closed) return; // idempotent: provisioners close once
       closed = true;
       for (const id of [...backoffs.keys()]) clearBackoff(id);
+      // Replicas that outlive this process keep their count: a start cancelled now leaves its pod coming up for the
+      // next leader's start to take, rather than scaling it away.
+      for (const p of Object.values(provisioners)) p?.handOver?.();
       await stopEverything();
       await Promise.all(Object.values(provisioners).map((p) => p?.close?.()));
     },

@@ -2,6 +2,7 @@
 // vLLM gauges), decides each serving deployment's desired replica count (decide.ts), records changes
 // (published to the data plane) and lets the reconciler converge; it also keeps the GPU-time ledger's
 // phases and heartbeats. See docs/autoscaling.md.
+import { sql } from 'kysely';
 import type { ReplicaPhase } from '@infer/db';
 import { listServingDeployments, recordScaleDecision, type Deployment } from '../deployment-store.ts';
 import type { DeploymentsContext } from '../deployments-context.ts';
@@ -198,10 +199,13 @@ export function startAutoscaler(ctx: DeploymentsContext, election: LeaderElectio
       // began ends first.
       clearTimeout(relinquishing);
       relinquishing = undefined;
+      // Intervals opened from now on are this leader's own (a wake may start or adopt a replica while this recovers).
+      const tookOver = (await sql<{ now: Date }>`select now() as now`.execute(db)).rows[0]!.now;
       await relinquished;
-      // The previous leader's open intervals end at their last heartbeat (its replicas died with it).
+      // The previous leader's open intervals end at their last heartbeat (its replicas died with it, or are adopted
+      // with an interval of this leader's).
       const live = reconciler.liveReplicaIds();
-      const closedCount = await closeStaleReplicaIntervals(db, live);
+      const closedCount = await closeStaleReplicaIntervals(db, live, tookOver);
       if (closedCount > 0) log.info({ intervals: closedCount }, 'closed GPU-time intervals of an earlier leader at their last heartbeat');
       // Ours that another leader closed meanwhile are billed again from now.
       const reopened = await reopenReplicaIntervals(db, live);

@@ -60,6 +60,16 @@ export interface Provisioner {
    */
   readonly outlivesControlPlane?: boolean;
   /**
+   * False while `health` answers "up" for a replica without having seen it (the API it would ask cannot be reached):
+   * such a replica stays routed but is not adopted (nor billed) until it is seen. Absent: `health` always looks.
+   */
+  seen?(replica: ReplicaRef): boolean;
+  /**
+   * Shutdown of a control plane whose replicas outlive it: leave replica counts as they are from now on (a start
+   * cancelled by the shutdown leaves its replica coming up, for the next leader's start to take).
+   */
+  handOver?(): void;
+  /**
    * Starts one replica and resolves once it is healthy (the readiness callback: the replica joins the
    * routing snapshot then); rejects (having cleaned up) if it cannot or when `signal` aborts (the
    * reconciler's start deadline).

@@ -57,6 +57,8 @@ interface DeploymentState {
   readonly waiters: Waiter[];
   /** Pods serving as replicas (by pod name): the replica URL each was handed out under. */
   readonly claims: Map<string, string>;
+  /** Starts entered that have not queued their waiter yet (still applying the manifests): their slots count already. */
+  reserved: number;
   manifests?: Manifests;
   appliedHash?: string;
   scaling: Promise<void>;
@@ -112,16 +114,18 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
   /** Pods being stopped on purpose (their end is not a failure). */
   const stopping = new Set<string>();
   let closed = false;
+  /** Shut down with its pods handed over: replica counts are left as they are. */
+  let handingOver = false;
 
   const state = (id: string): DeploymentState => {
     let s = states.get(id);
     if (!s) {
-      s = { id, waiters: [], claims: new Map(), scaling: Promise.resolve() };
+      s = { id, waiters: [], claims: new Map(), reserved: 0, scaling: Promise.resolve() };
       states.set(id, s);
     }
     return s;
   };
-  const slots = (s: DeploymentState) => s.waiters.length + s.claims.size;
+  const slots = (s: DeploymentState) => s.waiters.length + s.claims.size + s.reserved;
   const urlOf = (s: DeploymentState, pod: V1Pod): string => {
     // A pod an earlier control-plane process created (its manifests unknown here): the port it declares.
     const port = s.manifests?.port ?? declaredPort(pod) ?? 8000;
@@ -332,7 +336,7 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
     s.scaling = s.scaling
       .then(async () => {
         const name = objectName(s.id);
-        for (let attempt = 0; attempt < 5 && !closed; attempt++) {
+        for (let attempt = 0; attempt < 5 && !closed && !handingOver; attempt++) {
           const want = slots(s);
           try {
             const scale = await apps.readNamespacedDeploymentScale({ name, namespace });
@@ -398,6 +402,24 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
 
   async function start(spec: ReplicaSpec, signal?: AbortSignal): Promise<StartedReplica> {
     if (closed) throw new Error('the Kubernetes provisioner is closed');
+    // Its slot counts from now: a sweep or a stop that sizes the Deployment while this start applies the manifests
+    // must not scale away the pod it is about to take.
+    const reservation = state(spec.deploymentId);
+    reservation.reserved++;
+    let reserved = true;
+    const unreserve = (): void => {
+      if (!reserved) return;
+      reserved = false;
+      reservation.reserved--;
+    };
+    try {
+      return await startReserved(spec, unreserve, signal);
+    } finally {
+      unreserve();
+    }
+  }
+
+  async function startReserved(spec: ReplicaSpec, unreserve: () => void, signal?: AbortSignal): Promise<StartedReplica> {
     const info = await lookup(spec.deploymentId);
     if (!info) throw new KubernetesProvisionError('the deployment or its catalog entry is gone', true);
     const manifests = buildManifests(
@@ -424,6 +446,7 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
     const pod = await new Promise<V1Pod>((resolve, reject) => {
       const w: Waiter = { replicaId: spec.replicaId, since: Date.now(), resolve, reject };
       s.waiters.push(w);
+      unreserve(); // the waiter holds the slot now
       signal?.addEventListener(
         'abort',
         () => {
@@ -497,6 +520,13 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
       // A ready row of an earlier control-plane process: this process now answers for its pod.
       if (!s.claims.has(name)) s.claims.set(name, ref.url);
       return true;
+    },
+    seen(ref: ReplicaRef): boolean {
+      const pod = isSynced ? podFor(ref) : undefined;
+      return pod !== undefined && podReady(pod);
+    },
+    handOver(): void {
+      handingOver = true;
     },
     onExit(listener: (deploymentId: string) => void): void {
       exitListeners.push(listener);
