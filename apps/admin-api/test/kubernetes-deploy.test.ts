@@ -264,6 +264,41 @@ describe.each(testBackends())('Kubernetes deployments end to end (%s)', (kind) =
     }
   }, 60_000);
 
+  it('a graceful restart during a start leaves the pod coming up for the next leader (not scaled away, not started twice)', async () => {
+    const entry = await createEntry(database.db, { name: 'acme/Slowboot-8B', provider: 'acme', gpuCount: 1, offeredDedicated: true });
+    // A runtime that takes a while to boot: the pod exists, not ready, while the control plane restarts.
+    await adminSetRuntimeConfig(database.db, admin, entry.id, { port, env: { SIM_COLD_START_MS: '1500' } });
+    const a = controlPlane();
+    let b: ReturnType<typeof controlPlane> | undefined;
+    try {
+      const d = await deployEndpoint(a.deployments, admin, {
+        tenantId,
+        entryName: 'acme/Slowboot-8B',
+        minReplicas: 1,
+        maxReplicas: 1,
+        provisioner: 'kubernetes',
+      });
+      const [pod] = await until(() => (podsOf(d.id).length === 1 ? podsOf(d.id) : null), 10_000, 'the pod created');
+      expect(cluster.kubelet.podLog.get(pod!)?.readyAt).toBeUndefined();
+      await a.close();
+      expect(cluster.kubelet.podLog.get(pod!)?.deletedAt).toBeUndefined();
+      expect((cluster.api.get('deployments', NS, objectName(d.id))?.spec as { replicas: number }).replicas).toBe(1);
+
+      b = controlPlane();
+      const next = b;
+      await until(async () => (await getDeployment(next.deployments, admin, { tenantId, deploymentId: d.id })).state === 'running', 30_000, 'RUNNING');
+      // The same pod serves: one cold start, not two.
+      expect(podsOf(d.id)).toEqual([pod]);
+      expect([...cluster.kubelet.podLog.values()].filter((l) => l.deployment === objectName(d.id))).toHaveLength(1);
+      await stopDeployment(next.deployments, admin, { tenantId, deploymentId: d.id });
+      await next.deployments.reconciler.settled(d.id);
+      await deleteDeployment(next.deployments, admin, { tenantId, deploymentId: d.id });
+    } finally {
+      await a.close();
+      await b?.close();
+    }
+  }, 60_000);
+
   it('a new leader that cannot list the pods keeps routing to them but bills none until it has seen them', async () => {
     const entry = await createEntry(database.db, { name: 'acme/Unseen-8B', provider: 'acme', gpuCount: 1, offeredDedicated: true });
     await adminSetRuntimeConfig(database.db, admin, entry.id, { port });

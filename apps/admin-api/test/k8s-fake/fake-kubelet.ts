@@ -331,7 +331,8 @@ export class FakeKubelet {
       return;
     }
     const pod = this.api.get('pods', namespace, name);
-    const c = ((pod?.spec as { containers?: { args?: string[]; ports?: { containerPort: number }[] }[] }).containers ?? [])[0];
+    const c = ((pod?.spec as { containers?: { args?: string[]; ports?: { containerPort: number }[]; env?: { name: string; value?: string }[] }[] })
+      .containers ?? [])[0];
     const port = c?.ports?.[0]?.containerPort ?? 8000;
     const args = c?.args ?? [];
     const served = args[args.indexOf('--served-model-name') + 1] ?? 'model';
@@ -339,8 +340,11 @@ export class FakeKubelet {
     const windowAt = Math.max(args.lastIndexOf('--max-model-len'), args.lastIndexOf('--context-length'));
     const window = windowAt >= 0 && args[windowAt + 1] !== undefined ? ['--max-context-length', args[windowAt + 1]!] : [];
     const cli = join(dirname(createRequire(import.meta.url).resolve('@infer/runtime-sim')), 'cli.ts');
+    // The container's plain env reaches the process, as a kubelet sets it (SIM_COLD_START_MS: a runtime slow to boot).
+    const env = Object.fromEntries((c?.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
     const child = spawn(process.execPath, [cli, '--port', String(port), '--host', ip, '--model', served, '--ttft-ms', '5', '--itl-ms', '1', ...window], {
       stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...env },
     });
     this.processes.set(name, child);
     child.stdout?.resume();
