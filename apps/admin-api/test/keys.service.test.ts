@@ -45,7 +45,7 @@ describe.each(testBackends())('keys service (%s)', (kind) => {
     await expect(createApiKey(db, { tenantId: tenant.id, name: 'far', expiresAt: far })).rejects.toMatchObject({
       code: 'invalid',
       param: 'expiresAt',
-      message: 'expiresAt must be before the year 10000 (UTC)',
+      message: 'expiresAt must be a date of the years 0001 to 9999 (UTC)',
     });
     expect(await listApiKeys(db, tenant.id)).toEqual([]);
     const last = await createApiKey(db, { tenantId: tenant.id, name: 'last', expiresAt: new Date('9999-12-31T23:59:59Z') });

@@ -241,6 +241,24 @@ describe.each(testBackends())('usage ingest (%s)', (kind) => {
     expect(now.costUsd).toBeCloseTo(past.costUsd + rows.reduce((acc, r) => acc + (seconds(r) / 3600) * r.usdPerGpuHour!, 0), 7);
   });
 
+  it('refuses a range bound an offset moves out of the years 0001 to 9999 (UTC), naming it, on any surface (not a database error)', async () => {
+    // Review finding: tRPC took "0001-01-01T00:00:00+14:00" (year 0000 in UTC) to the database: a 500 on PGlite.
+    const token = { kind: 'admin_token', tokenId: 'ci', userId: null, tenantId: base.tenantId } as const;
+    await expect(
+      summariseUsage(t.database.db, token, { tenantId: base.tenantId, from: new Date('0001-01-01T00:00:00+14:00'), to: new Date('0001-06-01T00:00:00Z') }),
+    ).rejects.toMatchObject({
+      code: 'invalid',
+      param: 'from',
+      message: 'from must be a date of the years 0001 to 9999 (UTC)',
+    });
+    await expect(
+      summariseUsage(t.database.db, token, { tenantId: base.tenantId, from: new Date('9999-12-31T00:00:00Z'), to: new Date('9999-12-31T23:59:59-14:00') }),
+    ).rejects.toMatchObject({
+      code: 'invalid',
+      param: 'to',
+    });
+  });
+
   it('dedupes within one batch too', async () => {
     const r = { ...base, requestId: `req-${randomUUID()}` };
     expect(await (await post({ records: [r, r] })).json()).toEqual({ accepted: 1, duplicates: 1, rejected: 0, rejectedRequestIds: [] });

@@ -2,6 +2,7 @@ import SchemaBuilder from '@pothos/core';
 import ComplexityPlugin from '@pothos/plugin-complexity';
 import { toGraphQLError } from '../error-mapping.ts';
 import { ServiceError } from '../errors.ts';
+import { inApiYears } from '../instant.ts';
 import type { GraphQLContext } from './context.ts';
 
 /** The one Pothos builder; type files under modules import it and add their own fields. */
@@ -62,8 +63,7 @@ function parseDateTime(value: unknown): Date {
   if (typeof value === 'string' && ISO.test(value) && realDateTime(value)) {
     const d = new Date(value);
     // In UTC too ("9999-12-31T23:00-14:00" is year 10000, which this scalar could not give back as it took it).
-    const year = d.getUTCFullYear();
-    if (Number.isFinite(d.getTime()) && year >= 1 && year <= 9999) return d;
+    if (inApiYears(d)) return d;
   }
   throw new ServiceError('invalid', 'DateTime must be an ISO 8601 date or date-time string of a real date, years 0001 to 9999');
 }

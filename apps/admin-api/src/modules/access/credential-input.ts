@@ -1,5 +1,6 @@
 import { checkName } from '../../check-name.ts';
 import { ServiceError } from '../../errors.ts';
+import { checkApiInstant } from '../../instant.ts';
 
 /** The rules every issued secret (inference key, admin token) shares: a 1-100 character name, an expiry in the future. */
 export function checkCredentialInput(rawName: string, expiresAt: Date | null | undefined): string {
@@ -7,8 +8,6 @@ export function checkCredentialInput(rawName: string, expiresAt: Date | null | u
   if (expiresAt && expiresAt.getTime() <= Date.now()) {
     throw new ServiceError('invalid', 'expiresAt must be in the future', 'expiresAt');
   }
-  if (expiresAt && expiresAt.getUTCFullYear() > 9999) {
-    throw new ServiceError('invalid', 'expiresAt must be before the year 10000 (UTC)', 'expiresAt');
-  }
+  if (expiresAt) checkApiInstant(expiresAt, 'expiresAt');
   return name;
 }

@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { UsageRecord } from '@infer/shared';
 import { isUuid, type Db } from '../../db.ts';
 import { ServiceError } from '../../errors.ts';
+import { checkApiInstant } from '../../instant.ts';
 import { gpuCosts, roundGpuSeconds } from '../deployments/gpu-ledger.ts';
 import { requireTenantRole } from '../access/access.ts';
 import type { Principal } from '../access/principal.ts';
@@ -263,6 +264,8 @@ export const MAX_USAGE_RANGE_DAYS = 366;
 
 /** The [from, to) of a usage query: by default the 30 days up to now; from before to; at most 366 days. */
 export function usageRange(input: { from?: Date | null; to?: Date | null }, now: Date = new Date()): { from: Date; to: Date } {
+  if (input.from) checkApiInstant(input.from, 'from');
+  if (input.to) checkApiInstant(input.to, 'to');
   const to = input.to ?? now;
   const from = input.from ?? new Date(to.getTime() - 30 * DAY_MS);
   if (from.getTime() >= to.getTime()) throw new ServiceError('invalid', 'from must be before to', 'from');
