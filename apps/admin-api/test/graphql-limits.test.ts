@@ -156,6 +156,20 @@ describe.each(testBackends())('GraphQL operation limits (%s)', (kind) => {
     expect(JSON.stringify(listed.body)).not.toContain('Intro 3.');
   });
 
+  it('looks up no Name longer than any entry may have (anyone may ask): GraphQL answers null, tRPC a 400, and no query runs', async () => {
+    // Review finding: endpoint(name:) and catalog.byName took names up to the body limit to the database.
+    const long = 'x'.repeat(100_000);
+    catalogQueries = [];
+    const res = await gql(t.baseUrl, 'query($n: String!) { endpoint(name: $n) { name } }', {}, { n: long });
+    expect(res.status).toBe(200);
+    expect(res.body.data).toEqual({ endpoint: null });
+    expect(catalogQueries).toEqual([]);
+    // (A GET's input rides in its URL: a shorter long name, under the head's limit.)
+    const byName = await trpc(t.baseUrl, 'catalog.byName', { input: { name: long.slice(0, 1000) } });
+    expect(byName.status).toBe(400);
+    expect(catalogQueries).toEqual([]);
+  });
+
   it("reads a tenant's deployments' GPU time and replicas in one query each, not one per deployment", async () => {
     // A tenant deploys an entry once: four entries, one deployment each.
     const made: Deployment[] = [];

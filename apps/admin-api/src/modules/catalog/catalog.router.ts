@@ -1,4 +1,4 @@
-import { MAX_URL_LENGTH } from '../../check-name.ts';
+import { MAX_ENTRY_NAME_LENGTH, MAX_URL_LENGTH } from '../../check-name.ts';
 import { z } from 'zod';
 import { runtimeKinds } from '@infer/shared';
 import { notFound } from '../../errors.ts';
@@ -68,7 +68,7 @@ export const catalogRouter = router({
     const entries = await browseEntries(ctx.db, input ?? {});
     return entries.map(toCatalogListView);
   }),
-  byName: publicProcedure.input(z.object({ name: z.string().min(1) })).query(async ({ ctx, input }) => {
+  byName: publicProcedure.input(z.object({ name: z.string().min(1).max(MAX_ENTRY_NAME_LENGTH) })).query(async ({ ctx, input }) => {
     const entry = await getEntryByName(ctx.db, input.name);
     return entry?.published ? toCatalogView(entry) : null;
   }),
@@ -97,14 +97,16 @@ export const catalogRouter = router({
     .input(entryId.extend({ runtimeConfig: z.record(z.string(), z.unknown()).nullable() }))
     .mutation(({ ctx, input }) => adminSetRuntimeConfig(ctx.db, ctx.principal, input.id, input.runtimeConfig)),
   create: adminProcedure
-    .input(entryFields.extend({ name: z.string().min(1).max(200), published: z.boolean().optional() }))
+    .input(entryFields.extend({ name: z.string().min(1).max(MAX_ENTRY_NAME_LENGTH), published: z.boolean().optional() }))
     .mutation(async ({ ctx, input }) => toCatalogView(await adminCreateEntry(ctx.db, ctx.principal, input))),
 
   /** Changes fields; omitted fields stay, `null` clears. */
-  update: adminProcedure.input(entryFields.extend({ id: z.uuid(), name: z.string().min(1).max(200).optional() })).mutation(async ({ ctx, input }) => {
-    const { id, ...fields } = input;
-    return toCatalogView(await adminUpdateEntry(ctx.db, ctx.principal, id, fields));
-  }),
+  update: adminProcedure
+    .input(entryFields.extend({ id: z.uuid(), name: z.string().min(1).max(MAX_ENTRY_NAME_LENGTH).optional() }))
+    .mutation(async ({ ctx, input }) => {
+      const { id, ...fields } = input;
+      return toCatalogView(await adminUpdateEntry(ctx.db, ctx.principal, id, fields));
+    }),
 
   publish: adminProcedure.input(entryId).mutation(async ({ ctx, input }) => toCatalogView(await adminSetPublished(ctx.db, ctx.principal, input.id, true))),
 

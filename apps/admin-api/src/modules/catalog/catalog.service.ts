@@ -251,6 +251,7 @@ export async function listEntries(db: Db, filter: EntryFilter = {}): Promise<Cat
 
 export async function getEntryByName(db: Db, name: string): Promise<CatalogEntry | null> {
   checkNameCharacters(name, 'name'); // no entry has such a name; a NUL would reach the database as an error
+  if (name.length > MAX_ENTRY_NAME_LENGTH) return null; // nor a longer one: not worth a query (anyone may ask)
   return (await db.selectFrom('catalogEntries').select(entryColumns).where('name', '=', name).executeTakeFirst()) ?? null;
 }
 

@@ -1,4 +1,4 @@
-import { MAX_URL_LENGTH } from '../../check-name.ts';
+import { MAX_ENTRY_NAME_LENGTH, MAX_URL_LENGTH } from '../../check-name.ts';
 import { z } from 'zod';
 import { authedProcedure, router, tenantProcedure } from '../../trpc/init.ts';
 import {
@@ -42,7 +42,7 @@ export const deploymentsRouter = router({
   create: tenantProcedure
     .input(
       z.object({
-        entryName: z.string().min(1).max(200),
+        entryName: z.string().min(1).max(MAX_ENTRY_NAME_LENGTH),
         minReplicas: replicas.default(0),
         maxReplicas: replicas.default(1),
         autoscaling,
