@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { checkName } from '../../check-name.ts';
 import { ServiceError } from '../../errors.ts';
 import { checkApiInstant } from '../../instant.ts';
@@ -11,3 +12,9 @@ export function checkCredentialInput(rawName: string, expiresAt: Date | null | u
   if (expiresAt) checkApiInstant(expiresAt, 'expiresAt');
   return name;
 }
+
+/**
+ * A credential row (an inference key, an admin token) that still works: not revoked, not expired. One condition for
+ * the live-credential quotas and the keys nodes are sent.
+ */
+export const liveCredential = sql<boolean>`revoked_at is null and (expires_at is null or expires_at > now())`;

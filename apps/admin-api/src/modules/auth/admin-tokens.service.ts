@@ -4,7 +4,7 @@ import { isUuid, type Db } from '../../db.ts';
 import { notFound, ServiceError } from '../../errors.ts';
 import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
-import { checkCredentialInput } from '../access/credential-input.ts';
+import { checkCredentialInput, liveCredential } from '../access/credential-input.ts';
 import { requireAuthenticated, requirePlatformAdmin, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
 import { storedRights, storedRightsReach } from '../access/stored-rights.ts';
@@ -99,8 +99,7 @@ export async function issueAdminToken(db: Db, input: IssueAdminTokenInput): Prom
               .selectFrom('adminTokens')
               .select((eb) => eb.fn.countAll<string>().as('n'))
               .where('tenantId', '=', tenantId)
-              .where('revokedAt', 'is', null)
-              .where((eb) => eb.or([eb('expiresAt', 'is', null), eb('expiresAt', '>', sql<Date>`now()`)]))
+              .where(liveCredential)
               .executeTakeFirstOrThrow();
             return Number(live.n);
           },

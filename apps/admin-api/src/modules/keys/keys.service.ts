@@ -6,7 +6,7 @@ import { writeAudit, type Actor } from '../audit/audit.service.ts';
 import { checkTenantQuota } from '../tenants/tenant-quota.ts';
 import { withTransaction } from '../snapshots/outbox.ts';
 import { recordChange } from '../snapshots/snapshots.service.ts';
-import { checkCredentialInput } from '../access/credential-input.ts';
+import { checkCredentialInput, liveCredential } from '../access/credential-input.ts';
 import { keyRevokeLimit, requireTenantRole } from '../access/access.ts';
 import { actorOf, type Principal } from '../access/principal.ts';
 import { storedRights, storedRightsReach } from '../access/stored-rights.ts';
@@ -71,8 +71,7 @@ export async function createApiKey(db: Db, input: CreateApiKeyInput): Promise<Cr
             .selectFrom('apiKeys')
             .select((eb) => eb.fn.countAll<number>().as('n'))
             .where('tenantId', '=', input.tenantId)
-            .where('revokedAt', 'is', null)
-            .where((eb) => eb.or([eb('expiresAt', 'is', null), eb('expiresAt', '>', sql<Date>`now()`)]))
+            .where(liveCredential)
             .executeTakeFirstOrThrow();
           return Number(live.n);
         },

@@ -1,6 +1,6 @@
-import { sql } from 'kysely';
 import type { RuntimeKind, SnapshotDeployment, SnapshotEndpoint, SnapshotKey, SnapshotTenant, SnapshotUpstream } from '@infer/shared';
 import type { Db } from '../../db.ts';
+import { liveCredential } from '../access/credential-input.ts';
 import { measuredColdStarts } from '../deployments/node-load.ts';
 import { resolveTargetConcurrency } from '../deployments/target-concurrency.ts';
 
@@ -20,8 +20,7 @@ export async function selectKeyForms(db: Db, ids?: readonly string[]): Promise<S
   let q = db
     .selectFrom('apiKeys')
     .select(['id', 'tenantId', 'hash', 'prefix', 'expiresAt', 'rpmLimit', 'tpmLimit'])
-    .where('revokedAt', 'is', null)
-    .where((eb) => eb.or([eb('expiresAt', 'is', null), eb('expiresAt', '>', sql<Date>`now()`)]))
+    .where(liveCredential)
     .orderBy('createdAt')
     .orderBy('id');
   if (ids) q = q.where('id', 'in', ids);
