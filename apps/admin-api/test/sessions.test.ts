@@ -5,7 +5,7 @@ import { createTestDb, testBackends } from '@infer/db/testing';
 import { hashSecret } from '@infer/shared';
 import { buildAdminApp } from '../src/app.ts';
 import { createUser } from '../src/modules/auth/auth.service.ts';
-import { SESSION_TTL_MS } from '../src/modules/auth/sessions.ts';
+import { createSession, MAX_SESSIONS_PER_USER, SESSION_TTL_MS, validateSession } from '../src/modules/auth/sessions.ts';
 import { addMember, createTenant } from '../src/modules/tenants/tenants.service.ts';
 import { NODE_TOKEN, startTestApp, type TestApp } from './helpers.ts';
 import { PASSWORD, PUBLIC_URLS, trpc } from './trpc-fixtures.ts';
@@ -105,6 +105,35 @@ describe.each(testBackends())('console sessions over HTTP (%s)', (kind) => {
     const keys = await trpc(t.baseUrl, 'keys.list', { input: { tenantId }, headers: { cookie } });
     expect(keys.status).toBe(401);
     expect(await sessionRow(tokenOf(cookie))).toBeUndefined();
+  });
+
+  it('keeps at most MAX_SESSIONS_PER_USER live sessions per user: a login past it ends the least recently renewed', async () => {
+    // Red-team finding: 80 logins left 81 live sessions of 30 days each.
+    const user = await createUser(t.database.db, { email: `many-${kind}@example.com`, password: PASSWORD });
+    const first = await createSession(t.database.db, user.id);
+    // The first one was renewed least recently.
+    await t.database.db
+      .updateTable('sessions')
+      .set({ expiresAt: new Date(Date.now() + 60_000) })
+      .where('id', '=', first.session.id)
+      .execute();
+    for (let i = 1; i < MAX_SESSIONS_PER_USER; i++) await createSession(t.database.db, user.id);
+    const count = async () =>
+      Number(
+        (
+          await t.database.db
+            .selectFrom('sessions')
+            .select((eb) => eb.fn.countAll<string>().as('n'))
+            .where('userId', '=', user.id)
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
+    expect(await count()).toBe(MAX_SESSIONS_PER_USER);
+    expect(await sessionRow(first.token)).toBeDefined(); // (validating it would renew it)
+    const latest = await createSession(t.database.db, user.id);
+    expect(await count()).toBe(MAX_SESSIONS_PER_USER);
+    expect(await validateSession(t.database.db, first.token)).toBeNull();
+    expect((await validateSession(t.database.db, latest.token))?.user.id).toBe(user.id);
   });
 
   it('slides the expiry when less than half the lifetime remains', async () => {

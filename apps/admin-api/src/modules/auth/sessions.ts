@@ -24,11 +24,24 @@ export interface ValidatedSession {
 // 32 random bytes as base64url: 43 characters.
 const TOKEN = /^[A-Za-z0-9_-]{43}$/;
 
+/**
+ * Live sessions a user may hold (browsers, devices): each login adds one for 30 days, so a script logging in on every
+ * run would otherwise pile up rows (and sessions to steal) without end. Past it the least recently renewed go.
+ */
+export const MAX_SESSIONS_PER_USER = 50;
+
 /** Starts a session; the returned token goes into the cookie and is never stored. */
 export async function createSession(db: Db, userId: string): Promise<{ token: string; session: Session }> {
   const token = randomBytes(32).toString('base64url');
   const session: Session = { id: hashSecret(token), userId, expiresAt: new Date(Date.now() + SESSION_TTL_MS) };
   await db.insertInto('sessions').values(session).execute();
+  await db
+    .deleteFrom('sessions')
+    .where('userId', '=', userId)
+    .where('id', 'not in', (qb) =>
+      qb.selectFrom('sessions').select('id').where('userId', '=', userId).orderBy('expiresAt', 'desc').orderBy('id').limit(MAX_SESSIONS_PER_USER),
+    )
+    .execute();
   return { token, session };
 }
 
