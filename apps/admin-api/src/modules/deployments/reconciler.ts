@@ -474,6 +474,14 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
   }
 
   /**
+   * Tells the provisioners whose replicas outlive this process whether it has stopped acting for them (before starts
+   * and drains are cancelled: a cancelled start must not resize what the next leader takes over).
+   */
+  function handOver(handedOver: boolean): void {
+    for (const p of Object.values(provisioners)) p?.handOver?.(handedOver);
+  }
+
+  /**
    * Replicas that outlive this process are handed over as they are (row, runtime and open ledger interval, which ends
    * at its last heartbeat: the next leader adopts them); the rest are stopped. `forget`: the rows of stopped ones go too
    * (leadership lost: the new leader replaces them at once instead of routing to them).
@@ -509,7 +517,8 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
       });
     },
     async reconcileAll(): Promise<void> {
-      if (!isLeader()) return;
+      if (!isLeader() || closed) return;
+      handOver(false); // leading (again): this process acts for its replicas
       const ids = await listActiveDeploymentIds(db);
       // Replicas whose deployment left the serving states (or the database) are reconciled too.
       const extra = new Set([...owned.values()].map((o) => o.deploymentId).filter((x) => !ids.includes(x)));
@@ -548,11 +557,13 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
     runtimeLoad,
     liveReplicaIds: () => [...owned.keys(), ...starts.keys()],
     async pause(): Promise<void> {
+      handOver(true);
       abort.abort();
       await settled();
       if (!closed) abort = new AbortController();
     },
     async relinquish(): Promise<void> {
+      handOver(true);
       await stopEverything(true);
       failures.clear();
       for (const id of [...backoffs.keys()]) clearBackoff(id);
@@ -562,9 +573,7 @@ export function createReconciler({ db, provisioners, log, options = {} }: Reconc
       if (closed) return; // idempotent: provisioners close once
       closed = true;
       for (const id of [...backoffs.keys()]) clearBackoff(id);
-      // Replicas that outlive this process keep their count: a start cancelled now leaves its pod coming up for the
-      // next leader's start to take, rather than scaling it away.
-      for (const p of Object.values(provisioners)) p?.handOver?.();
+      handOver(true);
       await stopEverything();
       await Promise.all(Object.values(provisioners).map((p) => p?.close?.()));
     },

@@ -65,10 +65,12 @@ export interface Provisioner {
    */
   seen?(replica: ReplicaRef): boolean;
   /**
-   * Shutdown of a control plane whose replicas outlive it: leave replica counts as they are from now on (a start
-   * cancelled by the shutdown leaves its replica coming up, for the next leader's start to take).
+   * For replicas that outlive the control plane. True: this process stops acting for its replicas (a shutdown, or
+   * leadership lost): replica counts are left as they are (a start it cancels leaves its replica coming up, for the
+   * next leader's start to take), so a process that no longer leads never resizes what the leader runs. False: it
+   * leads again.
    */
-  handOver?(): void;
+  handOver?(handedOver: boolean): void;
   /**
    * Starts one replica and resolves once it is healthy (the readiness callback: the replica joins the
    * routing snapshot then); rejects (having cleaned up) if it cannot or when `signal` aborts (the

@@ -114,7 +114,7 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
   /** Pods being stopped on purpose (their end is not a failure). */
   const stopping = new Set<string>();
   let closed = false;
-  /** Shut down with its pods handed over: replica counts are left as they are. */
+  /** Not leading (shut down, or leadership lost): its pods are handed over and replica counts left as they are. */
   let handingOver = false;
 
   const state = (id: string): DeploymentState => {
@@ -525,8 +525,8 @@ export function createKubernetesProvisioner(opts: KubernetesProvisionerOptions):
       const pod = isSynced ? podFor(ref) : undefined;
       return pod !== undefined && podReady(pod);
     },
-    handOver(): void {
-      handingOver = true;
+    handOver(handedOver: boolean): void {
+      handingOver = handedOver;
     },
     onExit(listener: (deploymentId: string) => void): void {
       exitListeners.push(listener);
